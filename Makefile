@@ -1,0 +1,40 @@
+# skipprd — see README.md. Two set-up commands: `make run`, `make test`.
+GO         ?= go
+FUZZTIME   ?= 30s
+BENCHCOUNT ?= 5
+STATICCHECK = honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+# Fuzz targets, as package:Target.
+FUZZ_TARGETS = \
+	./engine/segment:FuzzOpenBody \
+	./engine/segment:FuzzReadIndex \
+	./engine/segment:FuzzDecodeMarker \
+	./engine/segment:FuzzDecodeBitmap \
+	./engine/segment:FuzzDecodeSidecar \
+	./engine/segment:FuzzDecodeOffsets
+
+.PHONY: test bench fuzz lint
+
+# Unit, property and golden tests, fuzz seed corpora, the engine lint.
+test:
+	$(GO) vet ./...
+	$(GO) test ./...
+
+# Benchmarks with their baselines in the same run, then the ratios.
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) ./... | tee bench.out
+	@echo; echo "ratios (mean ns/op over $(BENCHCOUNT) runs):"
+	@awk -f scripts/bench-ratios.awk bench.out
+
+# Each fuzz target for FUZZTIME (override: make fuzz FUZZTIME=5m).
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; name=$${t##*:}; \
+		echo "== $$name ($$pkg, $(FUZZTIME))"; \
+		$(GO) test $$pkg -run '^$$' -fuzz "^$$name\$$" -fuzztime $(FUZZTIME); \
+	done
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...

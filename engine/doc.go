@@ -1,0 +1,38 @@
+// Package engine is skipprd's deterministic core: the live accumulator,
+// the WAL writers (S3 and disk), the compaction scheduler, reclaim,
+// recovery and the offsets view, with every effect behind a port.
+//
+// The engine is a single-threaded state machine. It never starts a
+// goroutine, never uses channels, select or sync, never reads the wall
+// clock or global randomness, never touches the OS, the network or the AWS
+// SDK, and never lets map iteration order decide anything. Effects are
+// requested through ports and complete later through callbacks delivered
+// on the engine's own loop. The very same code therefore runs in
+// production (storage/ runs the loop and does the blocking work on worker
+// goroutines) and inside the simulator (sim/ delivers completions from a
+// seeded event queue), where a seed reproduces any run exactly.
+// lint_test.go enforces these rules on every package under engine/.
+//
+// # Glossary
+//
+// One word, one meaning; these are distinct states of an ingest unit or a
+// segment, in the order they happen:
+//
+//   - submitted: handed to the engine by a source; the engine may still
+//     refuse it (ErrResourceExhausted).
+//   - appended: in the live accumulator (memory only; lost on crash).
+//   - synced: disk WAL only — covered by a completed fsync.
+//   - committed: durable in the WAL. S3 mode: both {id}.seg and
+//     {id}.seg.commit exist. Disk mode: synced. Recovery finds every
+//     committed unit; nothing else is owned.
+//   - acked: the source has been told the unit is committed. Never before
+//     committed.
+//   - applied: a slice has been written to its sink under its
+//     compaction_id and its bit is set in the completion bitmap.
+//   - reclaimed: every slice of a segment is applied and its objects are
+//     deleted (.seg.commit first, then .seg, then the bitmap).
+//
+// A segment is one committed snapshot of the accumulator: a body of PARTs
+// (one per partition key) described in package segment. A slice is one
+// PART addressed by its ordinal.
+package engine

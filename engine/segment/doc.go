@@ -1,0 +1,71 @@
+// Package segment owns the bytes of the write-ahead log's objects: the
+// SEGF v3 segment body (.seg), its commit marker (.seg.commit), the SCBL
+// completion bitmap, the CDC sidecar and the offsets blob. Everything that
+// writes or reads those objects goes through this package; nothing else
+// knows their layout.
+//
+// All integers are little-endian, all lengths explicit. Every count and
+// length read from bytes is checked against a named limit (limits.go) and
+// against the bytes that remain before anything is allocated for it; every
+// encoder refuses input that would exceed those limits, so a writer never
+// produces an object its reader rejects. Decoders never panic: they return
+// a *FormatError naming the object, the field and its byte offset, which
+// matches ErrCorrupt (or ErrUnsupportedVersion) under errors.Is.
+//
+// # Segment body (.seg), version 3
+//
+//	+------+-----+---------------+-------------+--------------+
+//	| SEGF | u16 | u64           | u32         | offsets blob |
+//	|      | 3   | created_at_ms | offsets_len |              |
+//	+------+-----+---------------+-------------+--------------+
+//	PART × n, n ≤ PartsMax, ordinals 0..n-1 in body order:
+//	+------+---------------+-----+-------------+-----------+---------------+-------------+-----------+
+//	| PART | u32 ordinal   | key | u64 arrow_  | u64 arrow | u64 sidecar_  | u64 sidecar | u64 rows  |
+//	|      |               |     | start       | _len      | start         | _len        |           |
+//	+------+---------------+-----+-------------+-----------+---------------+-------------+-----------+
+//	| Arrow IPC stream (arrow_len bytes) | CDC sidecar (sidecar_len bytes, 0 if not CDC) |
+//	+------------------------------------+-----------------------------------------------+
+//	+------+-----------------+-------------------------------------+
+//	| FOOT | u32 parts_count | [32] SHA-256 of every byte before it |
+//	+------+-----------------+-------------------------------------+
+//
+// key = u16 len | sink_ref | u16 len | namespace | u16 len | partition
+// | u8 bucketed | [i64 bucket_unix_ms] | u64 schema fingerprint.
+// The layout is canonical: arrow_start is the byte after the PART header,
+// the sidecar follows the stream, the next PART follows the sidecar, and
+// the footer follows the last PART. The encoder streams the body through
+// SHA-256 as it writes it; ReadIndex walks only the headers (cost O(parts),
+// independent of payload bytes); ReadSlice decodes one PART's window.
+//
+// # Commit marker (.seg.commit), version 1
+//
+//	SEGC | u16 1 | u64 body_bytes | [32] body_sha256 | u64 created_at_ms
+//	| u32 parts_count | u32 offsets_len | offsets blob
+//	| parts_count × index entry (a PART header without "PART")
+//	| [32] SHA-256 of every byte before it
+//
+// body_sha256 is the body's footer checksum. The marker repeats the index
+// and offsets so recovery registers a segment without reading its body;
+// CheckBody binds a fetched body to its marker.
+//
+// # Completion bitmap (SCBL), version 1
+//
+//	SCBL | u16 1 | u32 bit_count | ceil(bit_count/8) bytes, LSB first
+//	| [32] SHA-256 of every byte before it
+//
+// Bits past bit_count are zero. Bits are only ever set (Merge is an OR).
+//
+// # CDC sidecar, version 1
+//
+//	CDCS | u16 1 | u32 row_count
+//	| row_count × ( u8 kind | u16 identity_len | identity | u64 order_token )
+//
+// Row i describes Arrow row i of the PART; a count that differs from the
+// Arrow rows is ErrRowCountMismatch and the slice is refused.
+//
+// # Offsets blob
+//
+//	u32 count | count × ( u16 key_len | key | u64 value ), keys strictly ascending
+//
+// Canonical: the same logical offsets always encode to the same bytes.
+package segment

@@ -1,0 +1,163 @@
+package segment
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// Run `go test ./engine/segment -run Golden -update` after a deliberate
+// format change, and review every byte of the diff.
+var update = flag.Bool("update", false, "rewrite golden vectors and the fuzz seed corpus")
+
+const goldenDir = "testdata/golden"
+
+// goldenObjects encodes the golden segment, its marker and a bitmap with
+// slices 0 and 2 applied.
+func goldenObjects(t *testing.T, mem memory.Allocator) (body, marker, bitmap []byte, ix *Index) {
+	t.Helper()
+	parts, offsets := goldenParts(mem)
+	defer releaseParts(parts)
+	var buf bytes.Buffer
+	ix, err := Encode(&buf, goldenCreatedAtUnixMs, offsets, parts, mem)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker, err = EncodeMarker(ix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm := NewBitmap(len(ix.Entries))
+	bm.Set(0)
+	bm.Set(2)
+	return buf.Bytes(), marker, bm.Encode(), ix
+}
+
+// describe renders an index for humans; the golden .txt makes a format
+// change readable in review.
+func describe(ix *Index) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "body_bytes %d\nbody_sha256 %x\ncreated_at_unix_ms %d\n", ix.BodyBytes, ix.BodySum, ix.CreatedAtUnixMs)
+	for _, o := range ix.Offsets {
+		fmt.Fprintf(&b, "offset %s = %d\n", o.Key, o.Value)
+	}
+	for _, e := range ix.Entries {
+		fmt.Fprintf(&b, "%s\n", e)
+	}
+	return b.String()
+}
+
+func TestGoldenVectors(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	body, marker, bitmap, ix := goldenObjects(t, mem)
+	files := map[string][]byte{
+		"segment.seg":        body,
+		"segment.seg.commit": marker,
+		"segment.scbl":       bitmap,
+		"segment.txt":        []byte(describe(ix)),
+	}
+	for _, name := range []string{"segment.seg", "segment.seg.commit", "segment.scbl", "segment.txt"} {
+		path := filepath.Join(goldenDir, name)
+		if *update {
+			if err := os.MkdirAll(goldenDir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, files[name], 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		want, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatalf("%v (run with -update to create)", err)
+		}
+		if !bytes.Equal(files[name], want) {
+			t.Errorf("%s: encoding changed (%d bytes, golden %d); if deliberate, run -update and review the diff",
+				name, len(files[name]), len(want))
+		}
+	}
+	if *update {
+		writeFuzzCorpus(t, body, marker, bitmap, ix)
+	}
+}
+
+// TestGoldenDecode reads the committed bytes (not a fresh encoding), so a
+// reader change that can no longer read old segments fails here.
+func TestGoldenDecode(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	read := func(name string) []byte {
+		b, err := os.ReadFile(filepath.Join(goldenDir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	body, marker, bitmap := read("segment.seg"), read("segment.seg.commit"), read("segment.scbl")
+	opened, err := OpenBody("segment.seg", Bytes(body), int64(len(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ix := opened.Index
+	if got, want := describe(ix), string(read("segment.txt")); got != want {
+		t.Fatalf("decoded index:\n%s\nwant:\n%s", got, want)
+	}
+	mix, err := DecodeMarker("segment.seg.commit", marker)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked, err := CheckBody(mix, "segment.seg", Bytes(body), int64(len(body)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bm, err := DecodeBitmap("segment.scbl", bitmap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bm.Len() != 3 || !bm.IsSet(0) || bm.IsSet(1) || !bm.IsSet(2) {
+		t.Fatalf("bitmap: %d bits, set %v %v %v", bm.Len(), bm.IsSet(0), bm.IsSet(1), bm.IsSet(2))
+	}
+	parts, _ := goldenParts(mem)
+	defer releaseParts(parts)
+	for i := range ix.Entries {
+		s, err := checked.ReadSlice(SliceOrdinal(i), mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		assertSliceMatches(t, s, parts[i])
+		s.Release()
+	}
+}
+
+// assertSliceMatches checks a decoded slice against the part it came from.
+func assertSliceMatches(t tb, s *Slice, p Part) {
+	t.Helper()
+	if s.Entry.Key != p.Key {
+		t.Fatalf("key %v, want %v", s.Entry.Key, p.Key)
+	}
+	if !s.Schema.Equal(p.Schema) {
+		t.Fatalf("schema %v, want %v", s.Schema, p.Schema)
+	}
+	if len(s.Batches) != len(p.Batches) {
+		t.Fatalf("%d batches, want %d", len(s.Batches), len(p.Batches))
+	}
+	for i := range s.Batches {
+		if !array.RecordEqual(s.Batches[i], p.Batches[i]) {
+			t.Fatalf("batch %d differs", i)
+		}
+	}
+	switch {
+	case (s.Sidecar == nil) != (p.Sidecar == nil):
+		t.Fatalf("sidecar present %v, want %v", s.Sidecar != nil, p.Sidecar != nil)
+	case s.Sidecar != nil && !sidecarsEqual(s.Sidecar, p.Sidecar):
+		t.Fatal("sidecar differs")
+	}
+}
