@@ -7,4 +7,48 @@
 // at every event. Same seed ⇒ same trace ⇒ same hash.
 //
 // Production code never imports sim.
+//
+// # Determinism rules
+//
+// Everything in this package runs on the caller's goroutine, in simulated
+// time. No goroutines, no wall clock, no global randomness, and no map
+// iteration whose order can reach the outcome (iterate sorted keys).
+// Every random choice draws from a Rand split by label from the root seed
+// (Rand.Split), so adding a subsystem or a draw never perturbs another
+// subsystem's stream. Floating point never decides event order.
+//
+// # Pieces
+//
+//   - Rand (rand.go): SplitMix64 streams; implements engine.Rand.
+//   - Latency (latency.go): base + exponential-ish tail + per-MiB cost.
+//   - Trace (trace.go): the running hash every model records into, with
+//     an optional text dump (one line per event) for diffing two runs.
+//   - Scheduler (sched.go): events ordered by (time, sequence number);
+//     Step, Run, RunUntil; the Clock port (clock.go).
+//   - Incarnation (incarnation.go): one engine process lifetime. Its
+//     Timers and Executor ports, and every completion addressed to it, are
+//     events it owns; Kill drops them all.
+//   - Store (store*.go): one S3 bucket that outlives incarnations. Each
+//     request's effect applies at its completion as a world event (so a
+//     killed process's requests still land); the callback runs only if the
+//     incarnation is alive. Fault outcomes, LIST lag and pagination are
+//     documented in store.go, store_faults.go and store_list.go.
+//   - Disk (disk*.go): a filesystem with a crash model — written vs
+//     durable bytes per file, durable vs pending entries per directory,
+//     fsync poisoning, torn writes, bit flips (disk.go, disk_crash.go).
+//
+// # Wiring one engine incarnation
+//
+//	root := sim.NewRand(seed)
+//	s := sim.NewScheduler(root.Split("sched"), sim.NewTrace(), sim.SchedulerConfig{})
+//	store := sim.NewStore(s, root.Split("store"), sim.StoreConfig{})
+//	disk := sim.NewDisk(s, root.Split("disk"), sim.DiskConfig{})
+//	inc := s.NewIncarnation()
+//	ports := engine.Ports{Clock: s.Clock(), Rand: root.Split("engine/1"),
+//		Timers: inc.Timers(), Exec: inc.Executor(),
+//		Store: store.Client(inc), Disk: disk.Client(inc)}
+//
+// A crash is inc.Kill() followed by disk.Crash(r), then a new incarnation
+// with fresh ports. Drive the world with s.Step() and read s.Trace().Hash()
+// at the end.
 package sim

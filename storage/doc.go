@@ -1,9 +1,53 @@
 // Package storage implements the engine's ports for the real world: OS
-// files (fsync, directory sync, Direct I/O with a logged fallback where
+// files (fdatasync, directory sync, Direct I/O with a logged fallback where
 // O_DIRECT is refused), S3 through aws-sdk-go-v2, the real clock, and the
 // event-loop runtime that runs the engine on one goroutine while worker
 // goroutines perform blocking calls and post completions back to it.
 //
 // Nothing here decides anything: every decision is the engine's. storage
 // is imported by cmd/skipprd only, never by sim or faults.
+//
+// # The loop
+//
+// Loop (loop.go) is the one goroutine the engine runs on. Everything that
+// completes a port request — a disk worker, an S3 worker, a timer, an
+// executor job — ends with Loop.Post, and Post only queues: a callback is
+// never run inside the call that requested it, and never concurrently with
+// another. Stopping the loop (Stop, or cancelling Run's context) is the
+// production form of a crash: no posted function runs afterwards, so
+// completions of work still in flight are discarded. Call bridges other
+// goroutines (cmd wiring, tests) into the loop and waits for an answer.
+//
+// Loop.Ports wires the small ports built on the loop (loop_ports.go):
+// Clock (monotonic since the loop's creation), Rand (PCG seeded from
+// crypto/rand), Timers (whose cancel is decided on the loop, so it wins
+// even over a fire already queued) and Executor.
+//
+// # Object store
+//
+// S3Store (s3*.go) is engine.ObjectStore for one bucket: one goroutine per
+// request, at most S3Options.Concurrency sending at once, each request
+// bounded by S3Options.RequestTimeout and made as exactly one HTTP attempt
+// (the engine owns retries). Errors map to the engine's sentinels in
+// s3_errors.go; the mapping's reasons are written there. Request bodies
+// are borrowed from the engine and revoked before done is posted
+// (s3_body.go), and GET bodies are read through a limit, never trusting
+// Content-Length alone. NewS3ClientFromEnv builds a client from the
+// standard AWS configuration, endpoint variables included; CheckBucket is
+// the start-up check that keeps a missing bucket from reading as missing
+// keys.
+//
+// # Disk
+//
+// OSDisk (disk*.go) is engine.Disk on files under a root directory. Each
+// call runs on a worker goroutine; calls on one File run on that file's
+// serial queue (serial.go), so they complete in call order. Sync is
+// fdatasync, and a failed Sync poisons the handle. Direct asks for
+// O_DIRECT through github.com/ncw/directio; where the filesystem refuses
+// it the file is opened buffered, File.Direct reports false and the
+// refusal is logged once. Alignment (engine.DirectAlign) of offsets and
+// lengths is enforced whenever Direct was asked for, refused or not, so
+// code that passes on a permissive filesystem passes on a strict one.
+// Buffers should come from directio.AlignedBlock; a misaligned buffer
+// address costs a copy through an aligned bounce buffer.
 package storage

@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// unit is one submitted ingest unit while the engine holds it: in the
+// live accumulator, in a sealed snapshot, or being persisted.
+type unit struct {
+	seq        uint64        // engine-assigned, for tracing
+	idem       string        // idempotency key ("" for replayable sources)
+	offsetKeys []string      // offset keys this unit holds (see Unit.Offsets)
+	dones      []func(error) // the submitter, plus any retries of the same idempotency key
+	bytes      int64
+}
+
+// livePart is the accumulating content of one partition key.
+//
+// INVARIANT: every batch has schema Schema; cdc ⇔ the part has a sidecar,
+// and then len(sidecar) equals the rows of batches.
+type livePart struct {
+	key     segment.PartitionKey
+	schema  *arrow.Schema
+	batches []arrow.RecordBatch
+	cdc     bool
+	sidecar []segment.CDCRow
+	rows    int64 // Σ batches' rows
+}
+
+// batchSet is what a snapshot commits: parts in first-append order, the
+// max-merged offsets, and the units whose ACKs wait for it. The live
+// accumulator is a batchSet; sealing moves it into a snapshot.
+//
+// INVARIANT: index[p.key] is p's position in parts; bytes is the sum of
+// units' bytes.
+type batchSet struct {
+	parts   []*livePart
+	index   map[segment.PartitionKey]int
+	offsets segment.Offsets
+	units   []*unit
+	bytes   int64
+}
+
+func newBatchSet() *batchSet {
+	return &batchSet{index: map[segment.PartitionKey]int{}}
+}
+
+func (s *batchSet) empty() bool { return len(s.units) == 0 }
+
+// part returns the part for key, creating it.
+func (s *batchSet) part(key segment.PartitionKey, schema *arrow.Schema, cdc bool) *livePart {
+	if i, ok := s.index[key]; ok {
+		return s.parts[i]
+	}
+	p := &livePart{key: key, schema: schema, cdc: cdc}
+	s.index[key] = len(s.parts)
+	s.parts = append(s.parts, p)
+	return p
+}
+
+// cdcOf reports whether key's part (if any) carries a sidecar.
+func (s *batchSet) cdcOf(key segment.PartitionKey) (cdc, present bool) {
+	if i, ok := s.index[key]; ok {
+		return s.parts[i].cdc, true
+	}
+	return false, false
+}
+
+// add appends a unit's content.
+func (s *batchSet) add(u *unit, in Unit) {
+	p := s.part(in.Key, in.Schema, in.Sidecar != nil)
+	p.batches = append(p.batches, in.Batches...)
+	for _, b := range in.Batches {
+		p.rows += b.NumRows()
+	}
+	if in.Sidecar != nil {
+		p.sidecar = append(p.sidecar, in.Sidecar.Rows...)
+	}
+	for _, o := range in.Offsets {
+		s.offsets = s.offsets.Advance(o.Key, o.Value)
+	}
+	s.units = append(s.units, u)
+	s.bytes += u.bytes
+}
+
+// prepend puts older content o in front of s, part by part, so that order
+// within each partition key is kept when a failed snapshot's content
+// returns to the accumulator ahead of newer units.
+func (s *batchSet) prepend(o *batchSet) {
+	merged := newBatchSet()
+	for _, src := range []*batchSet{o, s} {
+		for _, p := range src.parts {
+			m := merged.part(p.key, p.schema, p.cdc)
+			m.batches = append(m.batches, p.batches...)
+			m.sidecar = append(m.sidecar, p.sidecar...)
+			m.rows += p.rows
+		}
+		merged.units = append(merged.units, src.units...)
+		merged.bytes += src.bytes
+	}
+	merged.offsets = segment.MaxMerge(o.offsets, s.offsets)
+	*s = *merged
+}
+
+// encodeParts returns the parts in the form the segment encoder takes.
+func (s *batchSet) encodeParts() []segment.Part {
+	out := make([]segment.Part, len(s.parts))
+	for i, p := range s.parts {
+		out[i] = segment.Part{Key: p.key, Schema: p.schema, Batches: p.batches}
+		if p.cdc {
+			out[i].Sidecar = &segment.Sidecar{Rows: p.sidecar}
+		}
+	}
+	return out
+}
+
+// release drops the engine's references to the Arrow batches.
+func (s *batchSet) release() {
+	for _, p := range s.parts {
+		for _, b := range p.batches {
+			b.Release()
+		}
+		p.batches = nil
+	}
+}
+
+// unitBytes estimates what a unit costs in memory and in the body.
+func unitBytes(in Unit) int64 {
+	var n int64
+	for _, b := range in.Batches {
+		for _, col := range b.Columns() {
+			n += dataBytes(col.Data())
+		}
+	}
+	if in.Sidecar != nil {
+		for _, r := range in.Sidecar.Rows {
+			n += int64(11 + len(r.Identity))
+		}
+	}
+	for _, o := range in.Offsets {
+		n += int64(10 + len(o.Key))
+	}
+	return n + 64
+}
+
+// dataBytes sums the buffer sizes of an array and its children.
+func dataBytes(d arrow.ArrayData) int64 {
+	var n int64
+	for _, b := range d.Buffers() {
+		if b != nil {
+			n += int64(b.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += dataBytes(c)
+	}
+	return n
+}

@@ -1,0 +1,104 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+)
+
+// Limits the writer's tuning is clamped to (DESIGN.md §6).
+const (
+	TargetBytesMin    = 4 << 20
+	TargetBytesMax    = 64 << 20
+	QueueCapacityMin  = 1
+	QueueCapacityMax  = 32
+	DefaultPartBytes  = 8 << 20
+	DefaultMaxDelay   = 60 * time.Second
+	AttemptsMax       = 5 // attempts per persist step before the step fails
+	flushDelayMin     = 100 * time.Millisecond
+	flushDelayMax     = 500 * time.Millisecond
+	flushDelayCold    = 250 * time.Millisecond
+	persistEMAWeight  = 0.2
+	persistEMAFactor  = 4
+	markerReadLimit   = 64 << 20 // ≥ segment.MarkerBytesMax; checked in a test
+	writerObjectLimit = 4 << 10
+)
+
+// Config is the engine's configuration. Production derives it from the
+// environment (DeriveConfig); the simulator sets it directly, with small
+// sizes so that many segments and multipart uploads happen in a short run.
+type Config struct {
+	Prefix   string // object key prefix ("" for none)
+	Pipeline string // pipeline name; one writer per pipeline
+
+	TargetBytes   int64         // flush when live bytes reach this (WAL_BYTES_PER_FILE)
+	MaxDelay      time.Duration // coarse ceiling on any flush delay (WAL_MAX_DELAY_SECONDS)
+	QueueCapacity int           // sealed snapshots that may wait for the writer
+
+	PartBytes       int64 // multipart part size; a body up to this size is one PUT
+	PartConcurrency int   // parts of one upload in flight at once
+
+	AdmissionBytes int64 // live + queued + persisting bytes above which ingest gets ErrResourceExhausted
+
+	RetryBase time.Duration // first backoff; doubles per attempt, full jitter
+	RetryMax  time.Duration // backoff ceiling
+
+	// FenceWait is how long recovery (and the settling of an in-doubt
+	// commit) waits before reading the store, so that a request a dead
+	// process left in flight has landed or died: it must exceed the
+	// store's request lifetime (the S3 adapter's request timeout).
+	FenceWait time.Duration
+	// OrphanGrace: orphan bodies and stale uploads younger than this are
+	// left alone by the sweeper.
+	OrphanGrace time.Duration
+	// RecoveryConcurrency bounds marker reads in flight during recovery.
+	RecoveryConcurrency int
+}
+
+// DeriveConfig computes production settings from the two operator inputs
+// the design allows: the buffer threshold (BUFFER_THRESHOLD_BYTES) and the
+// ingest thread count. Everything else is fixed or auto-tuned.
+func DeriveConfig(prefix, pipeline string, bufferThresholdBytes int64, ingestThreads int, maxDelay time.Duration) Config {
+	if maxDelay <= 0 {
+		maxDelay = DefaultMaxDelay
+	}
+	return Config{
+		Prefix:              prefix,
+		Pipeline:            pipeline,
+		TargetBytes:         min(max(bufferThresholdBytes, TargetBytesMin), TargetBytesMax),
+		MaxDelay:            maxDelay,
+		QueueCapacity:       min(max(ingestThreads, QueueCapacityMin), QueueCapacityMax),
+		PartBytes:           DefaultPartBytes,
+		PartConcurrency:     4,
+		AdmissionBytes:      256 << 20,
+		RetryBase:           50 * time.Millisecond,
+		RetryMax:            5 * time.Second,
+		FenceWait:           35 * time.Second,
+		OrphanGrace:         15 * time.Minute,
+		RecoveryConcurrency: 16,
+	}
+}
+
+// Validate reports the first setting that cannot work.
+func (c Config) Validate() error {
+	switch {
+	case c.Pipeline == "":
+		return fmt.Errorf("engine: config: pipeline name is empty")
+	case c.TargetBytes <= 0:
+		return fmt.Errorf("engine: config: target bytes %d must be positive", c.TargetBytes)
+	case c.MaxDelay <= 0:
+		return fmt.Errorf("engine: config: max delay %v must be positive", c.MaxDelay)
+	case c.QueueCapacity < QueueCapacityMin || c.QueueCapacity > QueueCapacityMax:
+		return fmt.Errorf("engine: config: queue capacity %d outside %d..%d", c.QueueCapacity, QueueCapacityMin, QueueCapacityMax)
+	case c.PartBytes <= 0 || c.PartConcurrency <= 0:
+		return fmt.Errorf("engine: config: part size %d and concurrency %d must be positive", c.PartBytes, c.PartConcurrency)
+	case c.AdmissionBytes < c.TargetBytes:
+		return fmt.Errorf("engine: config: admission %d bytes below the target %d", c.AdmissionBytes, c.TargetBytes)
+	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:
+		return fmt.Errorf("engine: config: retry base %v / max %v", c.RetryBase, c.RetryMax)
+	case c.FenceWait < 0 || c.OrphanGrace < 0:
+		return fmt.Errorf("engine: config: fence wait %v and orphan grace %v must not be negative", c.FenceWait, c.OrphanGrace)
+	case c.RecoveryConcurrency <= 0:
+		return fmt.Errorf("engine: config: recovery concurrency %d must be positive", c.RecoveryConcurrency)
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+type lifecycle uint8
+
+const (
+	stateNew lifecycle = iota
+	stateRecovering
+	stateReady
+	stateClosing
+	stateFailed
+)
+
+// Engine is the S3 write-ahead log: ingest, the coalescing writer,
+// recovery and the orphan sweeper. It is a single-threaded state machine:
+// every method, and every callback it hands to a port, runs on one loop.
+type Engine struct {
+	cfg    Config
+	p      Ports
+	layout Layout
+	state  lifecycle
+	err    error // why the engine failed closed
+
+	epoch   uint64 // this incarnation's writer epoch; 0 until claimed
+	nextSeq uint64 // next snapshot sequence within the epoch
+
+	live        *batchSet
+	liveSince   time.Duration // Monotonic time of the first append into live
+	flushCancel func()        // pending flush-delay timer, nil if none
+	flushDue    bool          // the delay fired (or live reached target)
+	// INVARIANT: len(queue) ≤ cfg.QueueCapacity; snapshots in id order.
+	queue   []*snapshot
+	active  *snapshot // being persisted; at most one, so commits happen in id order
+	cooling bool      // backing off after a persist failure
+	// INVARIANT: held = live.bytes + Σ queue bytes + active bytes.
+	held     int64
+	failures int // consecutive persist failures
+
+	persistEMA time.Duration // 0 until the first commit
+	rateEMA    float64       // ingest bytes per second, 0 until measured
+
+	idemPending   map[string]*unit // idempotency keys held but not yet committed
+	offsetPending map[string]bool  // offset keys with an unanswered unit
+	committed     segment.Offsets  // offsets view: max over every owned segment
+	segments      []Segment        // owned segments, in id order
+	unitSeq       uint64
+	closeDone     func(error)
+	stats         Stats
+}
+
+// Segment is an owned (committed) segment as the engine knows it.
+type Segment struct {
+	ID    SnapshotID
+	Dir   string
+	Index *segment.Index
+}
+
+// New returns an engine; call Start to recover and begin.
+func New(cfg Config, p Ports) (*Engine, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if p.Clock == nil || p.Rand == nil || p.Timers == nil || p.Exec == nil || p.Store == nil {
+		return nil, fmt.Errorf("engine: clock, rand, timers, executor and store ports are required")
+	}
+	e := &Engine{
+		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
+		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]bool{},
+	}
+	e.p.Store = countingStore{ObjectStore: p.Store, n: &e.stats.Requests}
+	return e, nil
+}
+
+// Layout returns the engine's key layout.
+func (e *Engine) Layout() Layout { return e.layout }
+
+// Ready reports whether recovery has finished and ingest is open.
+func (e *Engine) Ready() bool { return e.state == stateReady }
+
+// Err returns why the engine failed closed, or nil.
+func (e *Engine) Err() error { return e.err }
+
+// Epoch returns this incarnation's writer epoch (0 before recovery).
+func (e *Engine) Epoch() uint64 { return e.epoch }
+
+// Offsets returns a copy of the offsets view: every offset some owned
+// segment committed. Replayable sources resume from here.
+func (e *Engine) Offsets() segment.Offsets { return append(segment.Offsets(nil), e.committed...) }
+
+// Segments returns the owned segments in id order.
+func (e *Engine) Segments() []Segment { return append([]Segment(nil), e.segments...) }
+
+// later runs fn on the loop after the current callback returns.
+func (e *Engine) later(fn func()) { e.p.Timers.AfterFunc(0, fn) }
+
+func (e *Engine) now() time.Duration { return e.p.Clock.Monotonic() }
+
+// failClosed stops the engine: nothing more is acked until a restart runs
+// recovery. Units held now are answered ErrClosed: they were not acked,
+// so the sources still own them (at most once, exactly once on retry).
+func (e *Engine) failClosed(err error) {
+	if e.state == stateFailed {
+		return
+	}
+	e.state, e.err = stateFailed, err
+	e.stats.Alerts++
+	if e.flushCancel != nil {
+		e.flushCancel()
+		e.flushCancel = nil
+	}
+	sets := []*batchSet{e.live}
+	for _, s := range e.queue {
+		sets = append(sets, s.content)
+	}
+	if e.active != nil {
+		sets = append(sets, e.active.content)
+	}
+	for _, s := range sets {
+		for _, u := range s.units {
+			for _, d := range u.dones {
+				e.later(func() { d(fmt.Errorf("%w: %v", ErrClosed, err)) })
+			}
+		}
+	}
+	if e.closeDone != nil {
+		done := e.closeDone
+		e.later(func() { done(err) })
+	}
+}
+
+// Close stops ingest, commits what is held, and calls done when the
+// writer is idle (or with the error that made the engine fail closed).
+func (e *Engine) Close(done func(error)) {
+	switch e.state {
+	case stateFailed:
+		e.later(func() { done(e.err) })
+		return
+	case stateReady:
+	default:
+		e.later(func() { done(ErrClosed) })
+		return
+	}
+	e.state = stateClosing
+	e.closeDone = done
+	e.flushDue = true
+	e.maybeSeal()
+	e.checkClosed()
+}
+
+func (e *Engine) checkClosed() {
+	if e.state == stateClosing && e.live.empty() && len(e.queue) == 0 && e.active == nil && e.closeDone != nil {
+		done := e.closeDone
+		e.closeDone = nil
+		e.later(func() { done(nil) })
+	}
+}
+
+// Idle reports whether the engine holds no unit: nothing live, queued or
+// being persisted.
+func (e *Engine) Idle() bool { return e.live.empty() && len(e.queue) == 0 && e.active == nil }

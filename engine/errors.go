@@ -1,0 +1,37 @@
+package engine
+
+import "errors"
+
+// Port errors. Ports wrap these so the engine can branch on errors.Is.
+var (
+	// ErrAmbiguous: the request may or may not have taken effect.
+	ErrAmbiguous = errors.New("outcome unknown")
+	// ErrNotFound: no such key (or file).
+	ErrNotFound = errors.New("not found")
+	// ErrPreconditionFailed: an If-None-Match / If-Match condition failed;
+	// the write did not happen.
+	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrThrottled: the store asked us to slow down (503 SlowDown); the
+	// request did not take effect.
+	ErrThrottled = errors.New("throttled")
+	// ErrNoSuchUpload: the multipart upload is unknown, completed or aborted.
+	ErrNoSuchUpload = errors.New("no such upload")
+	// ErrTooLarge: an object is larger than the caller's limit.
+	ErrTooLarge = errors.New("object exceeds read limit")
+	// ErrExists: Disk.Open with Create found the path already present.
+	ErrExists = errors.New("already exists")
+)
+
+// Engine errors returned to callers.
+var (
+	// ErrResourceExhausted: ingest admission is full; retry later
+	// (backpressure, never data loss).
+	ErrResourceExhausted = errors.New("engine: resource exhausted")
+	// ErrClosed: the engine is shutting down or has failed closed.
+	ErrClosed = errors.New("engine: closed")
+	// ErrNotReady: recovery has not finished.
+	ErrNotReady = errors.New("engine: recovery not finished")
+	// ErrCorrupt: the WAL holds something that fails its checksums or
+	// invariants; the engine halts rather than skip it.
+	ErrCorrupt = errors.New("engine: corrupt WAL")
+)

@@ -1,0 +1,96 @@
+package engine
+
+import "time"
+
+// The coalescing writer's flush policy (DESIGN.md §6): one live
+// accumulator for the whole process; seal it into a snapshot when it
+// reaches the target size, or when the delay budget that started with its
+// first unit runs out:
+//
+//	delay = clamp(100ms, min(4 × persist EMA, estimated fill time), 500ms)
+//
+// 250 ms before the first commit gives an EMA; never above MaxDelay. A
+// sealed snapshot waits in a queue of QueueCapacity for the writer, which
+// persists one snapshot at a time so that commits happen in id order.
+
+// afterAppend starts the delay budget or marks the flush due.
+func (e *Engine) afterAppend() {
+	if e.live.bytes >= e.cfg.TargetBytes {
+		e.flushDue = true
+	} else if e.flushCancel == nil && !e.flushDue {
+		e.flushCancel = e.p.Timers.AfterFunc(e.flushDelay(), e.onFlushTimer)
+	}
+	e.maybeSeal()
+}
+
+func (e *Engine) onFlushTimer() {
+	e.flushCancel = nil
+	e.flushDue = true
+	e.maybeSeal()
+}
+
+// flushDelay is the delay budget for the unit just appended to an empty
+// accumulator.
+func (e *Engine) flushDelay() time.Duration {
+	d := flushDelayCold
+	if e.persistEMA > 0 {
+		d = persistEMAFactor * e.persistEMA
+		if e.rateEMA > 0 {
+			left := float64(e.cfg.TargetBytes - e.live.bytes)
+			fill := time.Duration(left / e.rateEMA * float64(time.Second))
+			d = min(d, fill)
+		}
+		d = min(max(d, flushDelayMin), flushDelayMax)
+	}
+	return min(d, e.cfg.MaxDelay)
+}
+
+// maybeSeal seals the live accumulator when a flush is due and the queue
+// has room, and starts the writer.
+func (e *Engine) maybeSeal() {
+	if e.live.empty() || !e.flushDue || e.cooling || len(e.queue) >= e.cfg.QueueCapacity {
+		return
+	}
+	if e.state != stateReady && e.state != stateClosing {
+		return
+	}
+	e.seal()
+	e.pump()
+}
+
+func (e *Engine) seal() {
+	now := e.now()
+	if elapsed := now - e.liveSince; elapsed > 0 {
+		rate := float64(e.live.bytes) / elapsed.Seconds()
+		e.rateEMA = ema(e.rateEMA, rate)
+	}
+	id := SnapshotID{Epoch: e.epoch, Seq: e.nextSeq}
+	e.nextSeq++
+	e.queue = append(e.queue, &snapshot{
+		id: id, dir: e.layout.SegmentDir(e.p.Clock.WallUnixMs()), content: e.live,
+	})
+	e.live = newBatchSet()
+	e.flushDue = false
+	if e.flushCancel != nil {
+		e.flushCancel()
+		e.flushCancel = nil
+	}
+}
+
+// pump starts persisting the oldest sealed snapshot if the writer is idle.
+func (e *Engine) pump() {
+	if e.active != nil || len(e.queue) == 0 || e.cooling || e.state == stateFailed {
+		return
+	}
+	e.active = e.queue[0]
+	e.queue = e.queue[1:]
+	e.persist(e.active)
+	e.maybeSeal() // the queue has room again
+}
+
+func ema(old, sample float64) float64 {
+	if old == 0 {
+		return sample
+	}
+	return old + persistEMAWeight*(sample-old)
+}

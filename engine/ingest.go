@@ -1,0 +1,206 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// ErrInvalidUnit: a submitted unit can never be committed as it is (bad
+// key, schema mismatch, misaligned sidecar, oversized). Retrying the same
+// unit will fail the same way.
+var ErrInvalidUnit = errors.New("engine: invalid unit")
+
+// idemPrefix namespaces idempotency keys inside the offsets view.
+const idemPrefix = "idem/"
+
+// unitBytesMax bounds one unit: it must fit a body with room to spare.
+const unitBytesMax = segment.BodyBytesMax / 2
+
+// Unit is one ingest unit: Arrow batches for one partition key, with the
+// source progress they represent.
+type Unit struct {
+	Key     segment.PartitionKey
+	Schema  *arrow.Schema
+	Batches []arrow.RecordBatch // retained by the engine if accepted; the caller keeps its own references
+	Sidecar *segment.Sidecar    // CDC metadata, one row per Arrow row; nil if not CDC
+	// Offsets this unit advances a replayable source to. A unit whose
+	// offsets the view already covers was committed before: it is acked
+	// without being stored again. A source submits the next unit for an
+	// offset key only after the previous one for that key was answered:
+	// offsets are high-water marks, so a later unit committing ahead of
+	// a rejected earlier one would skip it. The engine refuses a unit
+	// whose offset key has an unanswered unit.
+	Offsets segment.Offsets
+	// IdempotencyKey identifies a non-replayable source's unit across
+	// retries; a retry of a committed or pending key is not stored again.
+	IdempotencyKey string
+}
+
+// Submit hands a unit to the engine. done runs exactly once on the loop,
+// never inside Submit: nil means the unit is committed (acked); an error
+// means it is not (ErrResourceExhausted: retry later; ErrInvalidUnit:
+// never; ErrNotReady / ErrClosed: after recovery or restart).
+func (e *Engine) Submit(in Unit, done func(error)) {
+	e.stats.UnitsSubmitted++
+	if err := e.admit(in); err != nil {
+		e.stats.UnitsRejected++
+		e.later(func() { done(err) })
+		return
+	}
+	if e.joinDuplicate(in, done) {
+		e.stats.UnitsDuplicate++
+		return
+	}
+	if !e.roomFor(in) {
+		e.flushDue = true
+		e.maybeSeal()
+		if !e.roomFor(in) {
+			e.stats.UnitsRejected++
+			e.later(func() {
+				done(fmt.Errorf("%w: snapshot limits reached and the writer queue is full", ErrResourceExhausted))
+			})
+			return
+		}
+	}
+	e.append(in, done)
+}
+
+// admit checks state, the unit itself and admission.
+func (e *Engine) admit(in Unit) error {
+	switch e.state {
+	case stateReady:
+	case stateNew, stateRecovering:
+		return ErrNotReady
+	case stateFailed:
+		return fmt.Errorf("%w: %v", ErrClosed, e.err)
+	default:
+		return ErrClosed
+	}
+	if err := validateUnit(in); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidUnit, err)
+	}
+	for _, o := range in.Offsets {
+		if e.offsetPending[o.Key] {
+			return fmt.Errorf("%w: offset key %q already has an unanswered unit", ErrInvalidUnit, o.Key)
+		}
+	}
+	if cdc, ok := e.live.cdcOf(in.Key); ok && cdc != (in.Sidecar != nil) {
+		return fmt.Errorf("%w: key %s mixes CDC and non-CDC units", ErrInvalidUnit, in.Key)
+	}
+	if n := unitBytes(in); e.held+n > e.cfg.AdmissionBytes {
+		return fmt.Errorf("%w: %d bytes held, unit of %d, admission %d", ErrResourceExhausted, e.held, n, e.cfg.AdmissionBytes)
+	}
+	return nil
+}
+
+func validateUnit(in Unit) error {
+	if err := in.Key.Validate(); err != nil {
+		return err
+	}
+	if in.Schema == nil {
+		return fmt.Errorf("no schema")
+	}
+	if fp := segment.FingerprintOf(in.Schema); fp != in.Key.Schema {
+		return fmt.Errorf("schema fingerprint %016x, key says %016x", uint64(fp), uint64(in.Key.Schema))
+	}
+	var rows int64
+	for i, b := range in.Batches {
+		if !b.Schema().Equal(in.Schema) {
+			return fmt.Errorf("batch %d has another schema", i)
+		}
+		rows += b.NumRows()
+	}
+	if in.Sidecar != nil {
+		if err := in.Sidecar.Validate(); err != nil {
+			return err
+		}
+		if int64(len(in.Sidecar.Rows)) != rows {
+			return fmt.Errorf("sidecar has %d rows, batches %d", len(in.Sidecar.Rows), rows)
+		}
+	}
+	if err := in.Offsets.Validate(); err != nil {
+		return err
+	}
+	for _, o := range in.Offsets {
+		if strings.HasPrefix(o.Key, idemPrefix) {
+			return fmt.Errorf("offset key %q uses the reserved prefix %q", o.Key, idemPrefix)
+		}
+	}
+	if len(idemPrefix)+len(in.IdempotencyKey) > segment.OffsetKeyBytesMax {
+		return fmt.Errorf("idempotency key of %d bytes, limit %d", len(in.IdempotencyKey), segment.OffsetKeyBytesMax-len(idemPrefix))
+	}
+	if n := unitBytes(in); n > unitBytesMax {
+		return fmt.Errorf("unit of %d bytes, limit %d", n, unitBytesMax)
+	}
+	return nil
+}
+
+// joinDuplicate answers a unit that is already committed or pending
+// without storing it again. It reports whether it did.
+func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
+	if k := in.IdempotencyKey; k != "" {
+		if _, ok := e.committed.Get(idemPrefix + k); ok {
+			e.later(func() { done(nil) })
+			return true
+		}
+		if u, ok := e.idemPending[k]; ok {
+			u.dones = append(u.dones, done)
+			return true
+		}
+		return false
+	}
+	if len(in.Offsets) > 0 && e.committed.Covers(in.Offsets) {
+		e.later(func() { done(nil) })
+		return true
+	}
+	return false
+}
+
+// roomFor reports whether the live snapshot can take the unit without
+// breaking a segment limit (parts, offsets entries, rows per part).
+func (e *Engine) roomFor(in Unit) bool {
+	parts := len(e.live.parts)
+	if _, ok := e.live.index[in.Key]; !ok {
+		parts++
+	}
+	entries := len(e.live.offsets) + len(in.Offsets)
+	if in.IdempotencyKey != "" {
+		entries++
+	}
+	var rows int64
+	for _, b := range in.Batches {
+		rows += b.NumRows()
+	}
+	if i, ok := e.live.index[in.Key]; ok {
+		rows += e.live.parts[i].rows
+	}
+	return parts <= segment.PartsMax && entries <= segment.OffsetsEntriesMax && rows <= segment.PartRowsMax
+}
+
+// append adds an admitted unit to the live accumulator.
+func (e *Engine) append(in Unit, done func(error)) {
+	e.unitSeq++
+	u := &unit{seq: e.unitSeq, idem: in.IdempotencyKey, dones: []func(error){done}, bytes: unitBytes(in)}
+	for _, o := range in.Offsets {
+		u.offsetKeys = append(u.offsetKeys, o.Key)
+		e.offsetPending[o.Key] = true
+	}
+	for _, b := range in.Batches {
+		b.Retain()
+	}
+	if u.idem != "" {
+		e.idemPending[u.idem] = u
+		in.Offsets = append(segment.Offsets(nil), in.Offsets...).Advance(idemPrefix+u.idem, 1)
+	}
+	if e.live.empty() {
+		e.liveSince = e.now()
+	}
+	e.live.add(u, in)
+	e.held += u.bytes
+	e.afterAppend()
+}

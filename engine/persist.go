@@ -1,0 +1,264 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// snapshot is a sealed accumulator on its way to becoming a segment.
+type snapshot struct {
+	id        SnapshotID
+	dir       string
+	content   *batchSet
+	body      []byte
+	marker    []byte
+	index     *segment.Index
+	startedAt time.Duration
+	uploadID  string // multipart upload in progress, if any
+}
+
+func (e *Engine) key(s *snapshot, kind ObjectKind) string { return e.layout.Key(s.dir, s.id, kind) }
+
+// persist runs the commit protocol (DESIGN.md §6): encode, body, marker,
+// ack. Body first — a crash after it leaves an orphan .seg that nobody
+// owns. Then the marker, created with If-None-Match: * — the PUT that
+// makes the snapshot committed. Only then the acks.
+func (e *Engine) persist(s *snapshot) {
+	s.startedAt = e.now()
+	parts := s.content.encodeParts()
+	offsets := s.content.offsets
+	created := e.p.Clock.WallUnixMs()
+	var buf bytes.Buffer
+	var err error
+	e.p.Exec.Go(func() {
+		s.index, err = segment.Encode(&buf, created, offsets, parts, nil)
+		if err == nil {
+			s.marker, err = segment.EncodeMarker(s.index)
+		}
+	}, func() {
+		if err != nil {
+			// Submit validated every unit, so this is a bug, not bad
+			// input: stop rather than guess.
+			e.failClosed(fmt.Errorf("encode snapshot %s: %w", s.id, err))
+			return
+		}
+		s.body = buf.Bytes()
+		e.uploadBody(s, func(err error) {
+			if err != nil {
+				e.persistFailed(s, fmt.Errorf("upload body: %w", err))
+				return
+			}
+			e.putMarker(s)
+		})
+	})
+}
+
+// uploadBody stores the body: one PUT when it fits a part, else a
+// multipart upload of PartBytes parts.
+func (e *Engine) uploadBody(s *snapshot, done func(error)) {
+	key := e.key(s, KindBody)
+	if int64(len(s.body)) <= e.cfg.PartBytes {
+		e.retry(func(d func(error)) {
+			e.p.Store.PutObject(PutObjectInput{Key: key, Body: s.body}, func(_ string, err error) { d(err) })
+		}, func(err error, _ bool) { done(err) })
+		return
+	}
+	e.retry(func(d func(error)) {
+		e.p.Store.CreateMultipartUpload(key, func(id string, err error) {
+			if err == nil {
+				s.uploadID = id
+			}
+			d(err)
+		})
+	}, func(err error, _ bool) {
+		if err != nil {
+			done(err)
+			return
+		}
+		e.uploadParts(s, done)
+	})
+}
+
+// uploadParts uploads every part, PartConcurrency at a time, then
+// completes the upload.
+func (e *Engine) uploadParts(s *snapshot, done func(error)) {
+	key, size := e.key(s, KindBody), int64(len(s.body))
+	n := int((size + e.cfg.PartBytes - 1) / e.cfg.PartBytes)
+	parts := make([]CompletedPart, n)
+	next, inFlight := 0, 0
+	var failed error
+	var launch func()
+	launch = func() {
+		for inFlight < e.cfg.PartConcurrency && next < n && failed == nil {
+			i := next
+			next++
+			inFlight++
+			chunk := s.body[int64(i)*e.cfg.PartBytes : min(int64(i+1)*e.cfg.PartBytes, size)]
+			e.retry(func(d func(error)) {
+				e.p.Store.UploadPart(key, s.uploadID, int32(i+1), chunk, func(etag string, err error) {
+					parts[i] = CompletedPart{Number: int32(i + 1), ETag: etag}
+					d(err)
+				})
+			}, func(err error, _ bool) {
+				inFlight--
+				if err != nil && failed == nil {
+					failed = err
+				}
+				switch {
+				case inFlight > 0:
+				case failed != nil:
+					done(failed)
+				case next == n:
+					e.completeUpload(s, parts, done)
+				}
+				launch()
+			})
+		}
+	}
+	launch()
+}
+
+// completeUpload completes the upload. If a completion attempt was
+// ambiguous, a later "no such upload" may mean the earlier one worked: a
+// HEAD of the body settles it.
+func (e *Engine) completeUpload(s *snapshot, parts []CompletedPart, done func(error)) {
+	key := e.key(s, KindBody)
+	e.retry(func(d func(error)) {
+		e.p.Store.CompleteMultipartUpload(key, s.uploadID, parts, d)
+	}, func(err error, ambiguous bool) {
+		if err == nil || !ambiguous || !errors.Is(err, ErrNoSuchUpload) {
+			if err == nil {
+				s.uploadID = ""
+			}
+			done(err)
+			return
+		}
+		e.retry(func(d func(error)) {
+			e.p.Store.HeadObject(key, func(info ObjectInfo, err error) {
+				if err == nil && info.Size != int64(len(s.body)) {
+					err = fmt.Errorf("body %s has %d bytes, uploaded %d", key, info.Size, len(s.body))
+				}
+				d(err)
+			})
+		}, func(err error, _ bool) {
+			if err == nil {
+				s.uploadID = ""
+			}
+			done(err)
+		})
+	})
+}
+
+// putMarker writes the commit marker. Create-only: if the key exists, an
+// earlier attempt of ours landed (same bytes) or another writer took the
+// id (different bytes).
+func (e *Engine) putMarker(s *snapshot) {
+	e.retry(func(d func(error)) {
+		in := PutObjectInput{Key: e.key(s, KindMarker), Body: s.marker, IfNoneMatch: true}
+		e.p.Store.PutObject(in, func(_ string, err error) { d(err) })
+	}, func(err error, ambiguous bool) {
+		switch {
+		case err == nil:
+			e.commit(s)
+		case errors.Is(err, ErrPreconditionFailed):
+			e.settle(s)
+		case ambiguous:
+			// In doubt: the marker may exist. Re-committing these units
+			// under another id could deliver them twice, so wait out the
+			// store's request lifetime and read the key.
+			e.stats.InDoubt++
+			e.p.Timers.AfterFunc(e.cfg.FenceWait, func() { e.settle(s) })
+		default:
+			e.persistFailed(s, fmt.Errorf("put marker: %w", err))
+		}
+	})
+}
+
+// settle reads the marker key of an in-doubt snapshot until it knows.
+// While it cannot know, the snapshot's units wait (fail closed).
+func (e *Engine) settle(s *snapshot) {
+	var got []byte
+	e.retry(func(d func(error)) {
+		in := GetObjectInput{Key: e.key(s, KindMarker), Limit: markerReadLimit}
+		e.p.Store.GetObject(in, func(body []byte, _ ObjectInfo, err error) { got = body; d(err) })
+	}, func(err error, _ bool) {
+		switch {
+		case err == nil && bytes.Equal(got, s.marker):
+			e.commit(s)
+		case err == nil:
+			e.failClosed(fmt.Errorf("%w: marker %s holds another writer's commit", ErrCorrupt, e.key(s, KindMarker)))
+		case errors.Is(err, ErrNotFound):
+			e.persistFailed(s, fmt.Errorf("marker did not land"))
+		default:
+			e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() { e.settle(s) })
+		}
+	})
+}
+
+// commit runs when the marker is known to exist: the snapshot is owned.
+// State is brought up to date first; the acks go last, so a source that
+// submits again from inside its ack sees a consistent engine.
+func (e *Engine) commit(s *snapshot) {
+	e.persistEMA = time.Duration(ema(float64(e.persistEMA), float64(e.now()-s.startedAt)))
+	e.committed = segment.MaxMerge(e.committed, s.content.offsets)
+	e.segments = append(e.segments, Segment{ID: s.id, Dir: s.dir, Index: s.index})
+	var acks []func(error)
+	for _, u := range s.content.units {
+		if u.idem != "" {
+			delete(e.idemPending, u.idem)
+		}
+		for _, k := range u.offsetKeys {
+			delete(e.offsetPending, k)
+		}
+		e.held -= u.bytes
+		e.stats.UnitsAcked++
+		e.stats.BytesAcked += uint64(u.bytes)
+		acks = append(acks, u.dones...)
+	}
+	s.content.release()
+	s.body = nil
+	e.stats.Commits++
+	e.active, e.failures = nil, 0
+	e.pump()
+	e.maybeSeal()
+	e.checkClosed()
+	for _, ack := range acks {
+		ack(nil)
+	}
+}
+
+// persistFailed: the snapshot is known not to be committed. Nothing is
+// acked; its units go back into the accumulator ahead of everything newer
+// (the queued snapshots come back too, so commit order stays id order),
+// and the writer backs off before trying again. Its objects are cleaned
+// up on a best-effort basis; whatever is left is a previous incarnation's
+// orphan to the next recovery.
+func (e *Engine) persistFailed(s *snapshot, err error) {
+	e.stats.PersistFailures++
+	if s.uploadID != "" {
+		e.p.Store.AbortMultipartUpload(e.key(s, KindBody), s.uploadID, func(error) {})
+	}
+	e.p.Store.DeleteObject(e.key(s, KindBody), func(error) {})
+	older := s.content
+	for _, q := range e.queue {
+		q.content.prepend(older)
+		older = q.content
+	}
+	if e.live.empty() {
+		e.liveSince = e.now()
+	}
+	e.live.prepend(older)
+	e.queue, e.active = nil, nil
+	e.failures++
+	e.cooling = true
+	e.p.Timers.AfterFunc(e.backoff(e.failures), func() {
+		e.cooling = false
+		e.flushDue = true
+		e.maybeSeal()
+	})
+	_ = err // counted; the retry is the handling
+}

@@ -1,0 +1,226 @@
+package engine
+
+import "time"
+
+// Ports are the engine's only way to touch the world. The production
+// runtime (storage/) implements them with the OS, the AWS SDK and the real
+// clock; the simulator (sim/) implements them with seeded models.
+//
+// The loop contract, for every port below:
+//
+//   - The engine calls port methods only from its loop.
+//   - Every completion callback (done, fn) is invoked exactly once, later,
+//     on the engine's loop — never synchronously inside the call that
+//     requested it, and never concurrently with other engine code. The
+//     engine's state is therefore consistent whenever a callback runs.
+//   - Callbacks of one port are not ordered with respect to each other
+//     unless a method says so: two requests in flight may complete in
+//     either order.
+//   - When the process dies (SIGKILL, or the simulator's crash), pending
+//     callbacks never run. A request in flight at that moment may or may
+//     not have taken effect.
+//   - Buffers passed in are borrowed until done runs; the port must not
+//     keep or modify them afterwards. Buffers passed to done are owned by
+//     the engine.
+type Ports struct {
+	Clock  Clock
+	Rand   Rand
+	Timers Timers
+	Exec   Executor
+	Store  ObjectStore
+	Disk   Disk
+}
+
+// Clock is time as the engine may see it.
+type Clock interface {
+	// Monotonic returns the time since an arbitrary origin fixed for the
+	// life of the process. It never goes backwards. All delays, EMAs and
+	// ages are computed from it.
+	Monotonic() time.Duration
+	// WallUnixMs returns wall-clock time in Unix milliseconds. The engine
+	// uses it only for names (p_year= keys, created_at fields) and for
+	// comparing against object timestamps the store reports; it never
+	// orders events by it.
+	WallUnixMs() int64
+}
+
+// Rand is the engine's only source of randomness (jitter, nonces). The
+// simulator seeds it from the run's root seed.
+type Rand interface {
+	Uint64() uint64
+}
+
+// Timers schedules callbacks on the loop.
+type Timers interface {
+	// AfterFunc runs fn on the loop once d has elapsed on Clock.Monotonic.
+	// cancel stops it: once cancel has returned, fn will not run. Calling
+	// cancel after fn ran, or twice, is a no-op.
+	AfterFunc(d time.Duration, fn func()) (cancel func())
+}
+
+// Executor runs pure, CPU-heavy work (encoding a segment body) off the
+// loop. work may run on another goroutine concurrently with the loop, so
+// it must touch only data the engine has handed over to it and will not
+// touch until done runs. done runs on the loop after work has returned.
+// The simulator runs work inline, so a work function must not depend on
+// timing or goroutine scheduling for its result.
+type Executor interface {
+	Go(work func(), done func())
+}
+
+// ObjectStore is an S3-compatible object store scoped to one bucket.
+//
+// Consistency: PutObject, CompleteMultipartUpload and DeleteObject are
+// atomic per key; GetObject and HeadObject are read-after-write
+// consistent; ListObjects and ListMultipartUploads may lag — keys created
+// recently may be missing and keys deleted recently may linger.
+//
+// Errors: a request that definitely did not take effect returns an error
+// that is not ErrAmbiguous (ErrThrottled, ErrNotFound, ErrPreconditionFailed,
+// ErrNoSuchUpload or another definite error). A request whose outcome is
+// unknown (timeout, connection reset, a 5xx after the body was sent)
+// returns an error wrapping ErrAmbiguous: it may or may not have taken
+// effect, and may still take effect later only within the store's own
+// request lifetime.
+type ObjectStore interface {
+	// PutObject writes in.Body at in.Key. With IfNoneMatch it fails with
+	// ErrPreconditionFailed if the key exists; with IfMatch (an ETag) it
+	// fails with ErrPreconditionFailed unless the key exists with that
+	// ETag.
+	PutObject(in PutObjectInput, done func(etag string, err error))
+	// GetObject reads an object, or the byte range in.Range of it. An
+	// object (or range) longer than in.Limit bytes is not read: the call
+	// fails with ErrTooLarge. Missing key: ErrNotFound.
+	GetObject(in GetObjectInput, done func(body []byte, info ObjectInfo, err error))
+	// HeadObject returns an object's metadata. Missing key: ErrNotFound.
+	HeadObject(key string, done func(info ObjectInfo, err error))
+	// ListObjects returns one page of keys under prefix in ascending key
+	// order, starting after the page that returned token ("" for the
+	// first page). page.NextToken is "" on the last page.
+	ListObjects(prefix, token string, done func(page ListPage, err error))
+	// DeleteObject removes a key. Deleting a missing key succeeds.
+	DeleteObject(key string, done func(err error))
+
+	// CreateMultipartUpload starts an upload to key.
+	CreateMultipartUpload(key string, done func(uploadID string, err error))
+	// UploadPart uploads part number n (1-based) of an upload. Uploading
+	// the same number again replaces it.
+	UploadPart(key, uploadID string, n int32, body []byte, done func(etag string, err error))
+	// CompleteMultipartUpload makes the parts, in order, the object at key
+	// (atomically). An unknown or finished upload: ErrNoSuchUpload.
+	CompleteMultipartUpload(key, uploadID string, parts []CompletedPart, done func(err error))
+	// AbortMultipartUpload discards an upload and its parts. An unknown
+	// or finished upload: ErrNoSuchUpload.
+	AbortMultipartUpload(key, uploadID string, done func(err error))
+	// ListMultipartUploads returns one page of uploads in progress under
+	// prefix, ordered by key then upload id, starting after the marker
+	// pair ("" "" for the first page).
+	ListMultipartUploads(prefix, keyMarker, uploadIDMarker string, done func(page UploadsPage, err error))
+}
+
+// PutObjectInput is a PutObject request. Body is borrowed until done.
+type PutObjectInput struct {
+	Key         string
+	Body        []byte
+	IfNoneMatch bool   // If-None-Match: * — create only
+	IfMatch     string // If-Match: ETag — replace only that version ("" = unconditional)
+}
+
+// GetObjectInput is a GetObject request.
+type GetObjectInput struct {
+	Key   string
+	Range *ByteRange // nil: the whole object
+	Limit int64      // the most bytes the caller will accept; > 0
+}
+
+// ByteRange is [Start, Start+Length).
+type ByteRange struct {
+	Start, Length int64
+}
+
+// ObjectInfo describes a stored object.
+type ObjectInfo struct {
+	Key                string
+	Size               int64
+	ETag               string
+	LastModifiedUnixMs int64
+}
+
+// ListPage is one page of ListObjects.
+type ListPage struct {
+	Objects   []ObjectInfo
+	NextToken string
+}
+
+// CompletedPart names an uploaded part for CompleteMultipartUpload.
+type CompletedPart struct {
+	Number int32
+	ETag   string
+}
+
+// Upload is a multipart upload in progress.
+type Upload struct {
+	Key             string
+	UploadID        string
+	InitiatedUnixMs int64
+}
+
+// UploadsPage is one page of ListMultipartUploads.
+type UploadsPage struct {
+	Uploads                           []Upload
+	NextKeyMarker, NextUploadIDMarker string
+	Truncated                         bool
+}
+
+// Disk is a local filesystem. Paths are slash-separated and relative to
+// the disk's root.
+//
+// Durability: bytes written to a File are durable once a later Sync on
+// that File has completed without error. A created, renamed or removed
+// directory entry is durable once a later SyncDir of its directory has
+// completed without error. A crash keeps every durable byte and entry and
+// may keep any subset of the rest (including a torn prefix of the last
+// write). After Sync fails, what the file holds on disk is unknown: the
+// caller must not retry Sync on that File and must treat its unsynced
+// writes as lost or torn.
+type Disk interface {
+	// Open opens path. Create makes a new file and fails if it exists.
+	Open(path string, mode OpenMode, done func(f File, err error))
+	Rename(from, to string, done func(err error))
+	Remove(path string, done func(err error))
+	// ReadDir lists the names in dir in ascending order.
+	ReadDir(dir string, done func(names []string, err error))
+	SyncDir(dir string, done func(err error))
+	MkdirAll(dir string, done func(err error))
+}
+
+// OpenMode says how Disk.Open opens a file.
+type OpenMode struct {
+	Create bool // create a new file (fail if it exists); else open an existing one
+	Write  bool // open for writing as well as reading
+	// Direct asks for O_DIRECT: offsets, lengths and buffers of every
+	// WriteAt and ReadAt must be multiples of DirectAlign. Where the
+	// filesystem refuses O_DIRECT the port falls back to buffered I/O
+	// (File.Direct reports which).
+	Direct bool
+}
+
+// DirectAlign is the alignment O_DIRECT I/O requires.
+const DirectAlign = 4096
+
+// File is an open file. Calls on one File complete in the order they were
+// made.
+type File interface {
+	WriteAt(p []byte, off int64, done func(err error))
+	// Append writes p at the current end of the file and reports where.
+	Append(p []byte, done func(off int64, err error))
+	// ReadAt reads len(p) bytes at off; n < len(p) only at end of file.
+	ReadAt(p []byte, off int64, done func(n int, err error))
+	// Sync makes every completed write durable (fdatasync).
+	Sync(done func(err error))
+	Truncate(size int64, done func(err error))
+	Size(done func(size int64, err error))
+	Close(done func(err error))
+	// Direct reports whether the file is open with O_DIRECT.
+	Direct() bool
+}

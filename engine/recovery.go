@@ -1,0 +1,275 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// Recovery (DESIGN.md §6) is one procedure for every crash window, and it
+// never trusts local disk:
+//
+//  1. Wait FenceWait, so requests a dead incarnation left in flight have
+//     landed or died.
+//  2. Claim the next writer epoch (epoch.go).
+//  3. LIST the segments prefix, page by page; group keys by snapshot id.
+//  4. For every listed marker: GET and verify it (it carries the index
+//     and offsets, so no body is read). A marker whose body the listing
+//     does not show yet (LIST lags) is checked with a HEAD of the body key.
+//     A marker listed but gone (a lingering deleted key) is skipped.
+//  5. Register the owned segments, max-merge their offsets into the view,
+//     open ingest. Then sweep orphans in the background (sweep.go).
+//
+// Requests: 2 for the epoch, one per LIST page, one GET per listed marker
+// and one HEAD per marker whose body was not listed — proportional to the
+// live segments, never to the pipeline's history.
+
+// listedSegment gathers what LIST showed of one snapshot id.
+type listedSegment struct {
+	id                   SnapshotID
+	dir                  string
+	body, marker, bitmap *ObjectInfo
+}
+
+// Start runs recovery and then opens ingest. done runs once: nil when the
+// engine is ready, or the error that made it fail closed (corruption).
+// Transient store failures restart recovery after a backoff; they do not
+// reach done.
+func (e *Engine) Start(done func(error)) {
+	if e.state != stateNew {
+		panic(fmt.Sprintf("engine: Start in state %d", e.state))
+	}
+	e.state = stateRecovering
+	e.p.Timers.AfterFunc(e.cfg.FenceWait, func() { e.recover(0, done) })
+}
+
+func (e *Engine) recover(round int, done func(error)) {
+	e.stats.RecoveryRuns++
+	start := e.stats.Requests
+	fail := func(err error) { e.recoveryFailed(round, err, done) }
+	e.claimEpoch(func(epoch uint64, err error) {
+		if err != nil {
+			fail(err)
+			return
+		}
+		e.epoch, e.nextSeq = epoch, 1
+		e.listSegments(func(listing []*listedSegment, err error) {
+			if err != nil {
+				fail(err)
+				return
+			}
+			e.readMarkers(listing, func(owned []Segment, err error) {
+				if err != nil {
+					fail(err)
+					return
+				}
+				e.open(owned)
+				e.stats.RecoveryOps = e.stats.Requests - start
+				done(nil)
+				e.sweep(listing)
+			})
+		})
+	})
+}
+
+func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
+	err = fmt.Errorf("recovery: %w", err)
+	if errors.Is(err, ErrCorrupt) {
+		e.failClosed(err)
+		done(err)
+		return
+	}
+	e.p.Timers.AfterFunc(e.backoff(round), func() { e.recover(round+1, done) })
+}
+
+// open registers the owned segments and opens ingest.
+func (e *Engine) open(owned []Segment) {
+	e.segments = owned
+	e.committed = nil
+	for _, s := range owned {
+		e.committed = segment.MaxMerge(e.committed, s.Index.Offsets)
+	}
+	e.state = stateReady
+}
+
+// listSegments lists every key under the segments prefix.
+func (e *Engine) listSegments(done func([]*listedSegment, error)) {
+	byID := map[SnapshotID]*listedSegment{}
+	var page func(token string)
+	page = func(token string) {
+		var got ListPage
+		e.retry(func(d func(error)) {
+			e.p.Store.ListObjects(e.layout.SegmentsPrefix(), token, func(p ListPage, err error) { got = p; d(err) })
+		}, func(err error, _ bool) {
+			if err != nil {
+				done(nil, fmt.Errorf("list %s: %w", e.layout.SegmentsPrefix(), err))
+				return
+			}
+			for _, o := range got.Objects {
+				e.addListed(byID, o)
+			}
+			if got.NextToken != "" {
+				page(got.NextToken)
+				return
+			}
+			done(sortedListing(byID), nil)
+		})
+	}
+	page("")
+}
+
+func (e *Engine) addListed(byID map[SnapshotID]*listedSegment, o ObjectInfo) {
+	dir, id, kind, ok := e.layout.ParseKey(o.Key)
+	if !ok {
+		return // not ours to judge; never deleted
+	}
+	ls := byID[id]
+	if ls == nil {
+		ls = &listedSegment{id: id, dir: dir}
+		byID[id] = ls
+	}
+	info := o
+	switch kind {
+	case KindBody:
+		ls.body = &info
+	case KindMarker:
+		ls.marker = &info
+	case KindBitmap:
+		ls.bitmap = &info
+	}
+}
+
+func sortedListing(byID map[SnapshotID]*listedSegment) []*listedSegment {
+	out := make([]*listedSegment, 0, len(byID))
+	//engine:orderless — collected, then sorted by id below.
+	for _, ls := range byID {
+		out = append(out, ls)
+	}
+	slices.SortFunc(out, func(a, b *listedSegment) int {
+		switch {
+		case a.id.Less(b.id):
+			return -1
+		case b.id.Less(a.id):
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// readMarkers fetches and verifies every listed marker, RecoveryConcurrency
+// at a time, and returns the owned segments in id order.
+func (e *Engine) readMarkers(listing []*listedSegment, done func([]Segment, error)) {
+	var withMarker []*listedSegment
+	for _, ls := range listing {
+		if ls.marker != nil {
+			withMarker = append(withMarker, ls)
+		}
+	}
+	found := make([]*Segment, len(withMarker))
+	e.forEach(len(withMarker), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
+		e.readMarker(withMarker[i], func(s *Segment, err error) { found[i] = s; d(err) })
+	}, func(err error) {
+		if err != nil {
+			done(nil, err)
+			return
+		}
+		var owned []Segment
+		for _, s := range found {
+			if s != nil {
+				owned = append(owned, *s)
+			}
+		}
+		done(owned, nil)
+	})
+}
+
+// readMarker GETs and decodes one marker; nil, nil means the marker is
+// gone (a deleted key the listing still showed).
+func (e *Engine) readMarker(ls *listedSegment, done func(*Segment, error)) {
+	key := e.layout.Key(ls.dir, ls.id, KindMarker)
+	var body []byte
+	e.retry(func(d func(error)) {
+		e.p.Store.GetObject(GetObjectInput{Key: key, Limit: markerReadLimit}, func(b []byte, _ ObjectInfo, err error) { body = b; d(err) })
+	}, func(err error, _ bool) {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			done(nil, nil)
+			return
+		case err != nil:
+			done(nil, fmt.Errorf("read marker %s: %w", key, err))
+			return
+		}
+		ix, err := segment.DecodeMarker(key, body)
+		if err != nil {
+			done(nil, fmt.Errorf("%w: %v", ErrCorrupt, err))
+			return
+		}
+		s := &Segment{ID: ls.id, Dir: ls.dir, Index: ix}
+		if ls.body != nil {
+			done(s, checkBodySize(key, ls.body.Size, ix))
+			return
+		}
+		e.headBody(ls, ix, func(err error) { done(s, err) })
+	})
+}
+
+// headBody checks a body the listing did not show (yet): the marker is
+// the authority, but a marker without its body is corruption.
+func (e *Engine) headBody(ls *listedSegment, ix *segment.Index, done func(error)) {
+	key := e.layout.Key(ls.dir, ls.id, KindBody)
+	var info ObjectInfo
+	e.retry(func(d func(error)) {
+		e.p.Store.HeadObject(key, func(i ObjectInfo, err error) { info = i; d(err) })
+	}, func(err error, _ bool) {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			done(fmt.Errorf("%w: committed segment %s has no body", ErrCorrupt, ls.id))
+		case err != nil:
+			done(fmt.Errorf("head body %s: %w", key, err))
+		default:
+			done(checkBodySize(key, info.Size, ix))
+		}
+	})
+}
+
+func checkBodySize(key string, size int64, ix *segment.Index) error {
+	if size != ix.BodyBytes {
+		return fmt.Errorf("%w: body of %s has %d bytes, its marker says %d", ErrCorrupt, key, size, ix.BodyBytes)
+	}
+	return nil
+}
+
+// forEach runs fn for 0..n-1 with at most limit in flight. It stops
+// starting new calls after the first error and calls done once all
+// started calls have finished.
+func (e *Engine) forEach(n, limit int, fn func(i int, done func(error)), done func(error)) {
+	next, inFlight := 0, 0
+	var first error
+	var launch func()
+	launch = func() {
+		for inFlight < limit && next < n && first == nil {
+			i := next
+			next++
+			inFlight++
+			fn(i, func(err error) {
+				inFlight--
+				if err != nil && first == nil {
+					first = err
+				}
+				if inFlight == 0 && (first != nil || next == n) {
+					done(first)
+					return
+				}
+				launch()
+			})
+		}
+	}
+	if n == 0 {
+		e.later(func() { done(nil) })
+		return
+	}
+	launch()
+}

@@ -1,0 +1,49 @@
+package engine
+
+import (
+	"errors"
+	"time"
+)
+
+// retry runs try up to AttemptsMax times, backing off between tries with
+// exponential growth and jitter. It stops early when final(err) is true
+// (an answer, not a failure: ErrNotFound, ErrPreconditionFailed, …). done
+// gets the last outcome and whether any try was ambiguous — a caller that
+// saw an ambiguous write must find out what happened before acting as if
+// it had not.
+func (e *Engine) retry(try func(done func(error)), done func(err error, ambiguous bool)) {
+	var ambiguous bool
+	var run func(n int)
+	run = func(n int) {
+		try(func(err error) {
+			if errors.Is(err, ErrAmbiguous) {
+				ambiguous = true
+			}
+			if err == nil || isAnswer(err) || n+1 >= AttemptsMax {
+				done(err, ambiguous)
+				return
+			}
+			e.p.Timers.AfterFunc(e.backoff(n), func() { run(n + 1) })
+		})
+	}
+	run(0)
+}
+
+// isAnswer reports errors that say something definite about the world;
+// retrying them would get the same answer.
+func isAnswer(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrPreconditionFailed) ||
+		errors.Is(err, ErrNoSuchUpload) || errors.Is(err, ErrTooLarge)
+}
+
+// backoff is the wait after failed try n (0-based): RetryBase·2ⁿ capped at
+// RetryMax, of which the upper half is jittered so that retries of many
+// requests spread out.
+func (e *Engine) backoff(n int) time.Duration {
+	d := e.cfg.RetryBase << min(n, 30)
+	if d <= 0 || d > e.cfg.RetryMax {
+		d = e.cfg.RetryMax
+	}
+	half := d / 2
+	return half + time.Duration(e.p.Rand.Uint64()%uint64(half+1))
+}

@@ -1,0 +1,209 @@
+package sim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// Oracle checks the WAL's guarantees against the world's truth, never
+// against what the engine says about itself:
+//
+//   - no ACK before its commit marker landed;
+//   - no unit committed twice (in two segments with markers);
+//   - after every recovery: every acked unit lies in a segment the new
+//     engine owns, the recovered offsets cover it, every owned segment
+//     has its marker (an orphan is never owned), recovery read no body,
+//     and its request count is bounded by the live segments;
+//   - at the end: every unit a source produced is committed exactly once.
+//
+// It learns what a segment holds by decoding the body when its marker
+// lands (Store.OnApply), outside the engine.
+type Oracle struct {
+	w          *World
+	mem        memory.Allocator
+	committed  map[UID]string // unit → marker key of the segment holding it
+	markers    map[string]int // marker key → units in it
+	acked      map[UID]bool
+	rows       map[UID]int // rows each produced unit has
+	violations []string
+}
+
+func newOracle(w *World) *Oracle {
+	return &Oracle{w: w, mem: memory.DefaultAllocator, committed: map[UID]string{}, markers: map[string]int{},
+		acked: map[UID]bool{}, rows: map[UID]int{}}
+}
+
+func (o *Oracle) fail(format string, args ...any) {
+	o.violations = append(o.violations, fmt.Sprintf(format, args...))
+}
+
+// Violations returns what broke, in order.
+func (o *Oracle) Violations() []string { return o.violations }
+
+func (o *Oracle) produced(uid UID, rows int) { o.rows[uid] = rows }
+
+// onApply sees every mutation land in the store.
+func (o *Oracle) onApply(op Op, key string) {
+	if op == OpPut && strings.HasSuffix(key, ".seg.commit") && strings.HasPrefix(key, o.w.layout.Root()) {
+		o.markerLanded(key)
+	}
+}
+
+// markerLanded decodes the committed segment and records its units.
+func (o *Oracle) markerLanded(key string) {
+	if _, seen := o.markers[key]; seen {
+		o.fail("marker %s landed twice", key)
+		return
+	}
+	raw, _ := o.w.store.Object(key)
+	ix, err := segment.DecodeMarker(key, raw)
+	if err != nil {
+		o.fail("marker %s does not decode: %v", key, err)
+		return
+	}
+	bodyKey := strings.TrimSuffix(key, ".commit")
+	body, ok := o.w.store.Object(bodyKey)
+	if !ok {
+		o.fail("marker %s landed before its body", key)
+		return
+	}
+	b, err := segment.CheckBody(ix, bodyKey, segment.Bytes(body), int64(len(body)))
+	if err != nil {
+		o.fail("segment %s fails its marker: %v", bodyKey, err)
+		return
+	}
+	o.markers[key] = 0
+	for i := range b.Index.Entries {
+		o.readSlice(key, b, segment.SliceOrdinal(i))
+	}
+}
+
+func (o *Oracle) readSlice(key string, b *segment.Body, ord segment.SliceOrdinal) {
+	s, err := b.ReadSlice(ord, o.mem)
+	if err != nil {
+		o.fail("segment %s slice %d: %v", key, ord, err)
+		return
+	}
+	defer s.Release()
+	counts := map[UID]int{}
+	var order []UID
+	for _, batch := range s.Batches {
+		for _, v := range batch.Column(0).(*array.Int64).Int64Values() {
+			uid := UID(v)
+			if counts[uid] == 0 {
+				order = append(order, uid)
+			}
+			counts[uid]++
+		}
+	}
+	for _, uid := range order {
+		if prev, dup := o.committed[uid]; dup {
+			o.fail("unit %s committed twice: in %s and %s", uid, prev, key)
+			continue
+		}
+		if want := o.rows[uid]; counts[uid] != want {
+			o.fail("unit %s has %d rows in %s, produced %d", uid, counts[uid], key, want)
+		}
+		o.committed[uid] = key
+		o.markers[key]++
+	}
+}
+
+// onAck: an ACK must follow its commit.
+func (o *Oracle) onAck(uid UID) {
+	if _, ok := o.committed[uid]; !ok {
+		o.fail("unit %s acked before any marker holding it landed", uid)
+	}
+	o.acked[uid] = true
+}
+
+// recoveryStats is what the world observed of one recovery.
+type recoveryStats struct {
+	ops, bodyReads uint64
+}
+
+// checkRecovery runs after every recovery.
+func (o *Oracle) checkRecovery(eng *engine.Engine, rs recoveryStats) {
+	owned := map[string]bool{}
+	for _, s := range eng.Segments() {
+		key := o.w.layout.Key(s.Dir, s.ID, engine.KindMarker)
+		owned[key] = true
+		if _, ok := o.w.store.Object(key); !ok {
+			o.fail("recovery owns %s, whose marker does not exist (an orphan)", s.ID)
+		}
+	}
+	offsets := eng.Offsets()
+	for _, uid := range sortedUIDs(o.acked) {
+		if !owned[o.committed[uid]] {
+			o.fail("acked unit %s (in %s) not owned after recovery", uid, o.committed[uid])
+		}
+		if !o.covered(offsets, uid) {
+			o.fail("acked unit %s not covered by the recovered offsets", uid)
+		}
+	}
+	if rs.bodyReads > 0 {
+		o.fail("recovery read %d segment bodies", rs.bodyReads)
+	}
+	if bound := o.recoveryBound(eng); rs.ops > bound {
+		o.fail("recovery took %d requests, bound %d", rs.ops, bound)
+	}
+}
+
+func (o *Oracle) covered(offsets segment.Offsets, uid UID) bool {
+	spec := o.w.sources[uid.source()].spec
+	if !spec.Replayable {
+		_, ok := offsets.Get("idem/" + idemKey(uid))
+		return ok
+	}
+	v, _ := offsets.Get(offsetKey(spec, uid.partition()))
+	return v >= uid.seq()
+}
+
+// recoveryBound: per recovery round, at most AttemptsMax tries of each
+// of: the epoch claim's reads and writes, one LIST per page, one GET per
+// marker and one HEAD per marker whose body the listing missed. Pages and
+// markers are counted from the store's truth plus every key ever deleted
+// (a deleted key may linger in listings).
+func (o *Oracle) recoveryBound(eng *engine.Engine) uint64 {
+	keys := uint64(len(o.w.store.Keys(o.w.layout.SegmentsPrefix()))) + o.w.deleted
+	pages := keys/uint64(o.w.pageSize) + 1
+	markers := uint64(len(o.markers)) + o.w.deleted
+	perRound := uint64(engine.AttemptsMax) * (2*engine.ClaimRoundsMax + pages + 2*markers)
+	return eng.Stats().RecoveryRuns * perRound
+}
+
+// checkFinal runs when the world has converged.
+func (o *Oracle) checkFinal(eng *engine.Engine) {
+	for _, uid := range sortedUIDs(boolSet(o.rows)) {
+		if _, ok := o.committed[uid]; !ok {
+			o.fail("unit %s produced but never committed", uid)
+		}
+	}
+	if n := len(eng.Segments()); n != len(o.markers) {
+		o.fail("final engine owns %d segments, %d markers landed", n, len(o.markers))
+	}
+}
+
+func boolSet[V any](m map[UID]V) map[UID]bool {
+	out := make(map[UID]bool, len(m))
+	for k := range m {
+		out[k] = true
+	}
+	return out
+}
+
+func sortedUIDs(m map[UID]bool) []UID {
+	out := make([]UID, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

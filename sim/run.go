@@ -1,0 +1,242 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+)
+
+// Run runs the world: the fault phase, then the quiet phase until the run
+// converges, then the final checks. wallNow measures wall time for the
+// summary only (the simulation never reads it); pass nil to skip.
+func (w *World) Run(wallNow func() time.Time) Result {
+	var start time.Time
+	if wallNow != nil {
+		start = wallNow()
+	}
+	w.res = Result{Seed: w.cfg.Seed, Plan: w.faults.Describe()}
+	w.startIncarnation()
+	healAt := uint64(float64(w.cfg.Iters) * healFraction)
+	limit := w.cfg.Iters + uint64(float64(w.cfg.Iters)*drainExtra)
+	for w.sched.Steps() < limit && len(w.oracle.violations) == 0 {
+		if w.sched.Steps() >= healAt && w.producing {
+			w.heal()
+		}
+		if !w.producing && w.sched.Steps() >= w.cfg.Iters && w.converged() {
+			break
+		}
+		if !w.sched.Step() {
+			break
+		}
+		w.checkEngine()
+		if w.producing && w.eng != nil && w.faults.CrashNow(w.crashRnd) {
+			w.crash()
+		}
+	}
+	w.finish()
+	if wallNow != nil {
+		w.res.Wall = wallNow().Sub(start)
+	}
+	return w.res
+}
+
+// heal ends the fault phase: no more faults or crashes, no new units.
+func (w *World) heal() {
+	w.faults.Heal()
+	w.producing = false
+}
+
+// converged: the engine is up and idle and no source has work left.
+func (w *World) converged() bool {
+	if w.eng == nil || !w.eng.Ready() || !w.eng.Idle() {
+		return false
+	}
+	for _, s := range w.sources {
+		if !s.idle() {
+			return false
+		}
+	}
+	return true
+}
+
+func (w *World) checkEngine() {
+	if w.eng != nil && w.eng.Err() != nil {
+		w.oracle.fail("engine failed closed: %v", w.eng.Err())
+	}
+}
+
+func (w *World) finish() {
+	if len(w.oracle.violations) == 0 {
+		if !w.converged() {
+			w.oracle.fail("did not converge within %d steps after the fault phase", w.sched.Steps()-uint64(float64(w.cfg.Iters)*healFraction))
+		} else {
+			w.oracle.checkFinal(w.eng)
+		}
+	}
+	if w.eng != nil {
+		w.res.OrphansSwept += w.eng.Stats().OrphansSwept
+	}
+	w.res.Steps = w.sched.Steps()
+	w.res.SimTime = w.sched.Now()
+	w.res.Acks = uint64(len(w.oracle.acked))
+	w.res.Segments = uint64(len(w.oracle.markers))
+	w.res.Faults = w.faults.Injected()
+	w.res.Hash = w.trace.Hash()
+	w.res.Violations = w.oracle.violations
+}
+
+// startIncarnation starts an engine process and its recovery.
+func (w *World) startIncarnation() {
+	w.inc = w.sched.NewIncarnation()
+	inc := w.inc
+	ports := engine.Ports{
+		Clock:  w.sched.Clock(),
+		Rand:   w.root.Split(fmt.Sprintf("engine/%d", inc.ID())),
+		Timers: inc.Timers(),
+		Exec:   inc.Executor(),
+		Store:  recordingStore{ObjectStore: w.store.Client(inc), w: w, inc: inc},
+		Disk:   w.disk.Client(inc),
+	}
+	eng, err := engine.New(w.engCfg, ports)
+	if err != nil {
+		w.oracle.fail("engine config: %v", err)
+		return
+	}
+	w.eng, w.recovering, w.recStart, w.rec = eng, true, w.sched.Now(), recoveryStats{}
+	eng.Start(func(err error) {
+		if err != nil {
+			w.oracle.fail("recovery failed closed: %v", err)
+			return
+		}
+		w.onReady(inc)
+	})
+}
+
+func (w *World) onReady(inc *Incarnation) {
+	if inc != w.inc {
+		return
+	}
+	w.recovering = false
+	if t := w.sched.Now() - w.recStart; t > w.res.WorstRecTime {
+		w.res.WorstRecTime = t
+	}
+	w.res.WorstRecOps = max(w.res.WorstRecOps, w.rec.ops)
+	w.oracle.checkRecovery(w.eng, w.rec)
+	offsets := w.eng.Offsets()
+	for _, s := range w.sources {
+		s.onReady(offsets)
+	}
+}
+
+// crash is SIGKILL: the engine and everything it had in flight vanish;
+// the store keeps what landed (and what is still landing).
+func (w *World) crash() {
+	w.res.Crashes++
+	w.res.OrphansSwept += w.eng.Stats().OrphansSwept
+	w.inc.Kill()
+	w.disk.Crash(w.crashRnd)
+	w.eng = nil
+	for _, s := range w.sources {
+		s.onCrash()
+	}
+	w.sched.After(restartDelay, w.startIncarnation)
+}
+
+// submit hands a unit to the current engine, or answers ErrNotReady.
+func (w *World) submit(uid UID, in engine.Unit, done func(error)) {
+	defer func() {
+		for _, b := range in.Batches {
+			b.Release()
+		}
+	}()
+	if w.eng == nil || !w.eng.Ready() {
+		w.sched.After(time.Millisecond, func() { done(engine.ErrNotReady) })
+		return
+	}
+	w.eng.Submit(in, func(err error) {
+		if err == nil {
+			w.oracle.onAck(uid)
+		}
+		done(err)
+	})
+}
+
+// sourceError: expected errors are retried; anything else is a bug.
+func (w *World) sourceError(s *source, uid UID, err error) {
+	if !expectedErr(err) || errors.Is(err, engine.ErrInvalidUnit) {
+		w.oracle.fail("source %s unit %s: unexpected error: %v", s.spec.Name, uid, err)
+	}
+}
+
+// recordingStore watches an incarnation's requests during recovery.
+type recordingStore struct {
+	engine.ObjectStore
+	w   *World
+	inc *Incarnation
+}
+
+func (r recordingStore) note(key string, bodyRead bool) {
+	if r.w.inc == r.inc && r.w.recovering {
+		r.w.rec.ops++
+		if bodyRead {
+			r.w.rec.bodyReads++
+		}
+	}
+}
+
+func (r recordingStore) isBody(key string) bool {
+	_, _, kind, ok := r.w.layout.ParseKey(key)
+	return ok && kind == engine.KindBody
+}
+
+func (r recordingStore) PutObject(in engine.PutObjectInput, done func(string, error)) {
+	r.note(in.Key, false)
+	r.ObjectStore.PutObject(in, done)
+}
+
+func (r recordingStore) GetObject(in engine.GetObjectInput, done func([]byte, engine.ObjectInfo, error)) {
+	r.note(in.Key, r.isBody(in.Key))
+	r.ObjectStore.GetObject(in, done)
+}
+
+func (r recordingStore) HeadObject(key string, done func(engine.ObjectInfo, error)) {
+	r.note(key, false)
+	r.ObjectStore.HeadObject(key, done)
+}
+
+func (r recordingStore) ListObjects(prefix, token string, done func(engine.ListPage, error)) {
+	r.note(prefix, false)
+	r.ObjectStore.ListObjects(prefix, token, done)
+}
+
+func (r recordingStore) DeleteObject(key string, done func(error)) {
+	r.note(key, false)
+	r.ObjectStore.DeleteObject(key, done)
+}
+
+func (r recordingStore) CreateMultipartUpload(key string, done func(string, error)) {
+	r.note(key, false)
+	r.ObjectStore.CreateMultipartUpload(key, done)
+}
+
+func (r recordingStore) UploadPart(key, id string, n int32, body []byte, done func(string, error)) {
+	r.note(key, false)
+	r.ObjectStore.UploadPart(key, id, n, body, done)
+}
+
+func (r recordingStore) CompleteMultipartUpload(key, id string, parts []engine.CompletedPart, done func(error)) {
+	r.note(key, false)
+	r.ObjectStore.CompleteMultipartUpload(key, id, parts, done)
+}
+
+func (r recordingStore) AbortMultipartUpload(key, id string, done func(error)) {
+	r.note(key, false)
+	r.ObjectStore.AbortMultipartUpload(key, id, done)
+}
+
+func (r recordingStore) ListMultipartUploads(prefix, km, um string, done func(engine.UploadsPage, error)) {
+	r.note(prefix, false)
+	r.ObjectStore.ListMultipartUploads(prefix, km, um, done)
+}

@@ -1,0 +1,200 @@
+package sim
+
+import (
+	"errors"
+	"slices"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// source is a simulated source's runtime state. It lives outside the
+// engine, so it survives crashes: a unit in flight when the engine dies is
+// simply never answered. gen changes at every crash and every recovery, so
+// an answer meant for an older generation is ignored.
+type source struct {
+	w    *World
+	idx  int
+	spec SourceSpec
+	rand *Rand
+	gen  uint64
+	// Replayable: per partition, the next sequence number to submit.
+	next     []uint64
+	inFlight []bool
+	highest  []uint64 // highest sequence number ever submitted
+	// Non-replayable: sequence numbers to (re)submit, and how many slots
+	// are busy.
+	retry   []uint64
+	newSeq  uint64
+	busy    int
+	pending map[uint64]bool // in flight now
+}
+
+func newSource(w *World, idx int, spec SourceSpec) *source {
+	s := &source{w: w, idx: idx, spec: spec, rand: w.root.Split("source/" + spec.Name), pending: map[uint64]bool{}}
+	if spec.Replayable {
+		s.next = make([]uint64, spec.Partitions)
+		s.inFlight = make([]bool, spec.Partitions)
+		s.highest = make([]uint64, spec.Partitions)
+	}
+	return s
+}
+
+// onCrash forgets everything in flight: no answer will come.
+func (s *source) onCrash() {
+	s.gen++
+	for p := range s.inFlight {
+		s.inFlight[p] = false
+	}
+	for seq := range s.pending {
+		s.retry = append(s.retry, seq)
+	}
+	slices.Sort(s.retry)
+	clear(s.pending)
+	s.busy = 0
+}
+
+// onReady resumes: replayable partitions from the recovered offsets, the
+// non-replayable source with its unanswered units first.
+func (s *source) onReady(offsets segment.Offsets) {
+	s.gen++
+	if s.spec.Replayable {
+		for p := range s.next {
+			v, _ := offsets.Get(offsetKey(s.spec, p))
+			s.next[p] = v + 1
+			s.schedule(p, s.rand.Duration(0, s.spec.Interval))
+		}
+		return
+	}
+	for range s.spec.InFlight {
+		s.scheduleSlot(s.rand.Duration(0, s.spec.Interval))
+	}
+}
+
+func (s *source) schedule(p int, d time.Duration) {
+	gen := s.gen
+	s.w.sched.After(d, func() {
+		if gen == s.gen {
+			s.tickPartition(p)
+		}
+	})
+}
+
+// exhausted reports whether seq is past what the source will deliver:
+// its quota, or — once the fault phase is over — anything it never
+// started. Units it started (and may not have heard back about) it still
+// delivers, so that the run converges on a definite set.
+func (s *source) exhausted(seq, highest uint64) bool {
+	return (s.spec.Units > 0 && seq > s.spec.Units) || (!s.w.producing && seq > highest)
+}
+
+// tickPartition submits the partition's next unit.
+func (s *source) tickPartition(p int) {
+	seq := s.next[p]
+	if s.inFlight[p] || s.exhausted(seq, s.highest[p]) {
+		return
+	}
+	s.highest[p] = max(s.highest[p], seq)
+	uid := makeUID(s.idx, p, seq)
+	in := s.unit(uid)
+	in.Offsets = segment.Offsets{{Key: offsetKey(s.spec, p), Value: seq}}
+	s.inFlight[p] = true
+	gen := s.gen
+	s.w.submit(uid, in, func(err error) {
+		if gen != s.gen {
+			return
+		}
+		s.inFlight[p] = false
+		if err != nil {
+			s.w.sourceError(s, uid, err)
+			s.schedule(p, s.backoff())
+			return
+		}
+		s.next[p] = seq + 1
+		s.schedule(p, s.rand.Exp(s.spec.Interval))
+	})
+}
+
+func (s *source) scheduleSlot(d time.Duration) {
+	gen := s.gen
+	s.w.sched.After(d, func() {
+		if gen == s.gen {
+			s.tickSlot()
+		}
+	})
+}
+
+// tickSlot submits the non-replayable source's next unit: an unanswered
+// one first, with its original idempotency key.
+func (s *source) tickSlot() {
+	if s.busy >= s.spec.InFlight {
+		return
+	}
+	var seq uint64
+	switch {
+	case len(s.retry) > 0:
+		seq, s.retry = s.retry[0], s.retry[1:]
+	case !s.exhausted(s.newSeq+1, s.newSeq):
+		s.newSeq++
+		seq = s.newSeq
+	default:
+		return
+	}
+	uid := makeUID(s.idx, 0, seq)
+	in := s.unit(uid)
+	in.IdempotencyKey = idemKey(uid)
+	s.busy++
+	s.pending[seq] = true
+	gen := s.gen
+	s.w.submit(uid, in, func(err error) {
+		if gen != s.gen {
+			return
+		}
+		s.busy--
+		delete(s.pending, seq)
+		if err != nil {
+			s.w.sourceError(s, uid, err)
+			s.retry = append([]uint64{seq}, s.retry...)
+			s.scheduleSlot(s.backoff())
+			return
+		}
+		s.scheduleSlot(s.rand.Exp(s.spec.Interval))
+	})
+}
+
+func (s *source) backoff() time.Duration {
+	return s.rand.Duration(20*time.Millisecond, 300*time.Millisecond)
+}
+
+// unit builds the unit's content: a pure function of its id.
+func (s *source) unit(uid UID) engine.Unit {
+	rows := unitRows(s.spec, uid)
+	s.w.oracle.produced(uid, rows)
+	in := engine.Unit{
+		Key:     segment.PartitionKey{SinkRef: "lake", Namespace: s.spec.Name, Partition: "0", Schema: unitFingerprint},
+		Schema:  unitSchema,
+		Batches: []arrow.RecordBatch{s.w.builder.batch(uid, rows)},
+	}
+	if s.spec.CDC {
+		in.Sidecar = sidecarOf(uid, rows)
+	}
+	return in
+}
+
+// idle reports whether nothing is in flight or waiting to be retried.
+func (s *source) idle() bool {
+	for _, f := range s.inFlight {
+		if f {
+			return false
+		}
+	}
+	return s.busy == 0 && len(s.retry) == 0
+}
+
+// expectedErr reports errors a source is built to see and retry.
+func expectedErr(err error) bool {
+	return errors.Is(err, engine.ErrResourceExhausted) || errors.Is(err, engine.ErrNotReady) || errors.Is(err, engine.ErrClosed)
+}

@@ -1,0 +1,190 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/skipprd/skipprd/engine"
+)
+
+// Faults is what a world needs from a fault plan (package faults builds
+// one from a seed).
+type Faults interface {
+	StoreFaults
+	CrashNow(r *Rand) bool
+	Heal()
+	ConfigureStore(StoreConfig) StoreConfig
+	MaxExtraLatency() time.Duration
+	Describe() string // the plan, printed at the start of a run
+	Injected() string // faults injected so far, by kind
+}
+
+// Config is one simulated run.
+type Config struct {
+	Seed     uint64
+	Iters    uint64       // steps (events) of the fault phase and drain together
+	Faults   Faults       // nil: no faults
+	Workload []SourceSpec // nil: DefaultWorkload
+	Trace    io.Writer    // optional human-readable trace
+}
+
+// healFraction of the steps run with faults; the rest is the quiet phase
+// in which everything heals, sources stop producing, and the run must
+// converge. drainExtra is how much longer a run may take to converge.
+const (
+	healFraction = 0.8
+	drainExtra   = 0.5
+	restartDelay = 500 * time.Millisecond
+)
+
+// World is one seeded simulated universe: scheduler, object store, disk,
+// sources, the engine (one incarnation at a time) and the oracle. Not safe
+// for concurrent use; run many worlds in parallel instead.
+type World struct {
+	cfg      Config
+	root     *Rand
+	trace    *Trace
+	sched    *Scheduler
+	store    *Store
+	disk     *Disk
+	faults   Faults
+	crashRnd *Rand
+	engCfg   engine.Config
+	layout   engine.Layout
+	pageSize int
+	builder  *builder
+	sources  []*source
+	oracle   *Oracle
+
+	inc        *Incarnation
+	eng        *engine.Engine
+	recovering bool
+	recStart   time.Duration
+	rec        recoveryStats
+	producing  bool
+	deleted    uint64 // keys deleted under the segments prefix, ever
+
+	res Result
+}
+
+// NewWorld builds the world for cfg.Seed.
+func NewWorld(cfg Config) *World {
+	root := NewRand(cfg.Seed)
+	w := &World{cfg: cfg, root: root, trace: NewTrace(), faults: cfg.Faults, producing: true}
+	if w.faults == nil {
+		w.faults = noFaults{}
+	}
+	if cfg.Trace != nil {
+		w.trace.SetWriter(cfg.Trace)
+	}
+	w.sched = NewScheduler(root.Split("sched"), w.trace, SchedulerConfig{})
+	w.crashRnd = root.Split("crash")
+	w.engCfg, w.pageSize = w.drawEngineConfig(root.Split("config"))
+	storeCfg := w.faults.ConfigureStore(StoreConfig{PageSize: w.pageSize, PartSizeMin: int(w.engCfg.PartBytes),
+		Response: Latency{Base: 500 * time.Microsecond, Tail: 2 * time.Millisecond}})
+	if cr := root.Split("store-config"); cr.Chance(0.5) {
+		storeCfg.AmbiguousLandMax = cr.Duration(time.Millisecond, 2*time.Second)
+	}
+	storeCfg.Faults = w.faults
+	w.store = NewStore(w.sched, root.Split("store"), storeCfg)
+	w.disk = NewDisk(w.sched, root.Split("disk"), DiskConfig{})
+	w.layout = engine.NewLayout(w.engCfg.Prefix, w.engCfg.Pipeline)
+	w.builder = newBuilder(memory.DefaultAllocator)
+	w.oracle = newOracle(w)
+	w.store.OnApply = w.onApply
+	specs := cfg.Workload
+	if specs == nil {
+		specs = DefaultWorkload()
+	}
+	for i, spec := range specs {
+		w.sources = append(w.sources, newSource(w, i, spec))
+	}
+	w.engCfg.FenceWait = w.fenceWait(storeCfg)
+	return w
+}
+
+// drawEngineConfig picks the engine's sizes for this seed: small, so that
+// a short run commits many segments and uses multipart uploads.
+func (w *World) drawEngineConfig(r *Rand) (engine.Config, int) {
+	targets := []int64{32 << 10, 128 << 10, 512 << 10}
+	parts := []int64{16 << 10, 64 << 10}
+	cfg := engine.Config{
+		Prefix: "wal", Pipeline: "sim",
+		TargetBytes:         targets[r.Intn(len(targets))],
+		MaxDelay:            engine.DefaultMaxDelay,
+		QueueCapacity:       1 + r.Intn(4),
+		PartBytes:           parts[r.Intn(len(parts))],
+		PartConcurrency:     1 + r.Intn(4),
+		AdmissionBytes:      4 << 20,
+		RetryBase:           20 * time.Millisecond,
+		RetryMax:            2 * time.Second,
+		OrphanGrace:         time.Minute,
+		RecoveryConcurrency: 1 + r.Intn(8),
+	}
+	if r.Chance(0.2) {
+		cfg.MaxDelay = r.Duration(10*time.Millisecond, 200*time.Millisecond)
+	}
+	return cfg, 2 + r.Intn(40)
+}
+
+// fenceWait covers the longest a request can stay in flight plus the
+// longest LIST lag, so that recovery sees everything a dead incarnation
+// made durable (engine.Config.FenceWait).
+func (w *World) fenceWait(sc StoreConfig) time.Duration {
+	var longest time.Duration
+	maxBody := w.engCfg.AdmissionBytes
+	for _, l := range sc.Latency {
+		d := l.Base + 45*l.Tail + time.Duration(maxBody*int64(l.PerMiB)>>20)
+		longest = max(longest, d)
+	}
+	response := sc.Response.Base + 45*sc.Response.Tail
+	return longest + response + w.faults.MaxExtraLatency() + sc.AmbiguousLandMax + sc.ListLagMax + time.Second
+}
+
+// Result summarises a run.
+type Result struct {
+	Seed         uint64
+	Plan         string
+	Steps        uint64
+	SimTime      time.Duration
+	Wall         time.Duration
+	Acks         uint64
+	Crashes      uint64
+	Faults       string
+	Segments     uint64
+	OrphansSwept uint64
+	WorstRecOps  uint64
+	WorstRecTime time.Duration
+	Hash         uint64
+	Violations   []string
+}
+
+// Err reports the run's first violation, or nil.
+func (r Result) Err() error {
+	if len(r.Violations) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%s (and %d more)", r.Violations[0], len(r.Violations)-1)
+}
+
+func (w *World) onApply(op Op, key string) {
+	if op == OpDelete && len(key) > 0 {
+		if _, _, _, ok := w.layout.ParseKey(key); ok {
+			w.deleted++
+		}
+	}
+	w.oracle.onApply(op, key)
+}
+
+type noFaults struct{}
+
+func (noFaults) Decide(Op, string, *Rand) (Outcome, time.Duration) { return OK, 0 }
+func (noFaults) CrashNow(*Rand) bool                               { return false }
+func (noFaults) Heal()                                             {}
+func (noFaults) ConfigureStore(c StoreConfig) StoreConfig          { return c }
+func (noFaults) MaxExtraLatency() time.Duration                    { return 0 }
+func (noFaults) Describe() string                                  { return "none[]" }
+func (noFaults) Injected() string                                  { return "" }
