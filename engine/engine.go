@@ -47,7 +47,7 @@ type Engine struct {
 
 	idemPending   map[string]*unit // idempotency keys held but not yet committed
 	offsetPending map[string]bool  // offset keys with an unanswered unit
-	committed     segment.Offsets  // offsets view: max over every owned segment
+	committed     offsetsView      // max over every owned segment
 	segments      []Segment        // owned segments, in id order
 	unitSeq       uint64
 	closeDone     func(error)
@@ -71,7 +71,7 @@ func New(cfg Config, p Ports) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
-		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]bool{},
+		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]bool{}, committed: offsetsView{},
 	}
 	e.p.Store = countingStore{ObjectStore: p.Store, n: &e.stats.Requests}
 	return e, nil
@@ -91,7 +91,7 @@ func (e *Engine) Epoch() uint64 { return e.epoch }
 
 // Offsets returns a copy of the offsets view: every offset some owned
 // segment committed. Replayable sources resume from here.
-func (e *Engine) Offsets() segment.Offsets { return append(segment.Offsets(nil), e.committed...) }
+func (e *Engine) Offsets() segment.Offsets { return e.committed.sorted() }
 
 // Segments returns the owned segments in id order.
 func (e *Engine) Segments() []Segment { return append([]Segment(nil), e.segments...) }

@@ -144,7 +144,7 @@ func validateUnit(in Unit) error {
 // without storing it again. It reports whether it did.
 func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 	if k := in.IdempotencyKey; k != "" {
-		if _, ok := e.committed.Get(idemPrefix + k); ok {
+		if _, ok := e.committed.get(idemPrefix + k); ok {
 			e.later(func() { done(nil) })
 			return true
 		}
@@ -154,7 +154,7 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 		}
 		return false
 	}
-	if len(in.Offsets) > 0 && e.committed.Covers(in.Offsets) {
+	if len(in.Offsets) > 0 && e.committed.covers(in.Offsets) {
 		e.later(func() { done(nil) })
 		return true
 	}

@@ -204,7 +204,7 @@ func (e *Engine) settle(s *snapshot) {
 // submits again from inside its ack sees a consistent engine.
 func (e *Engine) commit(s *snapshot) {
 	e.persistEMA = time.Duration(ema(float64(e.persistEMA), float64(e.now()-s.startedAt)))
-	e.committed = segment.MaxMerge(e.committed, s.content.offsets)
+	e.committed.merge(s.content.offsets)
 	e.segments = append(e.segments, Segment{ID: s.id, Dir: s.dir, Index: s.index})
 	var acks []func(error)
 	for _, u := range s.content.units {

@@ -87,9 +87,9 @@ func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 // open registers the owned segments and opens ingest.
 func (e *Engine) open(owned []Segment) {
 	e.segments = owned
-	e.committed = nil
+	e.committed = offsetsView{}
 	for _, s := range owned {
-		e.committed = segment.MaxMerge(e.committed, s.Index.Offsets)
+		e.committed.merge(s.Index.Offsets)
 	}
 	e.state = stateReady
 }

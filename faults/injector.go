@@ -119,3 +119,24 @@ func (in *Injector) Injected() string {
 }
 
 var _ sim.Faults = (*Injector)(nil)
+
+// DiskFaults returns the plan's disk injector.
+func (in *Injector) DiskFaults() sim.DiskFaults {
+	return sim.DiskFaultsFunc(func(op sim.DiskOp, _ string, r *sim.Rand) (sim.DiskOutcome, time.Duration) {
+		var extra time.Duration
+		if in.fire(SlowIO, r) {
+			extra = r.Duration(0, in.plan.SpikeMax+time.Second)
+		}
+		switch {
+		case op == sim.DiskSync && in.fire(FsyncError, r):
+			return sim.DiskIOError, extra
+		case op == sim.DiskWrite && in.fire(DiskWriteError, r):
+			return sim.DiskIOError, extra
+		case (op == sim.DiskWrite || op == sim.DiskOpen || op == sim.DiskMkdirAll) && in.fire(DiskFull, r):
+			return sim.DiskNoSpace, extra
+		case (op == sim.DiskRead || op == sim.DiskSync) && in.fire(BitFlip, r):
+			return sim.DiskBitFlip, extra
+		}
+		return sim.DiskOK, extra
+	})
+}

@@ -26,12 +26,18 @@ const (
 	MultipartPart                 // UploadPart fails (sometimes after applying)
 	MultipartComplete             // CompleteMultipartUpload fails (sometimes after applying)
 	MultipartAbort                // AbortMultipartUpload fails
+	FsyncError                    // an fsync fails: the file is poisoned
+	DiskWriteError                // a disk write fails (EIO)
+	DiskFull                      // an allocating disk operation fails (ENOSPC)
+	BitFlip                       // a bit flips on read or in the durable image
+	SlowIO                        // a disk operation takes much longer
 	NumKinds
 )
 
 var kindNames = [NumKinds]string{
 	"crash", "list-lag", "put-error", "ambiguous", "get-error", "list-error",
 	"delete-error", "throttle", "latency-spike", "mpu-part", "mpu-complete", "mpu-abort",
+	"fsync-error", "disk-write-error", "disk-full", "bit-flip", "slow-io",
 }
 
 func (k Kind) String() string {

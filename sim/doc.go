@@ -36,6 +36,18 @@
 //   - Disk (disk*.go): a filesystem with a crash model — written vs
 //     durable bytes per file, durable vs pending entries per directory,
 //     fsync poisoning, torn writes, bit flips (disk.go, disk_crash.go).
+//   - World (world.go, run.go): one seeded run — the engine (one
+//     incarnation at a time), the store, the disk, the sources, crashes
+//     decided by a Faults plan, a fault phase, then a quiet phase in which
+//     the run must converge.
+//   - Sources (workload.go, source.go): a busy events stream, a trickle of
+//     pageviews, a small CDC orders snapshot (replayable, resuming from the
+//     recovered offsets, one unit in flight per offset key) and an HTTP
+//     source that retries unanswered units with the same idempotency key.
+//     A unit's content is a pure function of its id.
+//   - Oracle (oracle.go): the guarantees, checked against the store's
+//     truth (it decodes every segment whose marker lands), never against
+//     what the engine says of itself.
 //
 // # Wiring one engine incarnation
 //

@@ -129,8 +129,17 @@ type recoveryStats struct {
 	ops, bodyReads uint64
 }
 
+// engineView is what the oracle reads of an engine after recovery: what
+// it claims to own and the offsets it recovered. The oracle compares
+// these claims with the store's truth.
+type engineView interface {
+	Segments() []engine.Segment
+	Offsets() segment.Offsets
+	Stats() engine.Stats
+}
+
 // checkRecovery runs after every recovery.
-func (o *Oracle) checkRecovery(eng *engine.Engine, rs recoveryStats) {
+func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
 	owned := map[string]bool{}
 	for _, s := range eng.Segments() {
 		key := o.w.layout.Key(s.Dir, s.ID, engine.KindMarker)
@@ -171,7 +180,7 @@ func (o *Oracle) covered(offsets segment.Offsets, uid UID) bool {
 // marker and one HEAD per marker whose body the listing missed. Pages and
 // markers are counted from the store's truth plus every key ever deleted
 // (a deleted key may linger in listings).
-func (o *Oracle) recoveryBound(eng *engine.Engine) uint64 {
+func (o *Oracle) recoveryBound(eng engineView) uint64 {
 	keys := uint64(len(o.w.store.Keys(o.w.layout.SegmentsPrefix()))) + o.w.deleted
 	pages := keys/uint64(o.w.pageSize) + 1
 	markers := uint64(len(o.markers)) + o.w.deleted
@@ -180,7 +189,7 @@ func (o *Oracle) recoveryBound(eng *engine.Engine) uint64 {
 }
 
 // checkFinal runs when the world has converged.
-func (o *Oracle) checkFinal(eng *engine.Engine) {
+func (o *Oracle) checkFinal(eng engineView) {
 	for _, uid := range sortedUIDs(boolSet(o.rows)) {
 		if _, ok := o.committed[uid]; !ok {
 			o.fail("unit %s produced but never committed", uid)

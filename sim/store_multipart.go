@@ -2,7 +2,6 @@ package sim
 
 import (
 	"bytes"
-	"crypto/md5"
 	"encoding/hex"
 	"slices"
 	"strconv"
@@ -29,7 +28,7 @@ type upload struct {
 // part is one uploaded part. INVARIANT: body is never modified in place.
 type part struct {
 	body []byte
-	sum  [md5.Size]byte
+	sum  [16]byte
 }
 
 // partsMax is S3's largest part number.
@@ -125,7 +124,7 @@ func (s *Store) uploadPart(key, id string, n int32, body []byte) (string, error)
 	if body == nil {
 		body = []byte{}
 	}
-	p := part{body: body, sum: md5.Sum(body)}
+	p := part{body: body, sum: contentHash(body)}
 	u.parts[n] = p
 	return quoteHex(p.sum[:]), nil
 }
@@ -161,7 +160,7 @@ func (u *upload) assemble(list []engine.CompletedPart, partSizeMin int) ([]byte,
 		return nil, "", ErrInvalidPart
 	}
 	size := 0
-	sums := make([]byte, 0, md5.Size*len(list))
+	sums := make([]byte, 0, 16*len(list))
 	for i, cp := range list {
 		p, ok := u.parts[cp.Number]
 		if !ok || cp.ETag != quoteHex(p.sum[:]) || (i > 0 && cp.Number <= list[i-1].Number) {
@@ -177,7 +176,7 @@ func (u *upload) assemble(list []engine.CompletedPart, partSizeMin int) ([]byte,
 	for _, cp := range list {
 		body = append(body, u.parts[cp.Number].body...)
 	}
-	sum := md5.Sum(sums)
+	sum := contentHash(sums)
 	etag := `"` + hex.EncodeToString(sum[:]) + "-" + strconv.Itoa(len(list)) + `"`
 	return body, etag, nil
 }

@@ -94,15 +94,23 @@ func (b *builder) batch(u UID, rows int) arrow.RecordBatch {
 
 const payloadAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
 
+// payloadPool is a fixed pseudo-random text that payloads are windows of.
+var payloadPool = func() string {
+	b := make([]byte, 4096)
+	h := uint64(1)
+	for i := range b {
+		h = mix64(h + uint64(i))
+		b[i] = payloadAlphabet[h%uint64(len(payloadAlphabet))]
+	}
+	return string(b)
+}()
+
+// payloadOf is a row's payload: 8..63 bytes, a pure function of the row.
 func payloadOf(u UID, row int) string {
 	h := mix64(uint64(u)*131 + uint64(row))
 	n := 8 + int(h%56)
-	out := make([]byte, n)
-	for i := range out {
-		h = mix64(h + uint64(i))
-		out[i] = payloadAlphabet[h%uint64(len(payloadAlphabet))]
-	}
-	return string(out)
+	at := int(h>>8) % (len(payloadPool) - n)
+	return payloadPool[at : at+n]
 }
 
 func sidecarOf(u UID, rows int) *segment.Sidecar {

@@ -18,6 +18,7 @@ type Faults interface {
 	Heal()
 	ConfigureStore(StoreConfig) StoreConfig
 	MaxExtraLatency() time.Duration
+	DiskFaults() DiskFaults
 	Describe() string // the plan, printed at the start of a run
 	Injected() string // faults injected so far, by kind
 }
@@ -90,7 +91,7 @@ func NewWorld(cfg Config) *World {
 	}
 	storeCfg.Faults = w.faults
 	w.store = NewStore(w.sched, root.Split("store"), storeCfg)
-	w.disk = NewDisk(w.sched, root.Split("disk"), DiskConfig{})
+	w.disk = NewDisk(w.sched, root.Split("disk"), DiskConfig{Faults: w.faults.DiskFaults()})
 	w.layout = engine.NewLayout(w.engCfg.Prefix, w.engCfg.Pipeline)
 	w.builder = newBuilder(memory.DefaultAllocator)
 	w.oracle = newOracle(w)
@@ -187,4 +188,5 @@ func (noFaults) Heal()                                             {}
 func (noFaults) ConfigureStore(c StoreConfig) StoreConfig          { return c }
 func (noFaults) MaxExtraLatency() time.Duration                    { return 0 }
 func (noFaults) Describe() string                                  { return "none[]" }
+func (noFaults) DiskFaults() DiskFaults                            { return nil }
 func (noFaults) Injected() string                                  { return "" }

@@ -1,0 +1,375 @@
+package engine_test
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sim"
+)
+
+func isMarker(key string) bool { return strings.HasSuffix(key, ".seg.commit") }
+func isBody(key string) bool   { return strings.HasSuffix(key, ".seg") }
+
+// Units are acked only once their marker exists, all namespaces share one
+// segment, and a unit's values land exactly once.
+func TestCommitThenAck(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	var acks []*result
+	markersAtAck := -1
+	for i, ns := range []string{"orders", "events", "pageviews", "events"} {
+		res := &result{}
+		acks = append(acks, res)
+		r.eng.Submit(unit(ns, int64(i)), func(err error) {
+			res.done, res.err = true, err
+			markersAtAck = r.markers()
+		})
+	}
+	r.until(func() bool { return acks[3].done }, "acks")
+	for i, a := range acks {
+		if a.err != nil {
+			t.Fatalf("unit %d: %v", i, a.err)
+		}
+	}
+	if markersAtAck != 1 {
+		t.Fatalf("%d markers existed when the acks ran, want 1 (one segment for all namespaces)", markersAtAck)
+	}
+	got := r.committedValues()
+	if !slices.Equal(got["events"], []int64{1, 3}) || !slices.Equal(got["orders"], []int64{0}) {
+		t.Fatalf("committed %v", got)
+	}
+}
+
+// A unit at the target size flushes at once, not after the delay budget.
+func TestTargetFlushesImmediately(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	big := make([]int64, 10_000) // 80 KB > 64 KiB target
+	start := r.sched.Now()
+	res := r.submit(unit("events", big...))
+	r.until(func() bool { return r.store.Counts(sim.OpCreateUpload).Issued > 0 }, "upload start")
+	if took := r.sched.Now() - start; took >= 10*time.Millisecond {
+		t.Fatalf("upload started after %v; a full segment must not wait for the delay", took)
+	}
+	r.until(func() bool { return res.done }, "ack")
+	if c := r.store.Counts(sim.OpUploadPart); c.Issued == 0 {
+		t.Fatal("a body above PartBytes was not uploaded in parts")
+	}
+}
+
+// Persist failure: nothing is acked, the content returns to the
+// accumulator ahead of newer units, and is committed later, in order.
+func TestPersistFailureRestoresInOrder(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	failing := true
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if failing && op == sim.OpPut && isBody(key) {
+			return sim.Fail
+		}
+		return sim.OK
+	}
+	first := r.submit(unit("a", 1, 2))
+	r.until(func() bool { return r.eng.Stats().PersistFailures > 0 }, "a persist failure")
+	second := r.submit(unit("a", 3))
+	if first.done {
+		t.Fatalf("unit answered (%v) although its persist failed", first.err)
+	}
+	failing = false
+	r.until(func() bool { return first.done && second.done }, "acks after recovery")
+	if first.err != nil || second.err != nil {
+		t.Fatalf("errors: %v %v", first.err, second.err)
+	}
+	if got := r.committedValues()["a"]; !slices.Equal(got, []int64{1, 2, 3}) {
+		t.Fatalf("committed %v, want [1 2 3]", got)
+	}
+}
+
+// An ambiguous marker PUT that landed is settled by reading the key: the
+// unit is acked once, under the original id.
+func TestInDoubtMarkerLanded(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	n := 0
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if op == sim.OpPut && isMarker(key) {
+			if n++; n == 1 {
+				return sim.AmbiguousApplied
+			}
+		}
+		return sim.OK
+	}
+	res := r.submit(unit("a", 1))
+	r.until(func() bool { return res.done }, "ack")
+	if res.err != nil || r.eng.Stats().InDoubt != 0 && r.markers() != 1 {
+		t.Fatalf("err %v, markers %d", res.err, r.markers())
+	}
+	if r.markers() != 1 || !slices.Equal(r.committedValues()["a"], []int64{1}) {
+		t.Fatalf("markers %d, values %v", r.markers(), r.committedValues())
+	}
+}
+
+// Every marker attempt ambiguous and lost: the engine waits out the fence,
+// reads the key, finds nothing, and commits the unit once under a new id.
+func TestInDoubtMarkerLost(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	lost := 0
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if op == sim.OpPut && isMarker(key) && lost < engine.AttemptsMax {
+			lost++
+			return sim.AmbiguousLost
+		}
+		return sim.OK
+	}
+	res := r.submit(unit("a", 7))
+	r.until(func() bool { return res.done }, "ack")
+	st := r.eng.Stats()
+	if res.err != nil || st.InDoubt != 1 || st.PersistFailures != 1 {
+		t.Fatalf("err %v, stats %+v", res.err, st)
+	}
+	if r.markers() != 1 || !slices.Equal(r.committedValues()["a"], []int64{7}) {
+		t.Fatalf("markers %d, values %v", r.markers(), r.committedValues())
+	}
+}
+
+// Another writer's marker at our key: the engine fails closed rather
+// than ack or re-commit.
+func TestForeignMarkerFailsClosed(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	eng := r.start()
+	id := engine.SnapshotID{Epoch: eng.Epoch(), Seq: 1}
+	key := eng.Layout().Key(eng.Layout().SegmentDir(r.sched.WallUnixMs()), id, engine.KindMarker)
+	r.putObject(key, []byte("another writer's marker"))
+	res := r.submit(unit("a", 1))
+	r.until(func() bool { return res.done }, "answer")
+	if !errors.Is(res.err, engine.ErrClosed) || !errors.Is(eng.Err(), engine.ErrCorrupt) {
+		t.Fatalf("answer %v, engine error %v", res.err, eng.Err())
+	}
+}
+
+// putObject writes an object through a setup incarnation's port.
+func (r *rig) putObject(key string, body []byte) {
+	r.t.Helper()
+	inc := r.sched.NewIncarnation()
+	done := false
+	r.store.Client(inc).PutObject(engine.PutObjectInput{Key: key, Body: body}, func(_ string, err error) {
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		done = true
+	})
+	r.until(func() bool { return done }, "setup put")
+	inc.Kill()
+}
+
+// A completion that was ambiguous but applied: the retry hears "no such
+// upload", and a HEAD of the body proves the upload completed.
+func TestAmbiguousCompleteSettledByHead(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	n := 0
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if op == sim.OpComplete {
+			if n++; n == 1 {
+				return sim.AmbiguousApplied
+			}
+		}
+		return sim.OK
+	}
+	res := r.submit(unit("a", make([]int64, 10_000)...))
+	r.until(func() bool { return res.done }, "ack")
+	if res.err != nil || r.markers() != 1 || r.store.Counts(sim.OpHead).Issued == 0 {
+		t.Fatalf("err %v, markers %d, heads %d", res.err, r.markers(), r.store.Counts(sim.OpHead).Issued)
+	}
+}
+
+// Recovery owns committed pairs only, rebuilds offsets from the markers,
+// claims a higher epoch, and never reads a body.
+func TestRecoveryFromMarkers(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{PageSize: 2})
+	first := r.start()
+	for i := range 5 {
+		res := r.submit(withOffset(unit("a", int64(i)), "src/a", uint64(i+1)))
+		r.until(func() bool { return res.done }, "ack")
+	}
+	gets := r.store.Counts(sim.OpGet).Issued
+	second := r.start()
+	if second.Epoch() <= first.Epoch() {
+		t.Fatalf("epoch %d after %d", second.Epoch(), first.Epoch())
+	}
+	if v, _ := second.Offsets().Get("src/a"); v != 5 {
+		t.Fatalf("recovered offset %d, want 5", v)
+	}
+	if got := len(second.Segments()); got != r.markers() {
+		t.Fatalf("owns %d segments, %d markers exist", got, r.markers())
+	}
+	// One GET for the writer object plus one per marker; none for bodies.
+	if extra := r.store.Counts(sim.OpGet).Issued - gets; extra != uint64(1+r.markers()) {
+		t.Fatalf("recovery issued %d GETs for %d markers", extra, r.markers())
+	}
+}
+
+// LIST lags: a marker is listed while its body is not yet. Recovery
+// checks the body with a HEAD and owns the segment; a marker whose body
+// is truly gone is corruption, and recovery fails closed.
+func TestRecoveryLaggingBody(t *testing.T) {
+	for _, bodyExists := range []bool{true, false} {
+		r := newRig(t, sim.StoreConfig{ListLagMin: time.Second, ListLagMax: time.Second})
+		r.cfg.FenceWait = 0
+		dir := engine.NewLayout("wal", "test").SegmentDir(r.sched.WallUnixMs())
+		body, marker := encodeSegment(t, unit("a", 1))
+		id := engine.SnapshotID{Epoch: 1, Seq: 1}
+		r.putObject(dir+id.String()+".seg.commit", marker)
+		r.sched.RunUntil(r.sched.Now() + 500*time.Millisecond)
+		if bodyExists {
+			r.putObject(dir+id.String()+".seg", body)
+		}
+		r.sched.RunUntil(r.sched.Now() + 700*time.Millisecond) // marker listed, body not yet
+		r.inc = r.sched.NewIncarnation()
+		eng, _ := engine.New(r.cfg, engine.Ports{Clock: r.sched.Clock(), Rand: r.root.Split("e"), Timers: r.inc.Timers(),
+			Exec: r.inc.Executor(), Store: r.store.Client(r.inc)})
+		var done bool
+		var err error
+		eng.Start(func(e error) { done, err = true, e })
+		r.until(func() bool { return done }, "recovery")
+		switch {
+		case bodyExists && (err != nil || len(eng.Segments()) != 1):
+			t.Fatalf("body present: err %v, owned %d", err, len(eng.Segments()))
+		case !bodyExists && !errors.Is(err, engine.ErrCorrupt):
+			t.Fatalf("body missing: err %v, want ErrCorrupt", err)
+		}
+	}
+}
+
+func encodeSegment(t *testing.T, u engine.Unit) (body, marker []byte) {
+	t.Helper()
+	var buf strings.Builder
+	ix, err := segment.Encode(&writerAdapter{&buf}, 0, nil, []segment.Part{{Key: u.Key, Schema: u.Schema, Batches: u.Batches}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	marker, err = segment.EncodeMarker(ix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []byte(buf.String()), marker
+}
+
+type writerAdapter struct{ b *strings.Builder }
+
+func (w *writerAdapter) Write(p []byte) (int, error) { return w.b.Write(p) }
+
+// The sweeper deletes a previous incarnation's old orphan body (no marker)
+// and aborts its stale uploads; it keeps a committed pair.
+func TestSweepOrphans(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.OrphanGrace = 0
+	r.start()
+	res := r.submit(unit("a", 1))
+	r.until(func() bool { return res.done }, "ack")
+	dir := r.eng.Layout().SegmentDir(r.sched.WallUnixMs())
+	orphan := dir + engine.SnapshotID{Epoch: r.eng.Epoch(), Seq: 99}.String() + ".seg"
+	r.putObject(orphan, []byte("orphan body"))
+	r.start()
+	r.settle()
+	if _, ok := r.store.Object(orphan); ok {
+		t.Fatal("orphan body survived the sweep")
+	}
+	if r.markers() != 1 || r.eng.Stats().OrphansSwept != 1 {
+		t.Fatalf("markers %d, swept %d", r.markers(), r.eng.Stats().OrphansSwept)
+	}
+}
+
+// Duplicates are answered from the offsets view or joined to the pending
+// unit; nothing is stored twice.
+func TestDuplicates(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	idem := func(v int64) engine.Unit { u := unit("http", v); u.IdempotencyKey = "req-1"; return u }
+	a, b := r.submit(idem(1)), r.submit(idem(1))
+	r.until(func() bool { return a.done && b.done }, "acks")
+	c := r.submit(idem(1))
+	d := r.submit(withOffset(unit("log", 5), "src/log", 1))
+	r.until(func() bool { return c.done && d.done }, "acks")
+	e := r.submit(withOffset(unit("log", 5), "src/log", 1))
+	r.until(func() bool { return e.done }, "ack")
+	for i, res := range []*result{a, b, c, d, e} {
+		if res.err != nil {
+			t.Fatalf("answer %d: %v", i, res.err)
+		}
+	}
+	got := r.committedValues()
+	if !slices.Equal(got["http"], []int64{1}) || !slices.Equal(got["log"], []int64{5}) {
+		t.Fatalf("committed %v", got)
+	}
+	if st := r.eng.Stats(); st.UnitsDuplicate != 3 {
+		t.Fatalf("duplicates %d, want 3", st.UnitsDuplicate)
+	}
+}
+
+func TestRefusals(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.AdmissionBytes = r.cfg.TargetBytes
+	early := &result{}
+	r.inc = r.sched.NewIncarnation()
+	eng, _ := engine.New(r.cfg, engine.Ports{Clock: r.sched.Clock(), Rand: r.root, Timers: r.inc.Timers(), Exec: r.inc.Executor(), Store: r.store.Client(r.inc)})
+	eng.Submit(unit("a", 1), func(err error) { early.done, early.err = true, err })
+	r.until(func() bool { return early.done }, "answer")
+	if !errors.Is(early.err, engine.ErrNotReady) {
+		t.Fatalf("before recovery: %v", early.err)
+	}
+	r.start()
+	wrongSchema := unit("a", 1)
+	wrongSchema.Key.Schema++
+	cdc := unit("a", 1, 2)
+	cdc.Sidecar = &segment.Sidecar{Rows: []segment.CDCRow{{Kind: segment.Insert}}}
+	reserved := withOffset(unit("a", 1), "idem/x", 1)
+	for _, c := range []struct {
+		name string
+		u    engine.Unit
+		want error
+	}{
+		{"schema fingerprint", wrongSchema, engine.ErrInvalidUnit},
+		{"sidecar rows", cdc, engine.ErrInvalidUnit},
+		{"reserved offset key", reserved, engine.ErrInvalidUnit},
+		{"over admission", unit("a", make([]int64, 20_000)...), engine.ErrResourceExhausted},
+	} {
+		res := r.submit(c.u)
+		r.until(func() bool { return res.done }, c.name)
+		if !errors.Is(res.err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, res.err, c.want)
+		}
+	}
+	// One unanswered unit per offset key.
+	first := r.submit(withOffset(unit("a", 1), "src/a", 1))
+	second := r.submit(withOffset(unit("a", 2), "src/a", 2))
+	r.until(func() bool { return first.done && second.done }, "answers")
+	if first.err != nil || !errors.Is(second.err, engine.ErrInvalidUnit) {
+		t.Fatalf("offset key in flight: %v, %v", first.err, second.err)
+	}
+}
+
+// Close commits what is held and acks it; later submits are refused.
+func TestCloseFlushes(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	res := r.submit(unit("a", 1))
+	var closed bool
+	var closeErr error
+	r.eng.Close(func(err error) { closed, closeErr = true, err })
+	r.until(func() bool { return closed }, "close")
+	if closeErr != nil || !res.done || res.err != nil {
+		t.Fatalf("close %v, unit %+v", closeErr, res)
+	}
+	late := r.submit(unit("a", 2))
+	r.until(func() bool { return late.done }, "answer")
+	if !errors.Is(late.err, engine.ErrClosed) {
+		t.Fatalf("after close: %v", late.err)
+	}
+}

@@ -1,0 +1,322 @@
+package storage
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// ErrUnanswered: a caller stopped waiting for a unit the engine had
+// already taken — because the host was killed (then the error also
+// matches ErrStopped), or because the caller's context ended. The unit
+// may or may not be committed. It was not acked, so the source still owns
+// it: it resubmits with the same idempotency key or from the recovered
+// offsets, and the engine commits it at most once (DESIGN §2.3).
+var ErrUnanswered = errors.New("storage: unit unanswered")
+
+// Host is the production wiring of one engine on one Loop, safe for use
+// by many goroutines. The engine is single-threaded (DESIGN §3): every
+// Host method that touches it posts a function to the loop and waits for
+// the engine's answer there, so callers never share engine state.
+//
+// Life cycle: NewHost → Start → Ingest/queries … → Close (graceful) or
+// Kill (a crash). A Host runs once; a restart is a new Host (with a new
+// Loop and store) that recovers from the object store. Every Host must
+// end with Close or Kill, which stop its loop goroutine.
+type Host struct {
+	loop       *Loop
+	eng        *engine.Engine // touched on the loop only
+	layout     engine.Layout
+	closeStore func() // the store's Close, nil if it has none
+
+	startOnce sync.Once
+	started   chan struct{} // closed on the loop when engine.Start answers
+	startErr  error         // written before started is closed
+
+	stopOnce sync.Once
+	exited   chan struct{} // closed when the loop goroutine has returned
+}
+
+// NewHost builds an engine with cfg on loop and starts the loop's
+// goroutine; the engine itself starts with Start. store and disk must
+// complete on the same loop (NewS3Store(loop, …), NewOSDisk(loop, …));
+// disk may be nil in S3 mode, which never reads local disk. If store has
+// a Close method (S3Store does), Kill and Close call it.
+//
+// REQUIRES: loop has not run (the Host owns it from now on: nobody else
+// calls Run or Stop).
+func NewHost(cfg engine.Config, loop *Loop, store engine.ObjectStore, disk engine.Disk) (*Host, error) {
+	if loop == nil || store == nil {
+		panic(fmt.Sprintf("storage: NewHost(loop=%v, store=%v)", loop != nil, store != nil))
+	}
+	if s, ok := store.(*S3Store); ok && s.loop != loop {
+		panic("storage: NewHost: the S3 store completes on another loop")
+	}
+	if d, ok := disk.(*OSDisk); ok && d.loop != loop {
+		panic("storage: NewHost: the disk completes on another loop")
+	}
+	loop.mu.Lock()
+	running := loop.running || loop.stopped
+	loop.mu.Unlock()
+	if running {
+		panic("storage: NewHost: the loop has already run")
+	}
+	eng, err := engine.New(cfg, loop.Ports(store, disk))
+	if err != nil {
+		return nil, fmt.Errorf("storage: host: %w", err)
+	}
+	h := &Host{
+		loop: loop, eng: eng, layout: eng.Layout(),
+		started: make(chan struct{}), exited: make(chan struct{}),
+	}
+	if c, ok := store.(interface{ Close() }); ok {
+		h.closeStore = c.Close
+	}
+	go func() {
+		defer close(h.exited)
+		_ = loop.Run(context.Background()) // ends with Stop (Close, Kill)
+	}()
+	return h, nil
+}
+
+// Layout returns the engine's key layout (fixed at NewHost; safe from
+// any goroutine).
+func (h *Host) Layout() engine.Layout { return h.layout }
+
+// Start runs the engine's recovery (DESIGN §6): fence wait, epoch claim,
+// LIST, marker reads; then ingest opens and the orphan sweeper runs in
+// the background. It blocks until recovery has finished (nil), failed
+// closed (the engine's error, e.g. ErrCorrupt; the host then answers
+// every Ingest with ErrClosed until it is closed and restarted), the host
+// stopped (ErrStopped) or ctx ended (ctx.Err(); recovery goes on, and a
+// later Start waits for the same outcome). Transient store failures do
+// not end Start: recovery retries them itself. Calling Start again is
+// safe; recovery runs once.
+func (h *Host) Start(ctx context.Context) error {
+	h.startOnce.Do(func() {
+		h.loop.Post(func() {
+			h.eng.Start(func(err error) {
+				h.startErr = err
+				close(h.started)
+			})
+		})
+	})
+	select {
+	case <-h.started:
+		return h.startErr
+	case <-h.loop.Done():
+	case <-ctx.Done():
+	}
+	select {
+	case <-h.started: // answered just before the stop
+		return h.startErr
+	default:
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("storage: host start: %w", ctx.Err())
+	}
+	return fmt.Errorf("storage: host start: %w", ErrStopped)
+}
+
+// Ingest submits a unit and blocks until the engine answers it:
+//
+//   - nil: the unit is committed (both its segment's body and commit
+//     marker are in the store) and acked. Recovery will find it.
+//   - an engine error: the unit is not committed and the engine holds
+//     nothing of it (engine.ErrNotReady before Start has finished,
+//     engine.ErrResourceExhausted, engine.ErrInvalidUnit, engine.ErrClosed
+//     once Close began or the engine failed closed; see engine.Submit).
+//   - ErrUnanswered: the host stopped (also ErrStopped) or ctx ended
+//     (also ctx.Err()) after the engine had taken the unit: outcome
+//     unknown, see ErrUnanswered. While such a unit is still pending in a
+//     live engine, the engine refuses another unit for its offset keys.
+//   - ErrStopped or ctx.Err() without ErrUnanswered: the host stopped or
+//     ctx ended before the engine took the unit; it was never submitted.
+//
+// Ownership: Ingest keeps its own reference to u's batches (Retain) until
+// the engine has taken them — the engine retains what it accepts — so the
+// caller may Release its references as soon as Ingest returns, whatever
+// it returned. The Batches, Offsets and Sidecar.Rows slices are copied;
+// the bytes they point to (sidecar identities, Arrow buffers) must not be
+// modified afterwards.
+func (h *Host) Ingest(ctx context.Context, u engine.Unit) error {
+	u = borrowUnit(u)
+	release := func() {
+		for _, b := range u.Batches {
+			b.Release()
+		}
+	}
+	answer, err := callLoop(ctx, h.loop, func(done func(error)) {
+		h.eng.Submit(u, done) // retains the batches it accepts
+		release()
+	}, release)
+	if err != nil {
+		return fmt.Errorf("storage: ingest: %w", err)
+	}
+	return answer
+}
+
+// borrowUnit copies the slices of u that the engine keeps and takes a
+// reference to each batch; the caller's references stay the caller's.
+func borrowUnit(u engine.Unit) engine.Unit {
+	u.Batches = slices.Clone(u.Batches)
+	u.Offsets = slices.Clone(u.Offsets)
+	if u.Sidecar != nil {
+		sc := *u.Sidecar
+		sc.Rows = slices.Clone(sc.Rows)
+		u.Sidecar = &sc
+	}
+	for _, b := range u.Batches {
+		b.Retain()
+	}
+	return u
+}
+
+// Offsets returns the engine's offsets view: the max-merge of every owned
+// segment's offsets, idempotency keys included as "idem/"+key. After a
+// recovery, replayable sources resume from it.
+func (h *Host) Offsets(ctx context.Context) (segment.Offsets, error) {
+	return query(ctx, h, func() segment.Offsets { return h.eng.Offsets() })
+}
+
+// Stats returns a copy of the engine's counters.
+func (h *Host) Stats(ctx context.Context) (engine.Stats, error) {
+	return query(ctx, h, func() engine.Stats { return h.eng.Stats() })
+}
+
+// Segments returns the owned (committed) segments in id order. The slice
+// is the caller's; the Index values are shared with the engine and must
+// be treated as read-only.
+func (h *Host) Segments(ctx context.Context) ([]engine.Segment, error) {
+	return query(ctx, h, func() []engine.Segment { return h.eng.Segments() })
+}
+
+// query runs read on the loop and returns its value; it fails with
+// ErrStopped once the host has stopped.
+func query[T any](ctx context.Context, h *Host, read func() T) (T, error) {
+	v, err := callLoop(ctx, h.loop, func(done func(T)) { done(read()) }, nil)
+	if err != nil {
+		return v, fmt.Errorf("storage: host query: %w", err)
+	}
+	return v, nil
+}
+
+// Close shuts down gracefully: ingest closes (later units get
+// engine.ErrClosed), every unit already taken is committed and acked (its
+// Ingest returns nil), then the loop stops and the store is closed. It
+// returns nil, or the error that made the engine fail closed (its pending
+// units were answered with engine.ErrClosed), or engine.ErrClosed if
+// recovery had not finished (Close before Start returns nil: the
+// engine never ran). If ctx ends first, Close kills the host
+// (units not yet committed are left unanswered) and returns ctx.Err().
+// After the host stopped, Close returns nil. Calling Close from the
+// loop goroutine deadlocks.
+func (h *Host) Close(ctx context.Context) error {
+	select {
+	case <-h.loop.Done():
+		h.Kill() // waits for the loop goroutine
+		return nil
+	default:
+	}
+	neverStarted := false
+	h.startOnce.Do(func() { neverStarted = true }) // and a later Start posts nothing
+	if neverStarted {
+		h.Kill() // the engine never ran: it holds nothing
+		return nil
+	}
+	var closeErr error
+	answer, err := callLoop(ctx, h.loop, func(done func(error)) { h.eng.Close(done) }, nil)
+	switch {
+	case ctx.Err() != nil && err != nil:
+		closeErr = fmt.Errorf("storage: host close: %w", ctx.Err())
+	case err != nil:
+		// Killed concurrently (ErrStopped): nothing more to wait for.
+	case answer != nil:
+		closeErr = fmt.Errorf("storage: host close: %w", answer)
+	}
+	h.Kill()
+	return closeErr
+}
+
+// Kill drops the engine mid-flight, as SIGKILL would: the loop stops at
+// once (no queued or later completion, timer or ack ever runs again) and
+// the store is closed (requests in flight are cancelled; one that already
+// reached the store may still take effect there — the crash window
+// recovery's fence wait covers). Ingest calls waiting for an answer
+// return ErrUnanswered and ErrStopped. Kill returns once no engine code
+// runs any more; calling it again is a no-op.
+//
+// REQUIRES: not called on the loop goroutine (it waits for that
+// goroutine to return).
+func (h *Host) Kill() {
+	h.stopOnce.Do(func() {
+		h.loop.Stop()
+		if h.closeStore != nil {
+			h.closeStore()
+		}
+	})
+	<-h.exited
+}
+
+// Claim states of a function posted by callLoop. The CAS between the
+// loop (taking) and the waiter (withdrawing) decides exactly once whether
+// the function runs, so a waiter that gives up knows whether the engine
+// ever saw its request.
+const (
+	claimPending int32 = iota
+	claimTaken
+	claimWithdrawn
+)
+
+// callLoop posts start to the loop and waits for the value start passes
+// to done, for the loop to stop, or for ctx to end. If it stops waiting
+// before the loop took start, start never runs, withdraw (if not nil) is
+// called, and the error is ErrStopped or ctx.Err(). If it stops waiting
+// after, the error also matches ErrUnanswered.
+//
+// REQUIRES: not called on the loop goroutine; done is called at most
+// once.
+func callLoop[T any](ctx context.Context, l *Loop, start func(done func(T)), withdraw func()) (T, error) {
+	result := make(chan T, 1)
+	var claim atomic.Int32
+	l.Post(func() {
+		if !claim.CompareAndSwap(claimPending, claimTaken) {
+			return
+		}
+		start(func(v T) {
+			select {
+			case result <- v:
+			default:
+				panic("storage: host: done called twice")
+			}
+		})
+	})
+	var why error
+	select {
+	case v := <-result:
+		return v, nil
+	case <-l.Done():
+		why = ErrStopped
+	case <-ctx.Done():
+		why = ctx.Err()
+	}
+	var zero T
+	select {
+	case v := <-result: // answered just before the stop
+		return v, nil
+	default:
+	}
+	if claim.CompareAndSwap(claimPending, claimWithdrawn) {
+		if withdraw != nil {
+			withdraw()
+		}
+		return zero, why
+	}
+	return zero, fmt.Errorf("%w: %w", ErrUnanswered, why)
+}
