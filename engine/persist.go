@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
@@ -35,7 +39,11 @@ func (e *Engine) persist(s *snapshot) {
 	var buf bytes.Buffer
 	var err error
 	e.p.Exec.Go(func() {
-		s.index, err = segment.Encode(&buf, created, offsets, parts, nil)
+		var merged []segment.Part
+		if merged, err = mergeBatches(parts); err == nil {
+			s.index, err = segment.Encode(&buf, created, offsets, merged, nil)
+			releaseMerged(parts, merged)
+		}
 		if err == nil {
 			s.marker, err = segment.EncodeMarker(s.index)
 		}
@@ -203,6 +211,9 @@ func (e *Engine) settle(s *snapshot) {
 // State is brought up to date first; the acks go last, so a source that
 // submits again from inside its ack sees a consistent engine.
 func (e *Engine) commit(s *snapshot) {
+	if e.state == stateFailed {
+		return // its units were answered ErrClosed; recovery will find the segment
+	}
 	e.persistEMA = time.Duration(ema(float64(e.persistEMA), float64(e.now()-s.startedAt)))
 	e.committed.merge(s.content.offsets)
 	e.segments = append(e.segments, Segment{ID: s.id, Dir: s.dir, Index: s.index})
@@ -238,6 +249,9 @@ func (e *Engine) commit(s *snapshot) {
 // up on a best-effort basis; whatever is left is a previous incarnation's
 // orphan to the next recovery.
 func (e *Engine) persistFailed(s *snapshot, err error) {
+	if e.state == stateFailed {
+		return
+	}
 	e.stats.PersistFailures++
 	if s.uploadID != "" {
 		e.p.Store.AbortMultipartUpload(e.key(s, KindBody), s.uploadID, func(error) {})
@@ -261,4 +275,63 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 		e.maybeSeal()
 	})
 	_ = err // counted; the retry is the handling
+}
+
+// mergeBatches concatenates each part's batches into one, so a PART is
+// one Arrow record batch however many units fed it: one IPC message to
+// write and, later, to decode, instead of one per unit. It runs inside
+// Executor work (off the loop in production).
+func mergeBatches(parts []segment.Part) ([]segment.Part, error) {
+	out := make([]segment.Part, len(parts))
+	for i, p := range parts {
+		out[i] = p
+		if len(p.Batches) < 2 {
+			continue
+		}
+		b, err := concatBatches(p.Schema, p.Batches)
+		if err != nil {
+			releaseMerged(parts[:i], out[:i])
+			return nil, fmt.Errorf("merge batches of %s: %w", p.Key, err)
+		}
+		out[i].Batches = []arrow.RecordBatch{b}
+	}
+	return out, nil
+}
+
+func concatBatches(schema *arrow.Schema, batches []arrow.RecordBatch) (arrow.RecordBatch, error) {
+	cols := make([]arrow.Array, schema.NumFields())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	var rows int64
+	for _, b := range batches {
+		rows += b.NumRows()
+	}
+	in := make([]arrow.Array, len(batches))
+	for c := range cols {
+		for j, b := range batches {
+			in[j] = b.Column(c)
+		}
+		col, err := array.Concatenate(in, memory.DefaultAllocator)
+		if err != nil {
+			return nil, err
+		}
+		cols[c] = col
+	}
+	return array.NewRecordBatch(schema, cols, rows), nil
+}
+
+// releaseMerged releases the batches mergeBatches made (not the originals).
+func releaseMerged(orig, merged []segment.Part) {
+	for i := range merged {
+		if len(orig[i].Batches) >= 2 {
+			for _, b := range merged[i].Batches {
+				b.Release()
+			}
+		}
+	}
 }

@@ -33,10 +33,10 @@ type SourceSpec struct {
 // HTTP source that cannot replay.
 func DefaultWorkload() []SourceSpec {
 	return []SourceSpec{
-		{Name: "events", Replayable: true, Partitions: 4, Interval: 25 * time.Millisecond, RowsMin: 20, RowsMax: 120},
+		{Name: "events", Replayable: true, Partitions: 4, Interval: 25 * time.Millisecond, RowsMin: 4, RowsMax: 32},
 		{Name: "pageviews", Replayable: true, Partitions: 1, Interval: 700 * time.Millisecond, RowsMin: 1, RowsMax: 3},
 		{Name: "orders", Replayable: true, CDC: true, Partitions: 1, Interval: 40 * time.Millisecond, RowsMin: 1, RowsMax: 8, Units: 400},
-		{Name: "http", InFlight: 6, Interval: 20 * time.Millisecond, RowsMin: 1, RowsMax: 10},
+		{Name: "http", InFlight: 6, Interval: 20 * time.Millisecond, RowsMin: 1, RowsMax: 6},
 	}
 }
 
