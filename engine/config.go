@@ -20,7 +20,7 @@ const (
 	persistEMAWeight  = 0.2
 	persistEMAFactor  = 4
 	markerReadLimit   = 64 << 20 // ≥ segment.MarkerBytesMax; checked in a test
-	writerObjectLimit = 4 << 10
+	writerObjectLimit = 128 << 10
 )
 
 // Config is the engine's configuration. Production derives it from the

@@ -15,6 +15,7 @@ const (
 	stateReady
 	stateClosing
 	stateFailed
+	stateClosed // closed before recovery finished
 )
 
 // Engine is the S3 write-ahead log: ingest, the coalescing writer,
@@ -27,8 +28,9 @@ type Engine struct {
 	state  lifecycle
 	err    error // why the engine failed closed
 
-	epoch   uint64 // this incarnation's writer epoch; 0 until claimed
-	nextSeq uint64 // next snapshot sequence within the epoch
+	epoch       uint64 // this incarnation's writer epoch; 0 until claimed
+	writerNonce uint64 // the nonce of our claim in the writer object
+	nextSeq     uint64 // next snapshot sequence within the epoch
 
 	live        *batchSet
 	liveSince   time.Duration // Monotonic time of the first append into live
@@ -46,7 +48,7 @@ type Engine struct {
 	rateEMA    float64       // ingest bytes per second, 0 until measured
 
 	idemPending   map[string]*unit // idempotency keys held but not yet committed
-	offsetPending map[string]bool  // offset keys with an unanswered unit
+	offsetPending map[string]*unit // offset key → its unanswered unit
 	committed     offsetsView      // max over every owned segment
 	segments      []Segment        // owned segments, in id order
 	unitSeq       uint64
@@ -71,7 +73,7 @@ func New(cfg Config, p Ports) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
-		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]bool{}, committed: offsetsView{},
+		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: offsetsView{},
 	}
 	e.p.Store = countingStore{ObjectStore: p.Store, n: &e.stats.Requests}
 	return e, nil
@@ -142,6 +144,10 @@ func (e *Engine) Close(done func(error)) {
 		e.later(func() { done(e.err) })
 		return
 	case stateReady:
+	case stateNew, stateRecovering:
+		e.state = stateClosed // recovery, if running, will not open ingest
+		e.later(func() { done(nil) })
+		return
 	default:
 		e.later(func() { done(ErrClosed) })
 		return

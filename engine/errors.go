@@ -34,4 +34,7 @@ var (
 	// ErrCorrupt: the WAL holds something that fails its checksums or
 	// invariants; the engine halts rather than skip it.
 	ErrCorrupt = errors.New("engine: corrupt WAL")
+	// ErrFenced: a newer writer has claimed the pipeline; this engine
+	// stops without acking anything more.
+	ErrFenced = errors.New("engine: fenced by a newer writer")
 )

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -33,8 +34,10 @@ type Unit struct {
 	// without being stored again. A source submits the next unit for an
 	// offset key only after the previous one for that key was answered:
 	// offsets are high-water marks, so a later unit committing ahead of
-	// a rejected earlier one would skip it. The engine refuses a unit
-	// whose offset key has an unanswered unit.
+	// a rejected earlier one would skip it. A unit whose offset key has an
+	// unanswered unit at other offsets is refused with
+	// ErrResourceExhausted (retry after the answer); one at the same
+	// offsets is the same unit resubmitted and shares its answer.
 	Offsets segment.Offsets
 	// IdempotencyKey identifies a non-replayable source's unit across
 	// retries; a retry of a committed or pending key is not stored again.
@@ -85,8 +88,8 @@ func (e *Engine) admit(in Unit) error {
 		return fmt.Errorf("%w: %v", ErrInvalidUnit, err)
 	}
 	for _, o := range in.Offsets {
-		if e.offsetPending[o.Key] {
-			return fmt.Errorf("%w: offset key %q already has an unanswered unit", ErrInvalidUnit, o.Key)
+		if u := e.offsetPending[o.Key]; u != nil && !slices.Equal(u.offsets, in.Offsets) {
+			return fmt.Errorf("%w: offset key %q has an unanswered unit; retry after its answer", ErrResourceExhausted, o.Key)
 		}
 	}
 	if cdc, ok := e.live.cdcOf(in.Key); ok && cdc != (in.Sidecar != nil) {
@@ -154,8 +157,15 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 		}
 		return false
 	}
-	if len(in.Offsets) > 0 && e.committed.covers(in.Offsets) {
+	if len(in.Offsets) == 0 {
+		return false
+	}
+	if e.committed.covers(in.Offsets) {
 		e.later(func() { done(nil) })
+		return true
+	}
+	if u := e.offsetPending[in.Offsets[0].Key]; u != nil {
+		u.dones = append(u.dones, done) // admit checked: the same offsets
 		return true
 	}
 	return false
@@ -186,9 +196,9 @@ func (e *Engine) roomFor(in Unit) bool {
 func (e *Engine) append(in Unit, done func(error)) {
 	e.unitSeq++
 	u := &unit{seq: e.unitSeq, idem: in.IdempotencyKey, dones: []func(error){done}, bytes: unitBytes(in)}
-	for _, o := range in.Offsets {
-		u.offsetKeys = append(u.offsetKeys, o.Key)
-		e.offsetPending[o.Key] = true
+	u.offsets = slices.Clone(in.Offsets) // the caller keeps its slice
+	for _, o := range u.offsets {
+		e.offsetPending[o.Key] = u
 	}
 	for _, b := range in.Batches {
 		b.Retain()

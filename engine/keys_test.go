@@ -56,19 +56,6 @@ func TestLayoutKeys(t *testing.T) {
 	}
 }
 
-func TestWriterRecord(t *testing.T) {
-	w := writerRecord{epoch: 12, nonce: 0xdeadbeef}
-	got, err := parseWriterRecord(w.encode())
-	if err != nil || got != w {
-		t.Fatalf("round trip: %+v %v", got, err)
-	}
-	for _, bad := range []string{"", "skipprd-writer 2\nepoch 1\nnonce 00\n", "skipprd-writer 1\nepoch x\nnonce 00\n", "skipprd-writer 1\nepoch 1\n"} {
-		if _, err := parseWriterRecord([]byte(bad)); err == nil {
-			t.Errorf("accepted %q", bad)
-		}
-	}
-}
-
 func TestDeriveConfigClamps(t *testing.T) {
 	for _, c := range []struct {
 		threshold int64

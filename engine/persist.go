@@ -171,7 +171,7 @@ func (e *Engine) putMarker(s *snapshot) {
 	}, func(err error, ambiguous bool) {
 		switch {
 		case err == nil:
-			e.commit(s)
+			e.fenceThenCommit(s)
 		case errors.Is(err, ErrPreconditionFailed):
 			e.settle(s)
 		case ambiguous:
@@ -196,7 +196,7 @@ func (e *Engine) settle(s *snapshot) {
 	}, func(err error, _ bool) {
 		switch {
 		case err == nil && bytes.Equal(got, s.marker):
-			e.commit(s)
+			e.fenceThenCommit(s)
 		case err == nil:
 			e.failClosed(fmt.Errorf("%w: marker %s holds another writer's commit", ErrCorrupt, e.key(s, KindMarker)))
 		case errors.Is(err, ErrNotFound):
@@ -207,7 +207,25 @@ func (e *Engine) settle(s *snapshot) {
 	})
 }
 
-// commit runs when the marker is known to exist: the snapshot is owned.
+// fenceThenCommit runs once the marker is known to exist. It acks only if
+// this engine still holds the writer epoch: if a newer writer claimed it,
+// the marker may be beyond that writer's seal (writer.go), so nothing may
+// be acked — the engine fails closed and the sources retry elsewhere.
+func (e *Engine) fenceThenCommit(s *snapshot) {
+	e.readWriter(func(cur writerRecord, _ ObjectInfo, err error) {
+		switch {
+		case err == nil && cur.epoch == e.epoch && cur.nonce == e.writerNonce:
+			e.commit(s)
+		case err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt):
+			e.failClosed(fmt.Errorf("%w: snapshot %s committed after epoch %d was superseded (writer object: epoch %d)", ErrFenced, s.id, e.epoch, cur.epoch))
+		default:
+			e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() { e.fenceThenCommit(s) })
+		}
+	})
+}
+
+// commit runs when the marker is known to exist and the epoch is still
+// ours: the snapshot is owned.
 // State is brought up to date first; the acks go last, so a source that
 // submits again from inside its ack sees a consistent engine.
 func (e *Engine) commit(s *snapshot) {
@@ -222,8 +240,8 @@ func (e *Engine) commit(s *snapshot) {
 		if u.idem != "" {
 			delete(e.idemPending, u.idem)
 		}
-		for _, k := range u.offsetKeys {
-			delete(e.offsetPending, k)
+		for _, o := range u.offsets {
+			delete(e.offsetPending, o.Key)
 		}
 		e.held -= u.bytes
 		e.stats.UnitsAcked++

@@ -11,20 +11,23 @@ import (
 // Recovery (DESIGN.md §6) is one procedure for every crash window, and it
 // never trusts local disk:
 //
-//  1. Wait FenceWait, so requests a dead incarnation left in flight have
-//     landed or died.
-//  2. Claim the next writer epoch (epoch.go).
+//  1. Claim the next writer epoch (epoch.go, writer.go).
+//  2. Wait FenceWait, so that requests a dead or superseded writer left
+//     in flight have landed or died, and everything that landed before
+//     the claim shows in LIST.
 //  3. LIST the segments prefix, page by page; group keys by snapshot id.
-//  4. For every listed marker: GET and verify it (it carries the index
-//     and offsets, so no body is read). A marker whose body the listing
-//     does not show yet (LIST lags) is checked with a HEAD of the body key.
-//     A marker listed but gone (a lingering deleted key) is skipped.
-//  5. Register the owned segments, max-merge their offsets into the view,
+//  4. Seal every older epoch at the highest marker sequence listed
+//     (writer.go): from now on later markers of those epochs do not count.
+//  5. For every listed marker that counts: GET and verify it (it carries
+//     the index and offsets, so no body is read). A marker whose body the
+//     listing does not show is checked with a HEAD of the body key; a
+//     marker listed but gone (a lingering deleted key) is skipped.
+//  6. Register the owned segments, max-merge their offsets into the view,
 //     open ingest. Then sweep orphans in the background (sweep.go).
 //
-// Requests: 2 for the epoch, one per LIST page, one GET per listed marker
-// and one HEAD per marker whose body was not listed — proportional to the
-// live segments, never to the pipeline's history.
+// Requests: 2 for the epoch claim, one per LIST page, at most one for the
+// seals, one GET per listed marker and one HEAD per marker whose body was
+// not listed — proportional to the live segments, never to the history.
 
 // listedSegment gathers what LIST showed of one snapshot id.
 type listedSegment struct {
@@ -34,49 +37,106 @@ type listedSegment struct {
 }
 
 // Start runs recovery and then opens ingest. done runs once: nil when the
-// engine is ready, or the error that made it fail closed (corruption).
-// Transient store failures restart recovery after a backoff; they do not
-// reach done.
+// engine is ready, or the error that made it fail closed (corruption, a
+// newer writer), or ErrClosed if Close was called meanwhile. Transient
+// store failures restart recovery after a backoff; they do not reach done.
 func (e *Engine) Start(done func(error)) {
 	if e.state != stateNew {
 		panic(fmt.Sprintf("engine: Start in state %d", e.state))
 	}
 	e.state = stateRecovering
-	e.p.Timers.AfterFunc(e.cfg.FenceWait, func() { e.recover(0, done) })
+	e.recover(0, done)
 }
 
 func (e *Engine) recover(round int, done func(error)) {
 	e.stats.RecoveryRuns++
 	start := e.stats.Requests
 	fail := func(err error) { e.recoveryFailed(round, err, done) }
-	e.claimEpoch(func(epoch uint64, err error) {
+	e.claimEpoch(func(rec writerRecord, etag string, err error) {
 		if err != nil {
 			fail(err)
 			return
 		}
-		e.epoch, e.nextSeq = epoch, 1
-		e.listSegments(func(listing []*listedSegment, err error) {
-			if err != nil {
-				fail(err)
-				return
-			}
-			e.readMarkers(listing, func(owned []Segment, err error) {
+		e.epoch, e.writerNonce, e.nextSeq = rec.epoch, rec.nonce, 1
+		e.p.Timers.AfterFunc(e.cfg.FenceWait, func() {
+			e.listSegments(func(listing []*listedSegment, err error) {
 				if err != nil {
 					fail(err)
 					return
 				}
-				e.open(owned)
-				e.stats.RecoveryOps = e.stats.Requests - start
-				done(nil)
-				e.sweep(listing)
+				e.sealEpochs(rec, etag, listing, func(sealed writerRecord, err error) {
+					if err != nil {
+						fail(err)
+						return
+					}
+					e.readMarkers(validMarkers(listing, sealed), func(owned []Segment, err error) {
+						if err != nil {
+							fail(err)
+							return
+						}
+						e.finishRecovery(owned, listing, sealed, e.stats.Requests-start, done)
+					})
+				})
 			})
 		})
 	})
 }
 
+func (e *Engine) finishRecovery(owned []Segment, listing []*listedSegment, sealed writerRecord, ops uint64, done func(error)) {
+	if e.state != stateRecovering {
+		done(ErrClosed) // Close was called during recovery
+		return
+	}
+	e.open(owned)
+	e.stats.RecoveryOps = ops
+	done(nil)
+	e.sweep(listing, sealed)
+}
+
+// sealEpochs writes the seals for the epochs this recovery supersedes (see
+// writer.go) with If-Match on the claim's ETag: if another writer claimed
+// in between, this one is the stale one and fails closed.
+func (e *Engine) sealEpochs(rec writerRecord, etag string, listing []*listedSegment, done func(writerRecord, error)) {
+	sealed := rec.sealed(listing)
+	if sealed.floor == rec.floor && slices.Equal(sealed.seals, rec.seals) {
+		done(sealed, nil)
+		return
+	}
+	e.p.Store.PutObject(PutObjectInput{Key: e.layout.WriterKey(), Body: sealed.encode(), IfMatch: etag}, func(_ string, err error) {
+		if err == nil {
+			done(sealed, nil)
+			return
+		}
+		// Refused or unheard: read what is there.
+		e.readWriter(func(cur writerRecord, _ ObjectInfo, rerr error) {
+			switch {
+			case rerr != nil:
+				done(sealed, rerr)
+			case cur.epoch != rec.epoch || cur.nonce != rec.nonce:
+				done(sealed, fmt.Errorf("%w: writer epoch %d claimed while recovering epoch %d", ErrFenced, cur.epoch, rec.epoch))
+			case cur.floor != sealed.floor || !slices.Equal(cur.seals, sealed.seals):
+				done(sealed, fmt.Errorf("write seals: %w", err)) // ours, unsealed: retry recovery
+			default:
+				done(sealed, nil) // our ambiguous PUT landed
+			}
+		})
+	})
+}
+
+// validMarkers keeps the listed segments whose marker counts.
+func validMarkers(listing []*listedSegment, w writerRecord) []*listedSegment {
+	var out []*listedSegment
+	for _, ls := range listing {
+		if ls.marker != nil && w.valid(ls.id) {
+			out = append(out, ls)
+		}
+	}
+	return out
+}
+
 func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 	err = fmt.Errorf("recovery: %w", err)
-	if errors.Is(err, ErrCorrupt) {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrFenced) {
 		e.failClosed(err)
 		done(err)
 		return
@@ -159,15 +219,9 @@ func sortedListing(byID map[SnapshotID]*listedSegment) []*listedSegment {
 	return out
 }
 
-// readMarkers fetches and verifies every listed marker, RecoveryConcurrency
+// readMarkers fetches and verifies the given markers, RecoveryConcurrency
 // at a time, and returns the owned segments in id order.
-func (e *Engine) readMarkers(listing []*listedSegment, done func([]Segment, error)) {
-	var withMarker []*listedSegment
-	for _, ls := range listing {
-		if ls.marker != nil {
-			withMarker = append(withMarker, ls)
-		}
-	}
+func (e *Engine) readMarkers(withMarker []*listedSegment, done func([]Segment, error)) {
 	found := make([]*Segment, len(withMarker))
 	e.forEach(len(withMarker), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
 		e.readMarker(withMarker[i], func(s *Segment, err error) { found[i] = s; d(err) })

@@ -18,18 +18,45 @@ import (
 // Deleting a body whose marker the listing had not yet shown would
 // destroy acked data. The sweeper runs after ingest opens; its failures
 // leave orphans for the next recovery, never a wrong deletion.
+//
+// A marker that does not count (an epoch sealed below it, see writer.go)
+// is deleted with its body right away: no recovery will ever own it, and
+// nobody was told it committed.
 
-func (e *Engine) sweep(listing []*listedSegment) {
+func (e *Engine) sweep(listing []*listedSegment, w writerRecord) {
 	wall := e.p.Clock.WallUnixMs()
-	var orphans []*listedSegment
+	var orphans, fenced []*listedSegment
 	for _, ls := range listing {
-		if ls.body != nil && ls.marker == nil && ls.id.Epoch < e.epoch && e.aged(wall, ls.body.LastModifiedUnixMs) {
+		switch {
+		case ls.marker != nil && !w.valid(ls.id):
+			fenced = append(fenced, ls)
+		case ls.body != nil && ls.marker == nil && ls.id.Epoch < e.epoch && e.aged(wall, ls.body.LastModifiedUnixMs):
 			orphans = append(orphans, ls)
 		}
 	}
-	e.forEach(len(orphans), e.cfg.RecoveryConcurrency, func(i int, done func(error)) {
-		e.sweepOrphan(orphans[i], done)
-	}, func(error) { e.sweepUploads("", "") })
+	e.forEach(len(fenced), e.cfg.RecoveryConcurrency, func(i int, done func(error)) {
+		e.sweepFenced(fenced[i], done)
+	}, func(error) {
+		e.forEach(len(orphans), e.cfg.RecoveryConcurrency, func(i int, done func(error)) {
+			e.sweepOrphan(orphans[i], done)
+		}, func(error) { e.sweepUploads("", "") })
+	})
+}
+
+// sweepFenced deletes a marker that does not count, then its body.
+func (e *Engine) sweepFenced(ls *listedSegment, done func(error)) {
+	e.p.Store.DeleteObject(e.layout.Key(ls.dir, ls.id, KindMarker), func(err error) {
+		if err != nil {
+			done(nil)
+			return
+		}
+		e.p.Store.DeleteObject(e.layout.Key(ls.dir, ls.id, KindBody), func(err error) {
+			if err == nil {
+				e.stats.OrphansSwept++
+			}
+			done(nil)
+		})
+	})
 }
 
 func (e *Engine) aged(wall, stamp int64) bool {

@@ -346,12 +346,17 @@ func TestRefusals(t *testing.T) {
 			t.Errorf("%s: %v, want %v", c.name, res.err, c.want)
 		}
 	}
-	// One unanswered unit per offset key.
+	// One unanswered unit per offset key: the next offset must wait; the
+	// same unit resubmitted shares the first answer and is stored once.
 	first := r.submit(withOffset(unit("a", 1), "src/a", 1))
+	again := r.submit(withOffset(unit("a", 1), "src/a", 1))
 	second := r.submit(withOffset(unit("a", 2), "src/a", 2))
-	r.until(func() bool { return first.done && second.done }, "answers")
-	if first.err != nil || !errors.Is(second.err, engine.ErrInvalidUnit) {
-		t.Fatalf("offset key in flight: %v, %v", first.err, second.err)
+	r.until(func() bool { return first.done && again.done && second.done }, "answers")
+	if first.err != nil || again.err != nil || !errors.Is(second.err, engine.ErrResourceExhausted) {
+		t.Fatalf("offset key in flight: %v, %v, %v", first.err, again.err, second.err)
+	}
+	if got := r.committedValues()["a"]; !slices.Equal(got, []int64{1}) {
+		t.Fatalf("committed %v, want the unit once", got)
 	}
 }
 
@@ -371,5 +376,63 @@ func TestCloseFlushes(t *testing.T) {
 	r.until(func() bool { return late.done }, "answer")
 	if !errors.Is(late.err, engine.ErrClosed) {
 		t.Fatalf("after close: %v", late.err)
+	}
+}
+
+// A writer superseded by a newer one (a paused process that wakes up)
+// must not ack: its marker lands after the newer writer sealed its epoch,
+// so it fails closed, the unit is answered with an error, the newer
+// writer commits it, and no later recovery owns the stale marker.
+func TestSupersededWriterIsFenced(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	old := r.start()
+	oldInc := r.inc
+	r.inc = nil // keep the old incarnation alive: a zombie, not a crash
+	fresh := r.start()
+	if fresh.Epoch() <= old.Epoch() {
+		t.Fatalf("epochs %d then %d", old.Epoch(), fresh.Epoch())
+	}
+	idem := func() engine.Unit { u := unit("http", 42); u.IdempotencyKey = "req-42"; return u }
+	stale := &result{}
+	old.Submit(idem(), func(err error) { stale.done, stale.err = true, err })
+	r.until(func() bool { return stale.done }, "the stale writer's answer")
+	if !errors.Is(stale.err, engine.ErrClosed) || !errors.Is(old.Err(), engine.ErrFenced) {
+		t.Fatalf("stale writer answered %v, engine error %v", stale.err, old.Err())
+	}
+	res := r.submit(idem())
+	r.until(func() bool { return res.done }, "the current writer's answer")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	oldInc.Kill()
+	third := r.start()
+	r.settle()
+	owned := 0
+	for _, s := range third.Segments() {
+		owned++
+		if s.ID.Epoch == old.Epoch() {
+			t.Fatalf("recovery owns the fenced writer's segment %s", s.ID)
+		}
+	}
+	if owned != 1 || r.markers() != 1 {
+		t.Fatalf("owned %d segments, %d markers left; want the current writer's one", owned, r.markers())
+	}
+	if got := r.committedValues()["http"]; !slices.Equal(got, []int64{42}) {
+		t.Fatalf("committed %v, want the unit once", got)
+	}
+}
+
+// Close during recovery: recovery does not open ingest afterwards.
+func TestCloseDuringRecovery(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.inc = r.sched.NewIncarnation()
+	eng, _ := engine.New(r.cfg, engine.Ports{Clock: r.sched.Clock(), Rand: r.root, Timers: r.inc.Timers(), Exec: r.inc.Executor(), Store: r.store.Client(r.inc)})
+	var started, closed bool
+	var startErr, closeErr error
+	eng.Start(func(err error) { started, startErr = true, err })
+	eng.Close(func(err error) { closed, closeErr = true, err })
+	r.until(func() bool { return started && closed }, "answers")
+	if closeErr != nil || !errors.Is(startErr, engine.ErrClosed) || eng.Ready() {
+		t.Fatalf("close %v, start %v, ready %v", closeErr, startErr, eng.Ready())
 	}
 }

@@ -176,15 +176,16 @@ func (o *Oracle) covered(offsets segment.Offsets, uid UID) bool {
 }
 
 // recoveryBound: per recovery round, at most AttemptsMax tries of each
-// of: the epoch claim's reads and writes, one LIST per page, one GET per
-// marker and one HEAD per marker whose body the listing missed. Pages and
+// of: the epoch claim's reads and writes, the seal write and its check,
+// one LIST per page, one GET per marker and one HEAD per marker whose
+// body the listing missed. Pages and
 // markers are counted from the store's truth plus every key ever deleted
 // (a deleted key may linger in listings).
 func (o *Oracle) recoveryBound(eng engineView) uint64 {
 	keys := uint64(len(o.w.store.Keys(o.w.layout.SegmentsPrefix()))) + o.w.deleted
 	pages := keys/uint64(o.w.pageSize) + 1
 	markers := uint64(len(o.markers)) + o.w.deleted
-	perRound := uint64(engine.AttemptsMax) * (2*engine.ClaimRoundsMax + pages + 2*markers)
+	perRound := uint64(engine.AttemptsMax) * (2*engine.ClaimRoundsMax + 2 + pages + 2*markers)
 	return eng.Stats().RecoveryRuns * perRound
 }
 

@@ -23,6 +23,20 @@
 // crypto/rand), Timers (whose cancel is decided on the loop, so it wins
 // even over a fire already queued) and Executor.
 //
+// # Host
+//
+// Host (host.go) is the production wiring of one engine on one loop, and
+// the only way other goroutines — sources, cmd wiring, tests — should
+// reach it: NewHost builds the engine and runs the loop goroutine, Start
+// runs recovery and blocks until ingest opens, Ingest blocks until the
+// unit is acked (nil) or refused (the engine's error), Offsets, Stats and
+// Segments read the engine's state on the loop, Close commits and acks
+// everything held before it stops the loop, and Kill is a crash: the loop
+// stops at once and the store is closed, so no completion reaches that
+// engine again while requests already sent may still land. A caller
+// whose unit the engine took but did not answer — Kill, or its own
+// context — gets ErrUnanswered: maybe committed, not acked, resubmit.
+//
 // # Object store
 //
 // S3Store (s3*.go) is engine.ObjectStore for one bucket: one goroutine per

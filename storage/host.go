@@ -41,6 +41,13 @@ type Host struct {
 
 	stopOnce sync.Once
 	exited   chan struct{} // closed when the loop goroutine has returned
+
+	// Loop-only. The engine answers some units through a zero-delay
+	// timer, and zero-delay timers are not ordered with each other, so
+	// Close's own answer may arrive before theirs; Close waits for taken
+	// to drain before it stops the loop, or those answers would be lost.
+	taken   int    // units the engine took and has not answered yet
+	drained func() // set by Close while taken > 0
 }
 
 // NewHost builds an engine with cfg on loop and starts the loop's
@@ -55,10 +62,10 @@ func NewHost(cfg engine.Config, loop *Loop, store engine.ObjectStore, disk engin
 	if loop == nil || store == nil {
 		panic(fmt.Sprintf("storage: NewHost(loop=%v, store=%v)", loop != nil, store != nil))
 	}
-	if s, ok := store.(*S3Store); ok && s.loop != loop {
+	if s, ok := store.(*S3Store); ok && s != nil && s.loop != loop {
 		panic("storage: NewHost: the S3 store completes on another loop")
 	}
-	if d, ok := disk.(*OSDisk); ok && d.loop != loop {
+	if d, ok := disk.(*OSDisk); ok && d != nil && d.loop != loop {
 		panic("storage: NewHost: the disk completes on another loop")
 	}
 	loop.mu.Lock()
@@ -153,7 +160,16 @@ func (h *Host) Ingest(ctx context.Context, u engine.Unit) error {
 		}
 	}
 	answer, err := callLoop(ctx, h.loop, func(done func(error)) {
-		h.eng.Submit(u, done) // retains the batches it accepts
+		h.taken++
+		h.eng.Submit(u, func(err error) { // retains the batches it accepts
+			h.taken--
+			done(err)
+			if h.taken == 0 && h.drained != nil {
+				drained := h.drained
+				h.drained = nil
+				drained()
+			}
+		})
 		release()
 	}, release)
 	if err != nil {
@@ -178,6 +194,12 @@ func borrowUnit(u engine.Unit) engine.Unit {
 	return u
 }
 
+// The queries below (Offsets, Stats, Segments) run on the loop while the
+// host runs; after Close or Kill they return the state the engine was
+// left in (for Kill: as of the crash — the offsets and segments it had
+// seen committed, never anything uncommitted). They fail only when ctx
+// ends first.
+
 // Offsets returns the engine's offsets view: the max-merge of every owned
 // segment's offsets, idempotency keys included as "idem/"+key. After a
 // recovery, replayable sources resume from it.
@@ -197,10 +219,20 @@ func (h *Host) Segments(ctx context.Context) ([]engine.Segment, error) {
 	return query(ctx, h, func() []engine.Segment { return h.eng.Segments() })
 }
 
-// query runs read on the loop and returns its value; it fails with
-// ErrStopped once the host has stopped.
+// query runs read on the loop and returns its value. Once the host has
+// stopped, read runs on the caller's goroutine after the loop goroutine
+// has returned: the engine's state is frozen then, and the goroutine's
+// exit orders its last writes before the read.
 func query[T any](ctx context.Context, h *Host, read func() T) (T, error) {
 	v, err := callLoop(ctx, h.loop, func(done func(T)) { done(read()) }, nil)
+	if errors.Is(err, ErrStopped) {
+		select {
+		case <-h.exited:
+			return read(), nil
+		case <-ctx.Done():
+		}
+		err = ctx.Err()
+	}
 	if err != nil {
 		return v, fmt.Errorf("storage: host query: %w", err)
 	}
@@ -209,14 +241,16 @@ func query[T any](ctx context.Context, h *Host, read func() T) (T, error) {
 
 // Close shuts down gracefully: ingest closes (later units get
 // engine.ErrClosed), every unit already taken is committed and acked (its
-// Ingest returns nil), then the loop stops and the store is closed. It
+// Ingest returns nil), every Ingest the engine took has its answer, then
+// the loop stops and the store is closed; no Ingest is left unanswered. It
 // returns nil, or the error that made the engine fail closed (its pending
 // units were answered with engine.ErrClosed), or engine.ErrClosed if
 // recovery had not finished (Close before Start returns nil: the
 // engine never ran). If ctx ends first, Close kills the host
-// (units not yet committed are left unanswered) and returns ctx.Err().
-// After the host stopped, Close returns nil. Calling Close from the
-// loop goroutine deadlocks.
+// (units not yet committed are left unanswered) and returns ctx.Err();
+// if Kill stops the host meanwhile, Close returns ErrStopped. After the
+// host stopped, Close returns nil. Close is meant to be called once, and
+// never from the loop goroutine (it would wait for itself).
 func (h *Host) Close(ctx context.Context) error {
 	select {
 	case <-h.loop.Done():
@@ -232,11 +266,22 @@ func (h *Host) Close(ctx context.Context) error {
 	}
 	var closeErr error
 	answer, err := callLoop(ctx, h.loop, func(done func(error)) { h.eng.Close(done) }, nil)
+	if err == nil {
+		// The engine holds nothing now; answers it has already decided
+		// may still be on their way to the loop.
+		_, err = callLoop(ctx, h.loop, func(done func(struct{})) {
+			if h.taken == 0 {
+				done(struct{}{})
+				return
+			}
+			h.drained = func() { done(struct{}{}) }
+		}, nil)
+	}
 	switch {
 	case ctx.Err() != nil && err != nil:
 		closeErr = fmt.Errorf("storage: host close: %w", ctx.Err())
-	case err != nil:
-		// Killed concurrently (ErrStopped): nothing more to wait for.
+	case err != nil: // killed while closing: units may be unanswered
+		closeErr = fmt.Errorf("storage: host close: %w", ErrStopped)
 	case answer != nil:
 		closeErr = fmt.Errorf("storage: host close: %w", answer)
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
@@ -129,8 +131,8 @@ func TestHostCloseBeforeStart(t *testing.T) {
 	if err := h.Ingest(ctx, u); !errors.Is(err, ErrStopped) || errors.Is(err, ErrUnanswered) {
 		t.Fatalf("ingest after close: %v, want ErrStopped without ErrUnanswered", err)
 	}
-	if _, err := h.Offsets(ctx); !errors.Is(err, ErrStopped) {
-		t.Fatalf("offsets after close: %v, want ErrStopped", err)
+	if off, err := h.Offsets(ctx); err != nil || len(off) != 0 {
+		t.Fatalf("offsets after close: %v %v, want an empty view", off, err)
 	}
 }
 
@@ -220,8 +222,8 @@ func testKillUnanswered(t *testing.T, land bool) {
 		t.Fatalf("ingest after kill: %v, want ErrStopped without ErrUnanswered", err)
 	}
 	releaseUnit(u)
-	if _, err := h.Stats(ctx); !errors.Is(err, ErrStopped) {
-		t.Fatalf("stats after kill: %v, want ErrStopped", err)
+	if st, err := h.Stats(ctx); err != nil || st.UnitsSubmitted < 2 || st.UnitsAcked != 0 {
+		t.Fatalf("stats after kill: %+v %v, want 2 units submitted and none acked", st, err)
 	}
 	g.open()
 	if land {
@@ -372,4 +374,45 @@ func waitStats(t *testing.T, ctx context.Context, h *Host, ok func(engine.Stats)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// The caller may release its batches as soon as Ingest returns, whatever
+// the answer, and after Close nothing holds them any more: acked units
+// (released by the engine after the commit), refused ones (never
+// retained) and ones never submitted (released by the host).
+func TestHostReleasesBatches(t *testing.T) {
+	t.Parallel()
+	f, ctx := newHostFixture(t), testCtx(t)
+	mem := memory.NewCheckedAllocator(memory.NewGoAllocator())
+	h := f.host(t, nil)
+	unit := func(uid string) engine.Unit {
+		u := f.unit(uid, "inventory") // records the spec
+		releaseUnit(u)
+		u.Batches = []arrow.RecordBatch{walBatchIn(mem, uid, 20, 100)}
+		return u
+	}
+	u := unit("refused")
+	if err := h.Ingest(ctx, u); !errors.Is(err, engine.ErrNotReady) {
+		t.Fatalf("ingest before start: %v", err)
+	}
+	releaseUnit(u)
+	startHost(t, ctx, h)
+	var answers []<-chan error
+	for i := range 4 {
+		answers = append(answers, ingest(ctx, h, unit(uidf(i, 1))))
+	}
+	for _, a := range answers {
+		if err := <-a; err != nil {
+			t.Fatalf("ingest: %v", err)
+		}
+	}
+	if err := h.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	u = unit("never-submitted")
+	if err := h.Ingest(ctx, u); !errors.Is(err, ErrStopped) {
+		t.Fatalf("ingest after close: %v", err)
+	}
+	releaseUnit(u)
+	mem.AssertSize(t, 0)
 }

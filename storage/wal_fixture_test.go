@@ -56,7 +56,11 @@ func walPayload(uid string, r, payloadBytes int) []byte {
 
 // walBatch builds unit uid's batch. The caller releases it.
 func walBatch(uid string, rows, payloadBytes int) arrow.RecordBatch {
-	b := array.NewRecordBuilder(memory.DefaultAllocator, walSchema)
+	return walBatchIn(memory.DefaultAllocator, uid, rows, payloadBytes)
+}
+
+func walBatchIn(mem memory.Allocator, uid string, rows, payloadBytes int) arrow.RecordBatch {
+	b := array.NewRecordBuilder(mem, walSchema)
 	defer b.Release()
 	uids := b.Field(0).(*array.StringBuilder)
 	ords := b.Field(1).(*array.Int64Builder)
@@ -284,9 +288,13 @@ func (g *gate) RoundTrip(req *http.Request) (*http.Response, error) {
 	g.arrived <- req.URL.Path
 	select {
 	case <-g.opened:
-		return g.base.RoundTrip(withBody(req, req.Context(), body))
 	case <-req.Context().Done():
 	}
+	if req.Context().Err() == nil {
+		return g.base.RoundTrip(withBody(req, req.Context(), body))
+	}
+	// The sender gave up (both may be ready when this goroutine wakes:
+	// the context decides, so a killed request always takes this path).
 	if g.land {
 		late := withBody(req, context.WithoutCancel(req.Context()), body)
 		go func() {

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// The writer object ({root}/_writer) is the pipeline's fence:
+//
+//	skipprd-writer 1
+//	epoch <decimal>
+//	nonce <16 hex digits>
+//	floor <epoch>
+//	sealed <epoch> <last valid sequence>      (zero or more, ascending epoch)
+//
+// Epochs: every incarnation claims epoch+1 with a conditional PUT
+// (If-Match on the ETag it read, If-None-Match: * for the first), so
+// epochs are unique and grow with every start even when LIST lags. The
+// nonce tells an incarnation whether an ambiguous claim of its own landed.
+//
+// Seals fence superseded writers (DESIGN.md §11). S3 cannot make a marker
+// PUT conditional on another key, so validity is decided after the fact:
+// a marker of an older epoch e counts only if its sequence is at most
+// sealed[e]. The recovering writer claims its epoch, waits FenceWait (so
+// every marker that landed before the claim is listed), lists, and seals
+// each older epoch at the highest sequence it saw. A superseded writer
+// checks the epoch after every marker lands and before acking (fence.go):
+// if its marker landed after the claim it does not ack (and the marker
+// may or may not be valid — nobody was told it was committed); if it
+// landed before the claim, the new writer's listing saw it, so the seal
+// covers it. The floor records how far sealing has gone: every epoch below
+// it was decided by some recovery, and one without a seal had no marker
+// listed when it was superseded — none of its markers count, ever. A
+// recovery seals the epochs from the floor up to its own and moves the
+// floor to its epoch. Seals of epochs with nothing left in the store are
+// dropped, so the object stays small.
+
+const (
+	writerMagic = "skipprd-writer 1"
+	sealsMax    = 4096 // bounds the object (writerObjectLimit)
+)
+
+type seal struct {
+	epoch, seq uint64
+}
+
+type writerRecord struct {
+	epoch uint64
+	nonce uint64
+	floor uint64 // epochs below were all decided; INVARIANT: floor ≤ epoch
+	seals []seal // ascending epoch, all below floor
+}
+
+func (w writerRecord) encode() []byte {
+	b := fmt.Appendf(nil, "%s\nepoch %d\nnonce %016x\nfloor %d\n", writerMagic, w.epoch, w.nonce, w.floor)
+	for _, s := range w.seals {
+		b = fmt.Appendf(b, "sealed %d %d\n", s.epoch, s.seq)
+	}
+	return b
+}
+
+func parseWriterRecord(b []byte) (writerRecord, error) {
+	bad := func(format string, args ...any) (writerRecord, error) {
+		return writerRecord{}, fmt.Errorf("%w: writer object: "+format, append([]any{ErrCorrupt}, args...)...)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	if len(lines) < 4 || lines[0] != writerMagic || len(lines) > 4+sealsMax {
+		return bad("unknown format (%d lines)", len(lines))
+	}
+	var w writerRecord
+	var err error
+	if w.epoch, err = field(lines[1], "epoch ", 10); err != nil {
+		return bad("%v", err)
+	}
+	if w.nonce, err = field(lines[2], "nonce ", 16); err != nil {
+		return bad("%v", err)
+	}
+	if w.floor, err = field(lines[3], "floor ", 10); err != nil || w.floor > w.epoch {
+		return bad("floor %d of epoch %d: %v", w.floor, w.epoch, err)
+	}
+	for _, line := range lines[4:] {
+		e, q, ok := strings.Cut(strings.TrimPrefix(line, "sealed "), " ")
+		epoch, err1 := strconv.ParseUint(e, 10, 64)
+		seq, err2 := strconv.ParseUint(q, 10, 64)
+		if !strings.HasPrefix(line, "sealed ") || !ok || err1 != nil || err2 != nil {
+			return bad("line %q", line)
+		}
+		if epoch >= w.floor || len(w.seals) > 0 && epoch <= w.seals[len(w.seals)-1].epoch {
+			return bad("seal of epoch %d out of order", epoch)
+		}
+		w.seals = append(w.seals, seal{epoch, seq})
+	}
+	return w, nil
+}
+
+func field(line, prefix string, base int) (uint64, error) {
+	v, ok := strings.CutPrefix(line, prefix)
+	if !ok {
+		return 0, fmt.Errorf("want %q, got %q", prefix, line)
+	}
+	return strconv.ParseUint(v, base, 64)
+}
+
+// valid reports whether a marker with this id counts as a commit.
+func (w writerRecord) valid(id SnapshotID) bool {
+	if id.Epoch >= w.epoch {
+		return true // ours (a later epoch cannot exist while we hold the claim)
+	}
+	i, ok := slices.BinarySearchFunc(w.seals, id.Epoch, func(s seal, e uint64) int { return cmpUint(s.epoch, e) })
+	return ok && id.Seq <= w.seals[i].seq
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// sealed returns the record after this writer's recovery: a seal for
+// every epoch from the floor up to ours that the listing shows (at its
+// highest listed marker sequence, 0 if only bodies are left), earlier
+// seals kept as they are, seals of epochs the listing no longer shows
+// dropped, and the floor moved up to our epoch.
+func (w writerRecord) sealed(listing []*listedSegment) writerRecord {
+	present := map[uint64]uint64{} // epoch → highest listed marker seq
+	old := map[uint64]uint64{}
+	for _, s := range w.seals {
+		old[s.epoch] = s.seq
+	}
+	for _, ls := range listing {
+		if _, decided := old[ls.id.Epoch]; ls.id.Epoch >= w.epoch || ls.id.Epoch < w.floor && !decided {
+			continue // ours, or decided long ago with nothing valid
+		}
+		cur := present[ls.id.Epoch]
+		if ls.marker != nil {
+			cur = max(cur, ls.id.Seq)
+		}
+		present[ls.id.Epoch] = cur
+	}
+	out := writerRecord{epoch: w.epoch, nonce: w.nonce, floor: w.epoch}
+	//engine:orderless — collected, then sorted by epoch below.
+	for epoch, seq := range present {
+		if prev, ok := old[epoch]; ok {
+			seq = prev // a seal never moves
+		}
+		out.seals = append(out.seals, seal{epoch, seq})
+	}
+	slices.SortFunc(out.seals, func(a, b seal) int { return cmpUint(a.epoch, b.epoch) })
+	return out
+}

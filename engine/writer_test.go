@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"slices"
+	"testing"
+)
+
+func TestWriterRecordRoundTrip(t *testing.T) {
+	w := writerRecord{epoch: 12, nonce: 0xdeadbeef, floor: 11, seals: []seal{{3, 0}, {9, 41}, {10, 7}}}
+	got, err := parseWriterRecord(w.encode())
+	if err != nil || got.epoch != w.epoch || got.nonce != w.nonce || got.floor != w.floor || !slices.Equal(got.seals, w.seals) {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	const head = "skipprd-writer 1\nepoch 5\nnonce 00\n"
+	for _, bad := range []string{
+		"",
+		"skipprd-writer 2\nepoch 1\nnonce 00\nfloor 0\n",
+		"skipprd-writer 1\nepoch x\nnonce 00\nfloor 0\n",
+		head,                           // no floor
+		head + "floor 6\n",             // floor above the epoch
+		head + "floor 4\nsealed 4 1\n", // a seal at the floor
+		head + "floor 4\nsealed 3 1\nsealed 2 1\n", // out of order
+		head + "floor 4\nsealed 3\n",
+		head + "floor 4\nbogus 3 1\n",
+	} {
+		if _, err := parseWriterRecord([]byte(bad)); err == nil {
+			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+func TestWriterValidity(t *testing.T) {
+	w := writerRecord{epoch: 10, floor: 10, seals: []seal{{4, 20}, {7, 0}}}
+	for _, c := range []struct {
+		id   SnapshotID
+		want bool
+	}{
+		{SnapshotID{10, 1}, true},  // ours
+		{SnapshotID{4, 20}, true},  // at the seal
+		{SnapshotID{4, 21}, false}, // landed after the seal
+		{SnapshotID{7, 1}, false},  // epoch sealed before any marker landed
+		{SnapshotID{5, 1}, false},  // no seal: nothing of it was listed when superseded
+	} {
+		if got := w.valid(c.id); got != c.want {
+			t.Errorf("valid(%s) = %v, want %v", c.id, got, c.want)
+		}
+	}
+}
+
+// Sealing sets a seal for every epoch from the floor up that is listed
+// (at its highest marker, 0 if it has only bodies), keeps existing seals
+// where they are, drops seals of epochs with nothing left, never seals an
+// epoch decided below the floor, and moves the floor up.
+func TestWriterSealed(t *testing.T) {
+	w := writerRecord{epoch: 10, floor: 5, seals: []seal{{2, 5}, {4, 20}}}
+	ls := func(epoch, seq uint64, marker bool) *listedSegment {
+		l := &listedSegment{id: SnapshotID{epoch, seq}, body: &ObjectInfo{}}
+		if marker {
+			l.marker = &ObjectInfo{}
+		}
+		return l
+	}
+	listing := []*listedSegment{ls(3, 1, true), ls(4, 19, true), ls(4, 25, true), ls(6, 3, true), ls(6, 9, true), ls(8, 2, false), ls(10, 1, true)}
+	got := w.sealed(listing)
+	want := []seal{{4, 20}, {6, 9}, {8, 0}} // epoch 3: decided below the floor without a seal: never valid
+	if !slices.Equal(got.seals, want) || got.epoch != 10 || got.floor != 10 {
+		t.Fatalf("seals %v floor %d, want %v floor 10", got.seals, got.floor, want)
+	}
+}
