@@ -39,13 +39,15 @@ type Config struct {
 
 	AdmissionBytes int64 // live + queued + persisting bytes above which ingest gets ErrResourceExhausted
 
-	RetryBase time.Duration // first backoff; doubles per attempt, full jitter
+	RetryBase time.Duration // first backoff; doubles per attempt, upper half jittered
 	RetryMax  time.Duration // backoff ceiling
 
-	// FenceWait is how long recovery (and the settling of an in-doubt
-	// commit) waits before reading the store, so that a request a dead
-	// process left in flight has landed or died: it must exceed the
-	// store's request lifetime (the S3 adapter's request timeout).
+	// FenceWait is how long recovery (after claiming its epoch) and the
+	// settling of an in-doubt commit wait before reading the store, so
+	// that a request a dead or superseded writer left in flight has landed
+	// or died and everything that landed shows in LIST: it must exceed the
+	// store's request lifetime (the S3 adapter's request timeout) plus the
+	// store's LIST lag (zero on S3 today).
 	FenceWait time.Duration
 	// OrphanGrace: orphan bodies and stale uploads younger than this are
 	// left alone by the sweeper.

@@ -1,24 +1,35 @@
 # Reads `go test -bench` output and prints, for every benchmark group that
-# has a baseline sub-benchmark, the mean ns/op of each sibling divided by
-# the baseline's. Baselines are the sub-benchmarks named in BASELINES.
+# has a baseline sub-benchmark, each sibling's mean of every metric divided
+# by the baseline's (ns/op, MB/s, and custom metrics such as write-reqs/GiB).
 #   go test -bench . ./... | awk -f scripts/bench-ratios.awk
-BEGIN { split("arrow-ipc", names, " "); for (i in names) base[names[i]] = 1 }
-/^Benchmark/ && / ns\/op/ {
+BEGIN { base["arrow-ipc"] = 1; base["naive-put-per-namespace"] = 1 }
+/^Benchmark/ {
 	name = $1; sub(/-[0-9]+$/, "", name)
-	for (i = 2; i <= NF; i++) if ($(i+1) == "ns/op") { ns = $i; break }
-	sum[name] += ns; n[name]++
 	if (!(name in seen)) { seen[name] = 1; order[++count] = name }
+	for (i = 3; i < NF; i += 2) {
+		unit = $(i + 1)
+		if (unit == "B/op" || unit == "allocs/op") continue
+		sum[name, unit] += $i; n[name, unit]++
+		if (!((name, unit) in hasUnit)) { hasUnit[name, unit] = 1; units[name] = units[name] " " unit }
+	}
 }
 END {
 	for (i = 1; i <= count; i++) {
 		name = order[i]; group = name; leaf = name
 		sub(/\/[^\/]*$/, "", group); sub(/^.*\//, "", leaf)
-		if (leaf in base) baseline[group] = sum[name] / n[name]
+		if (leaf in base) baseline[group] = name
 	}
 	for (i = 1; i <= count; i++) {
 		name = order[i]; group = name; sub(/\/[^\/]*$/, "", group)
-		mean = sum[name] / n[name]
-		if (group in baseline && name != group)
-			printf "%-40s %14.0f ns/op  %6.2fx baseline\n", name, mean, mean / baseline[group]
+		if (!(group in baseline) || baseline[group] == name) continue
+		b = baseline[group]
+		nu = split(units[name], us, " ")
+		line = sprintf("%-55s", name)
+		for (j = 1; j <= nu; j++) {
+			u = us[j]
+			if (!((b, u) in n) || sum[b, u] == 0) continue
+			line = line sprintf("  %s %.2fx", u, (sum[name, u] / n[name, u]) / (sum[b, u] / n[b, u]))
+		}
+		print line "  (vs " b ")"
 	}
 }

@@ -96,8 +96,8 @@ func NewHost(cfg engine.Config, loop *Loop, store engine.ObjectStore, disk engin
 // any goroutine).
 func (h *Host) Layout() engine.Layout { return h.layout }
 
-// Start runs the engine's recovery (DESIGN §6): fence wait, epoch claim,
-// LIST, marker reads; then ingest opens and the orphan sweeper runs in
+// Start runs the engine's recovery (DESIGN §6): epoch claim, fence wait,
+// LIST, seals, marker reads; then ingest opens and the orphan sweeper runs in
 // the background. It blocks until recovery has finished (nil), failed
 // closed (the engine's error, e.g. ErrCorrupt; the host then answers
 // every Ingest with ErrClosed until it is closed and restarted), the host
@@ -142,7 +142,8 @@ func (h *Host) Start(ctx context.Context) error {
 //   - ErrUnanswered: the host stopped (also ErrStopped) or ctx ended
 //     (also ctx.Err()) after the engine had taken the unit: outcome
 //     unknown, see ErrUnanswered. While such a unit is still pending in a
-//     live engine, the engine refuses another unit for its offset keys.
+//     live engine, resubmitting it shares its answer, and a unit at other
+//     offsets for the same offset key gets engine.ErrResourceExhausted.
 //   - ErrStopped or ctx.Err() without ErrUnanswered: the host stopped or
 //     ctx ended before the engine took the unit; it was never submitted.
 //

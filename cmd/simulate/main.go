@@ -95,6 +95,9 @@ func run(o options) bool {
 
 func runSeed(o options, seed uint64) sim.Result {
 	plan, _ := faults.Named(o.profile, sim.NewRand(seed).Split("faults"))
+	if o.seeds == 1 || o.verbose {
+		fmt.Printf("start seed=%d iters=%d plan=%s\n", seed, o.iters, plan)
+	}
 	cfg := sim.Config{Seed: seed, Iters: o.iters, Faults: faults.NewInjector(plan)}
 	if o.trace != "" {
 		f, err := os.Create(o.trace)
