@@ -50,10 +50,10 @@ func TestEngineIsDeterministic(t *testing.T) {
 	}
 }
 
-// TestLintCatchesViolations proves every rule fires: testdata/lintbad has
-// one violation of each.
+// TestLintCatchesViolations proves every rule fires: internal/testdata/lintbad has
+// one violation of each (outside engine/, so that only this test sees it).
 func TestLintCatchesViolations(t *testing.T) {
-	pkgs := loadPackages(t, "./testdata/lintbad")
+	pkgs := loadPackages(t, "../internal/testdata/lintbad")
 	var rules []string
 	for _, v := range lintPackage(pkgs[0]) {
 		rules = append(rules, v.rule)

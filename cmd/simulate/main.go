@@ -134,6 +134,10 @@ func report(o options, results []sim.Result) bool {
 			saveSeed(o, r)
 		}
 	}
+	if o.seeds == 1 {
+		// Last, on its own line: what a determinism check compares.
+		fmt.Printf("trace hash=%016x\n", results[0].Hash)
+	}
 	if o.seeds > 1 {
 		failed := 0
 		for _, r := range results {
