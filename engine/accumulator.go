@@ -9,7 +9,6 @@ import (
 // unit is one submitted ingest unit while the engine holds it: in the
 // live accumulator, in a sealed snapshot, or being persisted.
 type unit struct {
-	seq     uint64          // engine-assigned, for tracing
 	idem    string          // idempotency key ("" for replayable sources)
 	offsets segment.Offsets // the source offsets this unit holds (see Unit.Offsets)
 	dones   []func(error)   // the submitter, plus any retries of the same idempotency key

@@ -51,7 +51,6 @@ type Engine struct {
 	offsetPending map[string]*unit // offset key → its unanswered unit
 	committed     offsetsView      // max over every owned segment
 	segments      []Segment        // owned segments, in id order
-	unitSeq       uint64
 	closeDone     func(error)
 	stats         Stats
 }

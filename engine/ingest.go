@@ -194,8 +194,7 @@ func (e *Engine) roomFor(in Unit) bool {
 
 // append adds an admitted unit to the live accumulator.
 func (e *Engine) append(in Unit, done func(error)) {
-	e.unitSeq++
-	u := &unit{seq: e.unitSeq, idem: in.IdempotencyKey, dones: []func(error){done}, bytes: unitBytes(in)}
+	u := &unit{idem: in.IdempotencyKey, dones: []func(error){done}, bytes: unitBytes(in)}
 	u.offsets = slices.Clone(in.Offsets) // the caller keeps its slice
 	for _, o := range u.offsets {
 		e.offsetPending[o.Key] = u
