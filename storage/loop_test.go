@@ -307,7 +307,7 @@ func TestClockAndRand(t *testing.T) {
 	}
 	// Two generators seeded from the OS agree on a first draw with
 	// probability 2^-64.
-	if NewRand().Uint64() == NewRand().Uint64() {
+	if r1, r2 := NewRand(), NewRand(); r1.Uint64() == r2.Uint64() {
 		t.Fatal("two generators drew the same first value: not seeded from entropy?")
 	}
 	p := l.Ports(nil, nil)
