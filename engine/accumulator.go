@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/skipprd/skipprd/engine/segment"
@@ -13,6 +15,8 @@ type unit struct {
 	offsets segment.Offsets // the source offsets this unit holds (see Unit.Offsets)
 	dones   []func(error)   // the submitter, plus any retries of the same idempotency key
 	bytes   int64
+	rows    int64
+	since   time.Duration // Monotonic time the unit was appended
 }
 
 // livePart is the accumulating content of one partition key.
@@ -40,6 +44,8 @@ type batchSet struct {
 	offsets segment.Offsets
 	units   []*unit
 	bytes   int64
+	rows    int64
+	since   time.Duration // Monotonic time the unit was appended
 }
 
 func newBatchSet() *batchSet {

@@ -44,8 +44,9 @@ type Engine struct {
 	held     int64
 	failures int // consecutive persist failures
 
-	persistEMA time.Duration // 0 until the first commit
-	rateEMA    float64       // ingest bytes per second, 0 until measured
+	persistEMA  time.Duration // 0 until the first commit
+	ackDelayEMA time.Duration
+	rateEMA     float64 // ingest bytes per second, 0 until measured
 
 	idemPending   map[string]*unit // idempotency keys held but not yet committed
 	offsetPending map[string]*unit // offset key → its unanswered unit

@@ -194,7 +194,10 @@ func (e *Engine) roomFor(in Unit) bool {
 
 // append adds an admitted unit to the live accumulator.
 func (e *Engine) append(in Unit, done func(error)) {
-	u := &unit{idem: in.IdempotencyKey, dones: []func(error){done}, bytes: unitBytes(in)}
+	u := &unit{idem: in.IdempotencyKey, dones: []func(error){done}, bytes: unitBytes(in), since: e.now()}
+	for _, b := range in.Batches {
+		u.rows += b.NumRows()
+	}
 	u.offsets = slices.Clone(in.Offsets) // the caller keeps its slice
 	for _, o := range u.offsets {
 		e.offsetPending[o.Key] = u

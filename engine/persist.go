@@ -246,6 +246,8 @@ func (e *Engine) commit(s *snapshot) {
 		e.held -= u.bytes
 		e.stats.UnitsAcked++
 		e.stats.BytesAcked += uint64(u.bytes)
+		e.stats.RowsAcked += uint64(u.rows)
+		e.ackDelayEMA = time.Duration(ema(float64(e.ackDelayEMA), float64(e.now()-u.since)))
 		acks = append(acks, u.dones...)
 	}
 	s.content.release()

@@ -1,6 +1,10 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
 
 // Ports are the engine's only way to touch the world. The production
 // runtime (storage/) implements them with the OS, the AWS SDK and the real
@@ -29,6 +33,64 @@ type Ports struct {
 	Exec   Executor
 	Store  ObjectStore
 	Disk   Disk
+	Sinks  Sinks  // destinations by sink_ref; nil: nothing is compacted
+	Memory Memory // nil: a fixed 1 GiB hint
+}
+
+// Sinks resolves a PartitionKey's sink_ref to its destination.
+type Sinks interface {
+	// Sink returns the destination named ref, or false if there is none
+	// (the engine refuses units for an unknown sink_ref).
+	Sink(ref string) (Sink, bool)
+}
+
+// Sink applies compaction jobs to one destination (Parquet on object
+// storage, Parquet in a directory, Postgres, …).
+//
+// Replay-safe: Apply is called again with the same job (same ID, same
+// slices) after a crash or a failure, possibly many times, and the
+// destination must end up as if it was applied once. A successful Apply
+// means the job's rows are durable at the destination. A failed Apply
+// (any error) may have applied the job or not, but never part of it, in
+// the sense that a later successful Apply of the same job completes it
+// exactly once. Apply runs on the loop like every port: it must not
+// block; heavy work goes through the Executor, I/O through worker
+// goroutines (production) or the simulator's models. job and its slices
+// are borrowed until done runs.
+type Sink interface {
+	Apply(job *Job, done func(err error))
+}
+
+// Job is one compaction job: the PARTs of one segment that share a
+// sink, a namespace and a schema, in ordinal order. Its ID is a pure
+// function of the segment and the PARTs, so a job replayed after a crash
+// has the same ID.
+type Job struct {
+	ID        string     // compaction_id, lowercase hex
+	SinkRef   string     // destination name
+	Namespace string     // table / stream
+	Segment   SnapshotID // the segment the rows come from
+	// SegmentCreatedUnixMs is when the segment was sealed (wall clock),
+	// for Hive-style date folders; a bucketed PART's own time bucket is
+	// in its key.
+	SegmentCreatedUnixMs int64
+	Slices               []*segment.Slice
+}
+
+// Rows is the number of rows in the job.
+func (j *Job) Rows() (n int64) {
+	for _, s := range j.Slices {
+		n += s.Entry.Rows
+	}
+	return n
+}
+
+// Memory reports how much memory the machine can give the process: on
+// Linux MemAvailable, on macOS total RAM. The engine re-reads it now and
+// then and sizes one pool from it (70%), split between ingest admission
+// and the body cache (DESIGN.md §10). The simulator varies it.
+type Memory interface {
+	AvailableBytes() int64
 }
 
 // Clock is time as the engine may see it.

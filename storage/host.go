@@ -50,15 +50,26 @@ type Host struct {
 	drained func() // set by Close while taken > 0
 }
 
+// HostPorts are the ports a Host adds to its loop's own (clock, rand,
+// timers, executor). Store and Disk must complete on the Host's loop
+// (NewS3Store(loop, …), NewOSDisk(loop, …)); Disk may be nil in S3 mode,
+// which never reads local disk; Sinks nil means nothing is compacted;
+// Memory nil means a fixed hint (see engine.Ports).
+type HostPorts struct {
+	Store  engine.ObjectStore
+	Disk   engine.Disk
+	Sinks  engine.Sinks
+	Memory engine.Memory
+}
+
 // NewHost builds an engine with cfg on loop and starts the loop's
-// goroutine; the engine itself starts with Start. store and disk must
-// complete on the same loop (NewS3Store(loop, …), NewOSDisk(loop, …));
-// disk may be nil in S3 mode, which never reads local disk. If store has
-// a Close method (S3Store does), Kill and Close call it.
+// goroutine; the engine itself starts with Start. If the store has a
+// Close method (S3Store does), Kill and Close call it.
 //
 // REQUIRES: loop has not run (the Host owns it from now on: nobody else
 // calls Run or Stop).
-func NewHost(cfg engine.Config, loop *Loop, store engine.ObjectStore, disk engine.Disk) (*Host, error) {
+func NewHost(cfg engine.Config, loop *Loop, hp HostPorts) (*Host, error) {
+	store, disk := hp.Store, hp.Disk
 	if loop == nil || store == nil {
 		panic(fmt.Sprintf("storage: NewHost(loop=%v, store=%v)", loop != nil, store != nil))
 	}
@@ -74,7 +85,9 @@ func NewHost(cfg engine.Config, loop *Loop, store engine.ObjectStore, disk engin
 	if running {
 		panic("storage: NewHost: the loop has already run")
 	}
-	eng, err := engine.New(cfg, loop.Ports(store, disk))
+	ports := loop.Ports(store, disk)
+	ports.Sinks, ports.Memory = hp.Sinks, hp.Memory
+	eng, err := engine.New(cfg, ports)
 	if err != nil {
 		return nil, fmt.Errorf("storage: host: %w", err)
 	}

@@ -142,7 +142,7 @@ func newWALHost(t testing.TB, cfg engine.Config, client *s3.Client, requestTimeo
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHost(cfg, l, store, disk)
+	h, err := NewHost(cfg, l, HostPorts{Store: store, Disk: disk})
 	if err != nil {
 		t.Fatal(err)
 	}
