@@ -11,7 +11,8 @@ FUZZ_TARGETS = \
 	./engine/segment:FuzzDecodeMarker \
 	./engine/segment:FuzzDecodeBitmap \
 	./engine/segment:FuzzDecodeSidecar \
-	./engine/segment:FuzzDecodeOffsets
+	./engine/segment:FuzzDecodeOffsets \
+	./engine/segment:FuzzDecodeCheckpoint
 
 .PHONY: test bench fuzz lint
 

@@ -37,7 +37,22 @@ type Config struct {
 	PartBytes       int64 // multipart part size; a body up to this size is one PUT
 	PartConcurrency int   // parts of one upload in flight at once
 
-	AdmissionBytes int64 // live + queued + persisting bytes above which ingest gets ErrResourceExhausted
+	// CompactionConcurrency bounds compaction jobs in flight at once.
+	CompactionConcurrency int
+	// BitmapDelay: an incomplete segment's completion bitmap is written
+	// this long after a job of it finished (coalescing writes).
+	BitmapDelay time.Duration
+	// IdempotencyWindow: how long an idempotency key is remembered after
+	// its unit was submitted; a retry later than that is a new unit.
+	IdempotencyWindow time.Duration
+	// StreamChunkBytes: a body larger than the cache is streamed in
+	// ranged reads of this size.
+	StreamChunkBytes int64
+	// MemoryPoll: how often the memory hint is re-read (DESIGN.md §10).
+	MemoryPoll time.Duration
+	// SweepInterval: how often the orphan sweeper lists the log again
+	// after recovery.
+	SweepInterval time.Duration
 
 	RetryBase time.Duration // first backoff; doubles per attempt, upper half jittered
 	RetryMax  time.Duration // backoff ceiling
@@ -64,19 +79,24 @@ func DeriveConfig(prefix, pipeline string, bufferThresholdBytes int64, ingestThr
 		maxDelay = DefaultMaxDelay
 	}
 	return Config{
-		Prefix:              prefix,
-		Pipeline:            pipeline,
-		TargetBytes:         min(max(bufferThresholdBytes, TargetBytesMin), TargetBytesMax),
-		MaxDelay:            maxDelay,
-		QueueCapacity:       min(max(ingestThreads, QueueCapacityMin), QueueCapacityMax),
-		PartBytes:           DefaultPartBytes,
-		PartConcurrency:     4,
-		AdmissionBytes:      256 << 20,
-		RetryBase:           50 * time.Millisecond,
-		RetryMax:            5 * time.Second,
-		FenceWait:           35 * time.Second,
-		OrphanGrace:         15 * time.Minute,
-		RecoveryConcurrency: 16,
+		Prefix:                prefix,
+		Pipeline:              pipeline,
+		TargetBytes:           min(max(bufferThresholdBytes, TargetBytesMin), TargetBytesMax),
+		MaxDelay:              maxDelay,
+		QueueCapacity:         min(max(ingestThreads, QueueCapacityMin), QueueCapacityMax),
+		PartBytes:             DefaultPartBytes,
+		PartConcurrency:       4,
+		CompactionConcurrency: 8,
+		BitmapDelay:           time.Second,
+		IdempotencyWindow:     24 * time.Hour,
+		StreamChunkBytes:      8 << 20,
+		MemoryPoll:            10 * time.Second,
+		SweepInterval:         5 * time.Minute,
+		RetryBase:             50 * time.Millisecond,
+		RetryMax:              5 * time.Second,
+		FenceWait:             35 * time.Second,
+		OrphanGrace:           15 * time.Minute,
+		RecoveryConcurrency:   16,
 	}
 }
 
@@ -93,8 +113,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: config: queue capacity %d outside %d..%d", c.QueueCapacity, QueueCapacityMin, QueueCapacityMax)
 	case c.PartBytes <= 0 || c.PartConcurrency <= 0:
 		return fmt.Errorf("engine: config: part size %d and concurrency %d must be positive", c.PartBytes, c.PartConcurrency)
-	case c.AdmissionBytes < c.TargetBytes:
-		return fmt.Errorf("engine: config: admission %d bytes below the target %d", c.AdmissionBytes, c.TargetBytes)
+	case c.CompactionConcurrency <= 0 || c.BitmapDelay < 0 || c.IdempotencyWindow <= 0 || c.StreamChunkBytes <= 0 || c.MemoryPoll <= 0 || c.SweepInterval <= 0:
+		return fmt.Errorf("engine: config: compaction concurrency %d, bitmap delay %v, idempotency window %v, stream chunk %d, memory poll %v, sweep interval %v",
+			c.CompactionConcurrency, c.BitmapDelay, c.IdempotencyWindow, c.StreamChunkBytes, c.MemoryPoll, c.SweepInterval)
 	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:
 		return fmt.Errorf("engine: config: retry base %v / max %v", c.RetryBase, c.RetryMax)
 	case c.FenceWait < 0 || c.OrphanGrace < 0:

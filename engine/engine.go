@@ -28,9 +28,10 @@ type Engine struct {
 	state  lifecycle
 	err    error // why the engine failed closed
 
-	epoch       uint64 // this incarnation's writer epoch; 0 until claimed
-	writerNonce uint64 // the nonce of our claim in the writer object
-	nextSeq     uint64 // next snapshot sequence within the epoch
+	epoch       uint64       // this incarnation's writer epoch; 0 until claimed
+	writerNonce uint64       // the nonce of our claim in the writer object
+	writer      writerRecord // the writer object as recovery left it (seals)
+	nextSeq     uint64       // next snapshot sequence within the epoch
 
 	live        *batchSet
 	liveSince   time.Duration // Monotonic time of the first append into live
@@ -50,10 +51,25 @@ type Engine struct {
 
 	idemPending   map[string]*unit // idempotency keys held but not yet committed
 	offsetPending map[string]*unit // offset key → its unanswered unit
-	committed     offsetsView      // max over every owned segment
-	segments      []Segment        // owned segments, in id order
-	closeDone     func(error)
-	stats         Stats
+	committed     offsetsView      // max over every commit (and the checkpoint)
+
+	// Compaction (compact.go, apply.go, reclaim.go).
+	segs      []*segState // owned segments, in id order
+	lanes     map[laneKey]*lane
+	laneOrder []*lane // lanes in creation order (deterministic scans)
+	running   int     // jobs in flight
+	cache     *bodyCache
+	budget    budget // the memory pool's split (memory.go)
+
+	// Offsets checkpoint (reclaim.go).
+	ckptETag    string      // version last read or written; "" if none exists
+	ckptView    offsetsView // what the checkpoint durably holds
+	ckptWriting bool
+	ckptWaiters []checkpointWaiter
+
+	lastAlert error
+	closeDone func(error)
+	stats     Stats
 }
 
 // Segment is an owned (committed) segment as the engine knows it.
@@ -74,8 +90,10 @@ func New(cfg Config, p Ports) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
 		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: offsetsView{},
+		lanes: map[laneKey]*lane{}, cache: newBodyCache(0), ckptView: offsetsView{},
 	}
 	e.p.Store = countingStore{ObjectStore: p.Store, n: &e.stats.Requests}
+	e.refreshBudget()
 	return e, nil
 }
 
@@ -95,8 +113,21 @@ func (e *Engine) Epoch() uint64 { return e.epoch }
 // segment committed. Replayable sources resume from here.
 func (e *Engine) Offsets() segment.Offsets { return e.committed.sorted() }
 
-// Segments returns the owned segments in id order.
-func (e *Engine) Segments() []Segment { return append([]Segment(nil), e.segments...) }
+// Segments returns the owned segments (not yet reclaimed) in id order.
+func (e *Engine) Segments() []Segment {
+	out := make([]Segment, len(e.segs))
+	for i, st := range e.segs {
+		out[i] = st.Segment
+	}
+	return out
+}
+
+// Memory reports the pool's split and use, for oracles and progress:
+// bytes held by ingest and its admission budget, bytes in the body cache
+// and its budget.
+func (e *Engine) Memory() (held, admission, cached, cache int64) {
+	return e.held, e.budget.admission, e.cache.used, e.budget.cache
+}
 
 // later runs fn on the loop after the current callback returns.
 func (e *Engine) later(fn func()) { e.p.Timers.AfterFunc(0, fn) }
@@ -136,8 +167,9 @@ func (e *Engine) failClosed(err error) {
 	}
 }
 
-// Close stops ingest, commits what is held, and calls done when the
-// writer is idle (or with the error that made the engine fail closed).
+// Close stops ingest, commits what is held, lets compaction jobs in
+// flight finish (starting no new ones), and calls done when the writer is
+// idle (or with the error that made the engine fail closed).
 func (e *Engine) Close(done func(error)) {
 	switch e.state {
 	case stateFailed:
@@ -160,7 +192,7 @@ func (e *Engine) Close(done func(error)) {
 }
 
 func (e *Engine) checkClosed() {
-	if e.state == stateClosing && e.live.empty() && len(e.queue) == 0 && e.active == nil && e.closeDone != nil {
+	if e.state == stateClosing && e.live.empty() && len(e.queue) == 0 && e.active == nil && e.running == 0 && e.closeDone != nil {
 		done := e.closeDone
 		e.closeDone = nil
 		e.later(func() { done(nil) })
@@ -170,3 +202,7 @@ func (e *Engine) checkClosed() {
 // Idle reports whether the engine holds no unit: nothing live, queued or
 // being persisted.
 func (e *Engine) Idle() bool { return e.live.empty() && len(e.queue) == 0 && e.active == nil }
+
+// Drained reports whether everything committed has been applied and
+// reclaimed: the writer is idle, no job runs and no segment is owned.
+func (e *Engine) Drained() bool { return e.Idle() && e.running == 0 && len(e.segs) == 0 }

@@ -95,8 +95,13 @@ func (e *Engine) admit(in Unit) error {
 	if cdc, ok := e.live.cdcOf(in.Key); ok && cdc != (in.Sidecar != nil) {
 		return fmt.Errorf("%w: key %s mixes CDC and non-CDC units", ErrInvalidUnit, in.Key)
 	}
-	if n := unitBytes(in); e.held+n > e.cfg.AdmissionBytes {
-		return fmt.Errorf("%w: %d bytes held, unit of %d, admission %d", ErrResourceExhausted, e.held, n, e.cfg.AdmissionBytes)
+	if e.p.Sinks != nil {
+		if _, ok := e.p.Sinks.Sink(in.Key.SinkRef); !ok {
+			return fmt.Errorf("%w: no sink %q is configured", ErrInvalidUnit, in.Key.SinkRef)
+		}
+	}
+	if n := unitBytes(in); e.held+n > e.budget.admission {
+		return fmt.Errorf("%w: %d bytes held, unit of %d, admission %d", ErrResourceExhausted, e.held, n, e.budget.admission)
 	}
 	return nil
 }
@@ -207,7 +212,8 @@ func (e *Engine) append(in Unit, done func(error)) {
 	}
 	if u.idem != "" {
 		e.idemPending[u.idem] = u
-		in.Offsets = append(segment.Offsets(nil), in.Offsets...).Advance(idemPrefix+u.idem, 1)
+		// The value is when the key was seen: it expires after the window.
+		in.Offsets = append(segment.Offsets(nil), in.Offsets...).Advance(idemPrefix+u.idem, uint64(e.p.Clock.WallUnixMs()))
 	}
 	if e.live.empty() {
 		e.liveSince = e.now()

@@ -57,6 +57,7 @@ var kindSuffixes = []struct {
 // Layout names the objects of one pipeline:
 //
 //	{prefix}/{pipeline}/_writer                                   writer epoch object
+//	{prefix}/{pipeline}/_offsets                                  offsets checkpoint
 //	{prefix}/{pipeline}/p_year=YYYY/p_month=MM/p_day=DD/{id}.seg  body
 //	… /{id}.seg.commit                                           commit marker
 //	… /{id}.seg.scbl                                             completion bitmap
@@ -84,6 +85,9 @@ func (l Layout) SegmentsPrefix() string { return l.root + "p_year=" }
 
 // WriterKey is the writer epoch object.
 func (l Layout) WriterKey() string { return l.root + "_writer" }
+
+// CheckpointKey is the offsets checkpoint object.
+func (l Layout) CheckpointKey() string { return l.root + "_offsets" }
 
 // SegmentDir is the day folder for a wall-clock time.
 func (l Layout) SegmentDir(wallUnixMs int64) string {

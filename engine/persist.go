@@ -22,7 +22,8 @@ type snapshot struct {
 	marker    []byte
 	index     *segment.Index
 	startedAt time.Duration
-	uploadID  string // multipart upload in progress, if any
+	settledAt time.Duration // no marker request of ours can land after this
+	uploadID  string        // multipart upload in progress, if any
 }
 
 func (e *Engine) key(s *snapshot, kind ObjectKind) string { return e.layout.Key(s.dir, s.id, kind) }
@@ -169,6 +170,12 @@ func (e *Engine) putMarker(s *snapshot) {
 		in := PutObjectInput{Key: e.key(s, KindMarker), Body: s.marker, IfNoneMatch: true}
 		e.p.Store.PutObject(in, func(_ string, err error) { d(err) })
 	}, func(err error, ambiguous bool) {
+		if ambiguous {
+			// An earlier attempt may still land: the marker must not be
+			// deleted (reclaim) before the store's request lifetime is over,
+			// or it would come back without its body.
+			s.settledAt = e.now() + e.cfg.FenceWait
+		}
 		switch {
 		case err == nil:
 			e.fenceThenCommit(s)
@@ -234,7 +241,9 @@ func (e *Engine) commit(s *snapshot) {
 	}
 	e.persistEMA = time.Duration(ema(float64(e.persistEMA), float64(e.now()-s.startedAt)))
 	e.committed.merge(s.content.offsets)
-	e.segments = append(e.segments, Segment{ID: s.id, Dir: s.dir, Index: s.index})
+	seg := Segment{ID: s.id, Dir: s.dir, Index: s.index}
+	// The writer still has the body: cache it for compaction (no GET).
+	e.cache.put(s.id, segment.EncodedBody(e.layout.Key(s.dir, s.id, KindBody), s.index, s.body), int64(len(s.body)), false)
 	var acks []func(error)
 	for _, u := range s.content.units {
 		if u.idem != "" {
@@ -254,8 +263,12 @@ func (e *Engine) commit(s *snapshot) {
 	s.body = nil
 	e.stats.Commits++
 	e.active, e.failures = nil, 0
+	st := newSegState(seg, segment.NewBitmap(len(s.index.Entries)))
+	st.reclaimAfter = s.settledAt
+	e.register(st)
 	e.pump()
 	e.maybeSeal()
+	e.compact()
 	e.checkClosed()
 	for _, ack := range acks {
 		ack(nil)

@@ -74,7 +74,20 @@ func (e *Engine) recover(round int, done func(error)) {
 							fail(err)
 							return
 						}
-						e.finishRecovery(owned, listing, sealed, e.stats.Requests-start, done)
+						e.readBitmaps(owned, listing, func(bitmaps []*segment.Bitmap, etags []string, err error) {
+							if err != nil {
+								fail(err)
+								return
+							}
+							e.readCheckpoint(func(etag string, ckpt segment.Offsets, err error) {
+								if err != nil {
+									fail(err)
+									return
+								}
+								r := recovered{owned: owned, bitmaps: bitmaps, bitmapETags: etags, ckptETag: etag, ckpt: ckpt}
+								e.finishRecovery(r, listing, sealed, e.stats.Requests-start, done)
+							})
+						})
 					})
 				})
 			})
@@ -82,15 +95,29 @@ func (e *Engine) recover(round int, done func(error)) {
 	})
 }
 
-func (e *Engine) finishRecovery(owned []Segment, listing []*listedSegment, sealed writerRecord, ops uint64, done func(error)) {
+// recovered is what recovery read: the owned segments, their bitmaps
+// (nil where unreadable) and the offsets checkpoint.
+type recovered struct {
+	owned       []Segment
+	bitmaps     []*segment.Bitmap
+	bitmapETags []string
+	ckptETag    string
+	ckpt        segment.Offsets
+}
+
+func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed writerRecord, ops uint64, done func(error)) {
 	if e.state != stateRecovering {
 		done(ErrClosed) // Close was called during recovery
 		return
 	}
-	e.open(owned)
+	e.open(r)
+	e.writer = sealed
 	e.stats.RecoveryOps = ops
 	done(nil)
 	e.sweep(listing, sealed)
+	e.sweepLater()
+	e.compact()
+	e.pollMemory()
 }
 
 // sealEpochs writes the seals for the epochs this recovery supersedes (see
@@ -144,14 +171,91 @@ func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 	e.p.Timers.AfterFunc(e.backoff(round), func() { e.recover(round+1, done) })
 }
 
-// open registers the owned segments and opens ingest.
-func (e *Engine) open(owned []Segment) {
-	e.segments = owned
+// open rebuilds the offsets view (checkpoint, then every owned marker),
+// registers the owned segments for compaction — continuing from their
+// bitmaps — and opens ingest.
+func (e *Engine) open(r recovered) {
 	e.committed = offsetsView{}
-	for _, s := range owned {
-		e.committed.merge(s.Index.Offsets)
-	}
+	e.committed.merge(r.ckpt)
+	e.ckptETag = r.ckptETag
+	e.ckptView = offsetsView{}
+	e.ckptView.merge(r.ckpt)
 	e.state = stateReady
+	for i, s := range r.owned {
+		e.committed.merge(s.Index.Offsets)
+		bm := r.bitmaps[i]
+		keep := bm == nil
+		if keep {
+			e.alert(fmt.Errorf("%w: completion bitmap of segment %s is unreadable: the segment will not be deleted", ErrCorrupt, s.ID))
+			bm = segment.NewBitmap(len(s.Index.Entries))
+		}
+		st := newSegState(s, bm)
+		st.keep, st.bitmapETag = keep, r.bitmapETags[i]
+		e.register(st)
+	}
+}
+
+// readBitmaps GETs the completion bitmap of every owned segment the
+// listing shows one for. A missing bitmap is an empty one (nothing applied
+// yet); an unreadable one is nil: its segment is kept (and alerted on).
+func (e *Engine) readBitmaps(owned []Segment, listing []*listedSegment, done func([]*segment.Bitmap, []string, error)) {
+	listed := map[SnapshotID]bool{}
+	for _, ls := range listing {
+		if ls.bitmap != nil {
+			listed[ls.id] = true
+		}
+	}
+	out := make([]*segment.Bitmap, len(owned))
+	etags := make([]string, len(owned))
+	e.forEach(len(owned), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
+		s := owned[i]
+		if !listed[s.ID] {
+			out[i] = segment.NewBitmap(len(s.Index.Entries))
+			e.later(func() { d(nil) })
+			return
+		}
+		e.readBitmap(s, func(b *segment.Bitmap, etag string, err error) { out[i], etags[i] = b, etag; d(err) })
+	}, func(err error) { done(out, etags, err) })
+}
+
+// readBitmap GETs a segment's bitmap and its version: an empty bitmap
+// and "" if there is none; nil (and no error) if it is unreadable.
+func (e *Engine) readBitmap(s Segment, done func(*segment.Bitmap, string, error)) {
+	key := e.layout.Key(s.Dir, s.ID, KindBitmap)
+	var raw []byte
+	var info ObjectInfo
+	e.retry(func(d func(error)) {
+		e.p.Store.GetObject(GetObjectInput{Key: key, Limit: segment.BitmapBytesMax}, func(b []byte, i ObjectInfo, err error) {
+			raw, info = b, i
+			d(err)
+		})
+	}, func(err error, _ bool) {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			done(segment.NewBitmap(len(s.Index.Entries)), "", nil)
+		case err != nil:
+			done(nil, "", fmt.Errorf("read bitmap %s: %w", key, err))
+		default:
+			b, derr := segment.DecodeBitmap(key, raw)
+			if derr != nil || b.Len() != len(s.Index.Entries) {
+				done(nil, info.ETag, nil) // unreadable: keep the segment
+				return
+			}
+			done(b, info.ETag, nil)
+		}
+	})
+}
+
+// pollMemory re-reads the memory hint now and then.
+func (e *Engine) pollMemory() {
+	e.p.Timers.AfterFunc(e.cfg.MemoryPoll, func() {
+		if e.state == stateFailed || e.state == stateClosed {
+			return
+		}
+		e.refreshBudget()
+		e.compact()
+		e.pollMemory()
+	})
 }
 
 // listSegments lists every key under the segments prefix.

@@ -27,11 +27,18 @@ type rig struct {
 	inc    *sim.Incarnation
 	eng    *engine.Engine
 	faults func(op sim.Op, key string) sim.Outcome
+	memory memHint      // the Memory port's answer
+	sinks  engine.Sinks // nil: no compaction
 }
+
+// memHint is a Memory port with a fixed answer.
+type memHint int64
+
+func (m memHint) AvailableBytes() int64 { return int64(m) }
 
 func newRig(t *testing.T, storeCfg sim.StoreConfig) *rig {
 	t.Helper()
-	r := &rig{t: t, root: sim.NewRand(1)}
+	r := &rig{t: t, root: sim.NewRand(1), memory: 8 << 20}
 	r.sched = sim.NewScheduler(r.root.Split("sched"), sim.NewTrace(), sim.SchedulerConfig{})
 	storeCfg.Faults = sim.StoreFaultsFunc(func(op sim.Op, key string, _ *sim.Rand) (sim.Outcome, time.Duration) {
 		if r.faults == nil {
@@ -42,7 +49,9 @@ func newRig(t *testing.T, storeCfg sim.StoreConfig) *rig {
 	r.store = sim.NewStore(r.sched, r.root.Split("store"), storeCfg)
 	r.cfg = engine.Config{
 		Prefix: "wal", Pipeline: "test", TargetBytes: 64 << 10, MaxDelay: time.Minute, QueueCapacity: 2,
-		PartBytes: 16 << 10, PartConcurrency: 2, AdmissionBytes: 1 << 20,
+		PartBytes: 16 << 10, PartConcurrency: 2,
+		CompactionConcurrency: 4, BitmapDelay: 100 * time.Millisecond, IdempotencyWindow: time.Hour,
+		StreamChunkBytes: 4 << 10, MemoryPoll: time.Second, SweepInterval: 10 * time.Second,
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		FenceWait: 500 * time.Millisecond, OrphanGrace: time.Minute, RecoveryConcurrency: 4,
 	}
@@ -59,7 +68,7 @@ func (r *rig) start() *engine.Engine {
 	r.inc = r.sched.NewIncarnation()
 	eng, err := engine.New(r.cfg, engine.Ports{
 		Clock: r.sched.Clock(), Rand: r.root.Split(fmt.Sprint("engine/", r.inc.ID())), Timers: r.inc.Timers(),
-		Exec: r.inc.Executor(), Store: r.store.Client(r.inc),
+		Exec: r.inc.Executor(), Store: r.store.Client(r.inc), Memory: r.memory, Sinks: r.sinks,
 	})
 	if err != nil {
 		r.t.Fatal(err)
@@ -91,11 +100,9 @@ func (r *rig) until(cond func() bool, what string) {
 	}
 }
 
-// settle runs until nothing is left to do.
-func (r *rig) settle() {
-	for r.sched.Step() {
-	}
-}
+// settle runs a simulated minute (the engine has periodic timers, so the
+// world is never quite idle).
+func (r *rig) settle() { r.sched.RunUntil(r.sched.Now() + time.Minute) }
 
 var schema = arrow.NewSchema([]arrow.Field{{Name: "v", Type: arrow.PrimitiveTypes.Int64}}, nil)
 

@@ -33,7 +33,7 @@ type Stats struct {
 // Stats returns a copy of the counters.
 func (e *Engine) Stats() Stats {
 	s := e.stats
-	s.LiveSegments = len(e.segments)
+	s.LiveSegments = len(e.segs)
 	s.PersistEMA = e.persistEMA
 	s.AckDelayEMA = e.ackDelayEMA
 	return s

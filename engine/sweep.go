@@ -5,9 +5,10 @@ import (
 	"time"
 )
 
-// The sweeper removes what a previous incarnation left behind: bodies
-// without markers and multipart uploads never completed. LIST lags, so a
-// body listed without its marker is not yet known to be an orphan. A body
+// The sweeper removes what a previous incarnation left behind: bodies and
+// bitmaps without markers (a crash before the marker, or in the middle of
+// a reclaim) and multipart uploads never completed. LIST lags, so a body
+// listed without its marker is not yet known to be an orphan. An orphan
 // is deleted only when all of these hold (DESIGN.md §6):
 //
 //   - its epoch is below ours (a previous incarnation wrote it);
@@ -23,6 +24,13 @@ import (
 // is deleted with its body right away: no recovery will ever own it, and
 // nobody was told it committed.
 
+//
+// The sweep runs after recovery and then every SweepInterval, so what a
+// crash or a failed cleanup leaves is removed within a bounded time even
+// if the process never restarts. A snapshot of this incarnation that is
+// no longer being persisted (its content went back to the accumulator
+// under a new id) is an orphan too.
+
 func (e *Engine) sweep(listing []*listedSegment, w writerRecord) {
 	wall := e.p.Clock.WallUnixMs()
 	var orphans, fenced []*listedSegment
@@ -30,7 +38,7 @@ func (e *Engine) sweep(listing []*listedSegment, w writerRecord) {
 		switch {
 		case ls.marker != nil && !w.valid(ls.id):
 			fenced = append(fenced, ls)
-		case ls.body != nil && ls.marker == nil && ls.id.Epoch < e.epoch && e.aged(wall, ls.body.LastModifiedUnixMs):
+		case ls.marker == nil && e.abandoned(ls.id) && (ls.body != nil || ls.bitmap != nil) && e.aged(wall, newest(ls)):
 			orphans = append(orphans, ls)
 		}
 	}
@@ -43,24 +51,60 @@ func (e *Engine) sweep(listing []*listedSegment, w writerRecord) {
 	})
 }
 
-// sweepFenced deletes a marker that does not count, then its body.
+// sweepFenced deletes a marker that does not count, then its body and
+// bitmap.
 func (e *Engine) sweepFenced(ls *listedSegment, done func(error)) {
-	e.p.Store.DeleteObject(e.layout.Key(ls.dir, ls.id, KindMarker), func(err error) {
-		if err != nil {
-			done(nil)
+	e.deleteOnce(ls, []ObjectKind{KindMarker, KindBody, KindBitmap}, func() {
+		e.stats.OrphansSwept++
+		done(nil)
+	}, func() { done(nil) })
+}
+
+// abandoned reports whether no writer will ever put id's marker: an older
+// epoch's (it is sealed), or one of ours that is not being persisted.
+func (e *Engine) abandoned(id SnapshotID) bool {
+	if id.Epoch != e.epoch {
+		return id.Epoch < e.epoch
+	}
+	if id.Seq >= e.nextSeq || e.active != nil && e.active.id == id {
+		return false
+	}
+	for _, s := range e.queue {
+		if s.id == id {
+			return false
+		}
+	}
+	return true
+}
+
+// sweepLater lists the segments again after SweepInterval and sweeps.
+func (e *Engine) sweepLater() {
+	e.p.Timers.AfterFunc(e.cfg.SweepInterval, func() {
+		if e.state != stateReady && e.state != stateClosing {
 			return
 		}
-		e.p.Store.DeleteObject(e.layout.Key(ls.dir, ls.id, KindBody), func(err error) {
+		e.listSegments(func(listing []*listedSegment, err error) {
 			if err == nil {
-				e.stats.OrphansSwept++
+				e.sweep(listing, e.writer)
 			}
-			done(nil)
+			e.sweepLater()
 		})
 	})
 }
 
 func (e *Engine) aged(wall, stamp int64) bool {
 	return time.Duration(wall-stamp)*time.Millisecond >= e.cfg.OrphanGrace
+}
+
+// newest is the latest modification time of what the listing shows.
+func newest(ls *listedSegment) int64 {
+	var t int64
+	for _, o := range []*ObjectInfo{ls.body, ls.bitmap} {
+		if o != nil {
+			t = max(t, o.LastModifiedUnixMs)
+		}
+	}
+	return t
 }
 
 func (e *Engine) sweepOrphan(ls *listedSegment, done func(error)) {
@@ -70,12 +114,33 @@ func (e *Engine) sweepOrphan(ls *listedSegment, done func(error)) {
 			done(nil) // committed after all, or unknown: leave it
 			return
 		}
-		e.p.Store.DeleteObject(e.layout.Key(ls.dir, ls.id, KindBody), func(err error) {
-			if err == nil {
-				e.stats.OrphansSwept++
-			}
+		var kinds []ObjectKind
+		if ls.body != nil {
+			kinds = append(kinds, KindBody)
+		}
+		if ls.bitmap != nil {
+			kinds = append(kinds, KindBitmap)
+		}
+		e.deleteOnce(ls, kinds, func() {
+			e.stats.OrphansSwept++
 			done(nil)
-		})
+		}, func() { done(nil) })
+	})
+}
+
+// deleteOnce deletes the objects in order with one attempt each; a
+// failure leaves the rest for the next recovery.
+func (e *Engine) deleteOnce(ls *listedSegment, kinds []ObjectKind, ok, failed func()) {
+	if len(kinds) == 0 {
+		ok()
+		return
+	}
+	e.p.Store.DeleteObject(e.layout.Key(ls.dir, ls.id, kinds[0]), func(err error) {
+		if err != nil {
+			failed()
+			return
+		}
+		e.deleteOnce(ls, kinds[1:], ok, failed)
 	})
 }
 

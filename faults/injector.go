@@ -140,3 +140,31 @@ func (in *Injector) DiskFaults() sim.DiskFaults {
 		return sim.DiskOK, extra
 	})
 }
+
+// DecideSink implements sim.SinkFaults.
+func (in *Injector) DecideSink(r *sim.Rand) (failBefore, ambiguous bool) {
+	if in.fire(SinkError, r) {
+		return true, false
+	}
+	return false, in.fire(SinkAmbiguous, r)
+}
+
+// SinkDown implements sim.SinkFaults: the outage windows of the plan.
+func (in *Injector) SinkDown(now time.Duration) bool {
+	p := in.plan
+	if in.healed || p.Rate[SinkOutage] == 0 || p.OutagePeriod <= 0 {
+		return false
+	}
+	return (now+p.OutagePhase)%p.OutagePeriod < p.OutageLength
+}
+
+// CrashAtPoint decides a crash right after a compaction step.
+func (in *Injector) CrashAtPoint(r *sim.Rand) bool { return in.fire(CrashPoint, r) }
+
+// MemoryChange decides a new memory hint, now and then.
+func (in *Injector) MemoryChange(r *sim.Rand) (int64, bool) {
+	if !in.fire(MemoryHint, r) {
+		return 0, false
+	}
+	return memoryHints[r.Intn(len(memoryHints))], true
+}

@@ -31,6 +31,11 @@ const (
 	DiskFull                      // an allocating disk operation fails (ENOSPC)
 	BitFlip                       // a bit flips on read or in the durable image
 	SlowIO                        // a disk operation takes much longer
+	SinkError                     // a sink apply fails, nothing applied
+	SinkAmbiguous                 // a sink apply lands but reports failure
+	SinkOutage                    // the sink is down for a window of time
+	CrashPoint                    // SIGKILL right after a compaction step (apply, bitmap write, delete)
+	MemoryHint                    // the memory available changes (the pool resizes)
 	NumKinds
 )
 
@@ -38,6 +43,7 @@ var kindNames = [NumKinds]string{
 	"crash", "list-lag", "put-error", "ambiguous", "get-error", "list-error",
 	"delete-error", "throttle", "latency-spike", "mpu-part", "mpu-complete", "mpu-abort",
 	"fsync-error", "disk-write-error", "disk-full", "bit-flip", "slow-io",
+	"sink-error", "sink-ambiguous", "sink-outage", "crash-point", "memory-hint",
 }
 
 func (k Kind) String() string {
@@ -55,18 +61,28 @@ type Plan struct {
 	ListLagMax    time.Duration // new keys invisible for up to this long
 	ListLingerMax time.Duration // deleted keys listed for up to this long
 	SpikeMax      time.Duration // extra latency of a spike
+	// Sink outages: down for OutageLength every OutagePeriod (phase
+	// OutagePhase), while SinkOutage is enabled.
+	OutagePeriod, OutageLength, OutagePhase time.Duration
 }
+
+// Memory hints a MemoryHint fault switches between: from a pool too small
+// to cache one body (compaction streams) to a roomy one.
+var memoryHints = []int64{2 << 20, 8 << 20, 64 << 20, 1 << 30}
 
 // Bounds of the swarm's draws.
 const (
-	rateMin       = 0.001
-	rateMax       = 0.08
-	crashRateMin  = 2e-5
-	crashRateMax  = 5e-4
-	listLagCap    = 5 * time.Second
-	spikeCap      = 8 * time.Second
-	enableChance  = 0.5
-	swarmAttempts = 8
+	rateMin      = 0.001
+	rateMax      = 0.08
+	crashRateMin = 2e-5
+	crashRateMax = 5e-4
+	// per compaction step (several per segment)
+	crashPointRateMin = 1e-4
+	crashPointRateMax = 5e-3
+	listLagCap        = 5 * time.Second
+	spikeCap          = 8 * time.Second
+	enableChance      = 0.5
+	swarmAttempts     = 8
 )
 
 // None injects nothing.
@@ -87,12 +103,20 @@ func Swarm(r *sim.Rand) Plan {
 		if p.Rate[Crash] > 0 {
 			p.Rate[Crash] = logUniform(r, crashRateMin, crashRateMax)
 		}
+		if p.Rate[CrashPoint] > 0 {
+			p.Rate[CrashPoint] = logUniform(r, crashPointRateMin, crashPointRateMax)
+		}
 		if p.Rate[ListLag] > 0 {
 			p.ListLagMax = r.Duration(10*time.Millisecond, listLagCap)
 			p.ListLingerMax = r.Duration(10*time.Millisecond, listLagCap)
 		}
 		if p.Rate[LatencySpike] > 0 {
 			p.SpikeMax = r.Duration(100*time.Millisecond, spikeCap)
+		}
+		if p.Rate[SinkOutage] > 0 {
+			p.OutagePeriod = r.Duration(20*time.Second, 3*time.Minute)
+			p.OutageLength = r.Duration(time.Second, p.OutagePeriod/3)
+			p.OutagePhase = r.Duration(0, p.OutagePeriod)
 		}
 		if p.enabled() > 0 {
 			return p
@@ -112,13 +136,14 @@ func Named(name string, r *sim.Rand) (Plan, error) {
 	case "crash":
 		return Plan{Name: name, Rate: [NumKinds]float64{Crash: crashRateMax}}, nil
 	case "flaky", "all":
-		p := Plan{Name: name, ListLagMax: time.Second, ListLingerMax: time.Second, SpikeMax: 2 * time.Second}
+		p := Plan{Name: name, ListLagMax: time.Second, ListLingerMax: time.Second, SpikeMax: 2 * time.Second,
+			OutagePeriod: time.Minute, OutageLength: 10 * time.Second}
 		for k := range NumKinds {
 			p.Rate[k] = 0.02
 		}
-		p.Rate[Crash] = 0
+		p.Rate[Crash], p.Rate[CrashPoint] = 0, 0
 		if name == "all" {
-			p.Rate[Crash] = 1e-4
+			p.Rate[Crash], p.Rate[CrashPoint] = 1e-4, 0.01
 		}
 		return p, nil
 	}

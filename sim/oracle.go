@@ -28,15 +28,17 @@ import (
 type Oracle struct {
 	w          *World
 	mem        memory.Allocator
-	committed  map[UID]string // unit → marker key of the segment holding it
-	markers    map[string]int // marker key → units in it
+	committed  map[UID]string  // unit → marker key of the segment holding it
+	markers    map[string]int  // marker key → units in it
+	reclaimed  map[string]bool // marker keys deleted after landing
+	order      []*committedSeg // committed segments, in id order
 	acked      map[UID]bool
 	rows       map[UID]int // rows each produced unit has
 	violations []string
 }
 
 func newOracle(w *World) *Oracle {
-	return &Oracle{w: w, mem: memory.DefaultAllocator, committed: map[UID]string{}, markers: map[string]int{},
+	return &Oracle{w: w, mem: memory.DefaultAllocator, committed: map[UID]string{}, markers: map[string]int{}, reclaimed: map[string]bool{},
 		acked: map[UID]bool{}, rows: map[UID]int{}}
 }
 
@@ -51,8 +53,16 @@ func (o *Oracle) produced(uid UID, rows int) { o.rows[uid] = rows }
 
 // onApply sees every mutation land in the store.
 func (o *Oracle) onApply(op Op, key string) {
-	if op == OpPut && strings.HasSuffix(key, ".seg.commit") && strings.HasPrefix(key, o.w.layout.Root()) {
+	if !strings.HasSuffix(key, ".seg.commit") || !strings.HasPrefix(key, o.w.layout.Root()) {
+		return
+	}
+	switch op {
+	case OpPut:
 		o.markerLanded(key)
+	case OpDelete:
+		if _, ok := o.markers[key]; ok {
+			o.reclaimed[key] = true
+		}
 	}
 }
 
@@ -80,16 +90,27 @@ func (o *Oracle) markerLanded(key string) {
 		return
 	}
 	o.markers[key] = 0
+	_, id, _, _ := o.w.layout.ParseKey(key)
+	seg := &committedSeg{id: id}
 	for i := range b.Index.Entries {
-		o.readSlice(key, b, segment.SliceOrdinal(i))
+		seg.uids = append(seg.uids, o.readSlice(key, b, segment.SliceOrdinal(i))...)
 	}
+	i, _ := slices.BinarySearchFunc(o.order, id, func(s *committedSeg, id engine.SnapshotID) int { return compareIDs(s.id, id) })
+	o.order = slices.Insert(o.order, i, seg)
 }
 
-func (o *Oracle) readSlice(key string, b *segment.Body, ord segment.SliceOrdinal) {
+// committedSeg is a segment whose marker landed, with its units in body
+// order.
+type committedSeg struct {
+	id   engine.SnapshotID
+	uids []UID
+}
+
+func (o *Oracle) readSlice(key string, b *segment.Body, ord segment.SliceOrdinal) []UID {
 	s, err := b.ReadSlice(ord, o.mem)
 	if err != nil {
 		o.fail("segment %s slice %d: %v", key, ord, err)
-		return
+		return nil
 	}
 	defer s.Release()
 	counts := map[UID]int{}
@@ -114,6 +135,7 @@ func (o *Oracle) readSlice(key string, b *segment.Body, ord segment.SliceOrdinal
 		o.committed[uid] = key
 		o.markers[key]++
 	}
+	return order
 }
 
 // onAck: an ACK must follow its commit.
@@ -150,8 +172,8 @@ func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
 	}
 	offsets := eng.Offsets()
 	for _, uid := range sortedUIDs(o.acked) {
-		if !owned[o.committed[uid]] {
-			o.fail("acked unit %s (in %s) not owned after recovery", uid, o.committed[uid])
+		if key := o.committed[uid]; !owned[key] && !o.reclaimed[key] {
+			o.fail("acked unit %s (in %s) neither owned nor reclaimed after recovery", uid, key)
 		}
 		if !o.covered(offsets, uid) {
 			o.fail("acked unit %s not covered by the recovered offsets", uid)
@@ -177,15 +199,15 @@ func (o *Oracle) covered(offsets segment.Offsets, uid UID) bool {
 
 // recoveryBound: per recovery round, at most AttemptsMax tries of each
 // of: the epoch claim's reads and writes, the seal write and its check,
-// one LIST per page, one GET per marker and one HEAD per marker whose
-// body the listing missed. Pages and
-// markers are counted from the store's truth plus every key ever deleted
-// (a deleted key may linger in listings).
+// one LIST per page, per marker a GET, a HEAD if the listing missed its
+// body and a GET of its bitmap, and the checkpoint GET. Pages and markers
+// are counted from the store's truth plus the keys deleted recently
+// enough to linger in listings — live segments, not history.
 func (o *Oracle) recoveryBound(eng engineView) uint64 {
-	keys := uint64(len(o.w.store.Keys(o.w.layout.SegmentsPrefix()))) + o.w.deleted
+	lingering := o.w.lingeringDeletes()
+	keys := uint64(len(o.w.store.Keys(o.w.layout.SegmentsPrefix()))) + lingering
 	pages := keys/uint64(o.w.pageSize) + 1
-	markers := uint64(len(o.markers)) + o.w.deleted
-	perRound := uint64(engine.AttemptsMax) * (2*engine.ClaimRoundsMax + 2 + pages + 2*markers)
+	perRound := uint64(engine.AttemptsMax) * (2*engine.ClaimRoundsMax + 3 + pages + 3*keys)
 	return eng.Stats().RecoveryRuns * perRound
 }
 
@@ -196,8 +218,8 @@ func (o *Oracle) checkFinal(eng engineView) {
 			o.fail("unit %s produced but never committed", uid)
 		}
 	}
-	if n := len(eng.Segments()); n != len(o.markers) {
-		o.fail("final engine owns %d segments, %d markers landed", n, len(o.markers))
+	if n := len(eng.Segments()); n != len(o.markers)-len(o.reclaimed) {
+		o.fail("final engine owns %d segments; %d markers landed, %d reclaimed", n, len(o.markers), len(o.reclaimed))
 	}
 }
 

@@ -17,7 +17,11 @@ func (w *World) Run(wallNow func() time.Time) Result {
 		start = wallNow()
 	}
 	w.res = Result{Seed: w.cfg.Seed, Plan: w.faults.Describe()}
+	if w.dest != nil {
+		w.res.Destination = w.dest.Name()
+	}
 	w.startIncarnation()
+	w.memoryTicks()
 	healAt := uint64(float64(w.cfg.Iters) * healFraction)
 	limit := w.cfg.Iters + uint64(float64(w.cfg.Iters)*drainExtra)
 	for w.sched.Steps() < limit && len(w.oracle.violations) == 0 {
@@ -31,9 +35,10 @@ func (w *World) Run(wallNow func() time.Time) Result {
 			break
 		}
 		w.checkEngine()
-		if w.producing && w.eng != nil && w.faults.CrashNow(w.crashRnd) {
+		if w.producing && w.eng != nil && (w.crashSoon || w.faults.CrashNow(w.crashRnd)) {
 			w.crash()
 		}
+		w.crashSoon = false
 	}
 	w.finish()
 	if wallNow != nil {
@@ -48,7 +53,8 @@ func (w *World) heal() {
 	w.producing = false
 }
 
-// converged: the engine is up and idle and no source has work left.
+// converged: the engine is up and idle, no source has work left, and —
+// with a destination — everything is applied and the WAL is empty.
 func (w *World) converged() bool {
 	if w.eng == nil || !w.eng.Ready() || !w.eng.Idle() {
 		return false
@@ -58,21 +64,79 @@ func (w *World) converged() bool {
 			return false
 		}
 	}
-	return true
+	if w.dest == nil {
+		return true
+	}
+	return w.eng.Drained() && len(w.store.Keys(w.layout.SegmentsPrefix())) == 0
 }
 
 func (w *World) checkEngine() {
-	if w.eng != nil && w.eng.Err() != nil {
+	if w.eng == nil {
+		return
+	}
+	if w.eng.Err() != nil {
 		w.oracle.fail("engine failed closed: %v", w.eng.Err())
 	}
+	if w.eng.Ready() {
+		w.oracle.checkMemory(w.eng)
+		w.oracle.checkWAL(w.eng)
+	}
+}
+
+// trouble notes a sink fault, a crash or a memory change: the bounded-WAL
+// oracle waits for things to settle after one.
+func (w *World) trouble() { w.lastTrouble = w.sched.Now() }
+
+// onSinkApplied: a sink answered an apply — a window to crash in.
+func (w *World) onSinkApplied() { w.maybeCrashAtPoint() }
+
+func (w *World) maybeCrashAtPoint() {
+	if w.producing && w.faults.CrashAtPoint(w.crashRnd) {
+		w.crashSoon = true
+	}
+}
+
+// memoryTicks lets the fault plan change the memory hint now and then.
+func (w *World) memoryTicks() {
+	w.sched.After(memoryTick, func() {
+		if v, ok := w.faults.MemoryChange(w.crashRnd); ok && w.producing {
+			w.memHint = v
+			w.trouble()
+		} else if !w.producing {
+			w.memHint = defaultMemory
+		}
+		w.memoryTicks()
+	})
+}
+
+// worldMemory is the Memory port: the world's current hint.
+type worldMemory struct{ w *World }
+
+func (m worldMemory) AvailableBytes() int64 { return m.w.memHint }
+
+type destSinks struct{ sink engine.Sink }
+
+func (d destSinks) Sink(ref string) (engine.Sink, bool) {
+	if ref != "lake" {
+		return nil, false
+	}
+	return d.sink, true
 }
 
 func (w *World) finish() {
 	if len(w.oracle.violations) == 0 {
 		if !w.converged() {
 			w.oracle.fail("did not converge within %d steps after the fault phase", w.sched.Steps()-uint64(float64(w.cfg.Iters)*healFraction))
+			if w.dest != nil && w.eng != nil {
+				st := w.eng.Stats()
+				w.oracle.fail("at the end: %d segments owned, %d jobs applied, alerts %d (%v)", st.LiveSegments, st.JobsApplied, st.Alerts, w.eng.LastAlert())
+			}
 		} else {
 			w.oracle.checkFinal(w.eng)
+			if w.dest != nil {
+				w.oracle.checkDestination()
+				w.oracle.checkReclaimed()
+			}
 		}
 	}
 	if w.eng != nil {
@@ -98,6 +162,10 @@ func (w *World) startIncarnation() {
 		Exec:   inc.Executor(),
 		Store:  recordingStore{ObjectStore: w.store.Client(inc), w: w, inc: inc},
 		Disk:   w.disk.Client(inc),
+		Memory: worldMemory{w},
+	}
+	if w.dest != nil {
+		ports.Sinks = destSinks{&faultySink{w: w, inner: w.dest.Sink(ports), timers: inc.Timers(), rand: w.sinkRand}}
 	}
 	eng, err := engine.New(w.engCfg, ports)
 	if err != nil {
@@ -134,6 +202,7 @@ func (w *World) onReady(inc *Incarnation) {
 // the store keeps what landed (and what is still landing).
 func (w *World) crash() {
 	w.res.Crashes++
+	w.trouble()
 	w.res.OrphansSwept += w.eng.Stats().OrphansSwept
 	w.inc.Kill()
 	w.disk.Crash(w.crashRnd)
@@ -193,6 +262,9 @@ func (r recordingStore) isBody(key string) bool {
 
 func (r recordingStore) PutObject(in engine.PutObjectInput, done func(string, error)) {
 	r.note(in.Key, false)
+	if _, _, kind, ok := r.w.layout.ParseKey(in.Key); ok && kind == engine.KindBitmap {
+		r.w.maybeCrashAtPoint() // during the bitmap write
+	}
 	r.ObjectStore.PutObject(in, done)
 }
 
@@ -213,7 +285,12 @@ func (r recordingStore) ListObjects(prefix, token string, done func(engine.ListP
 
 func (r recordingStore) DeleteObject(key string, done func(error)) {
 	r.note(key, false)
-	r.ObjectStore.DeleteObject(key, done)
+	r.ObjectStore.DeleteObject(key, func(err error) {
+		if err == nil {
+			r.w.maybeCrashAtPoint() // between the deletes of a reclaim
+		}
+		done(err)
+	})
 }
 
 func (r recordingStore) CreateMultipartUpload(key string, done func(string, error)) {

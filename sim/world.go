@@ -14,7 +14,14 @@ import (
 // one from a seed).
 type Faults interface {
 	StoreFaults
+	SinkFaults
 	CrashNow(r *Rand) bool
+	// CrashAtPoint decides whether to crash right after a compaction step
+	// (a sink apply answered, a bitmap write issued, a reclaim delete
+	// done): windows a per-step crash rarely hits.
+	CrashAtPoint(r *Rand) bool
+	// MemoryChange is asked every memoryTick: a new memory hint, or false.
+	MemoryChange(r *Rand) (int64, bool)
 	Heal()
 	ConfigureStore(StoreConfig) StoreConfig
 	MaxExtraLatency() time.Duration
@@ -30,6 +37,9 @@ type Config struct {
 	Faults   Faults       // nil: no faults
 	Workload []SourceSpec // nil: DefaultWorkload
 	Trace    io.Writer    // optional human-readable trace
+	// Destinations the seed picks one from (sink_ref "lake"); none: no
+	// compaction, and the sink and reclaim oracles are off.
+	Destinations []DestinationFactory
 }
 
 // healFraction of the steps run with faults; the rest is the quiet phase
@@ -39,6 +49,10 @@ const (
 	healFraction = 0.8
 	drainExtra   = 0.5
 	restartDelay = 500 * time.Millisecond
+	memoryTick   = 5 * time.Second
+	// defaultMemory is the memory hint unless a fault changes it: a pool
+	// of about 45 MiB, far above what the small simulated segments need.
+	defaultMemory = 64 << 20
 )
 
 // World is one seeded simulated universe: scheduler, object store, disk,
@@ -66,7 +80,15 @@ type World struct {
 	recStart   time.Duration
 	rec        recoveryStats
 	producing  bool
-	deleted    uint64 // keys deleted under the segments prefix, ever
+	deletes    []time.Duration // when segment keys were deleted, oldest first
+	storeCfg   StoreConfig
+
+	dest        Destination // nil: no compaction
+	memHint     int64       // what the Memory port answers
+	sinkRand    *Rand
+	lastTrouble time.Duration // last sink fault, crash or memory change
+	crashSoon   bool          // crash after the current step (a targeted crash point)
+	mem         memWatch
 
 	res Result
 }
@@ -91,6 +113,7 @@ func NewWorld(cfg Config) *World {
 	}
 	storeCfg.Faults = w.faults
 	w.store = NewStore(w.sched, root.Split("store"), storeCfg)
+	w.storeCfg = storeCfg
 	w.disk = NewDisk(w.sched, root.Split("disk"), DiskConfig{Faults: w.faults.DiskFaults()})
 	w.layout = engine.NewLayout(w.engCfg.Prefix, w.engCfg.Pipeline)
 	w.builder = newBuilder(memory.DefaultAllocator)
@@ -104,6 +127,10 @@ func NewWorld(cfg Config) *World {
 		w.sources = append(w.sources, newSource(w, i, spec))
 	}
 	w.engCfg.FenceWait = w.fenceWait(storeCfg)
+	w.memHint, w.sinkRand = defaultMemory, root.Split("sink")
+	if n := len(cfg.Destinations); n > 0 {
+		w.dest = cfg.Destinations[root.Split("destination").Intn(n)](w)
+	}
 	return w
 }
 
@@ -119,11 +146,17 @@ func (w *World) drawEngineConfig(r *Rand) (engine.Config, int) {
 		QueueCapacity:       1 + r.Intn(4),
 		PartBytes:           parts[r.Intn(len(parts))],
 		PartConcurrency:     1 + r.Intn(4),
-		AdmissionBytes:      4 << 20,
 		RetryBase:           20 * time.Millisecond,
 		RetryMax:            2 * time.Second,
-		OrphanGrace:         time.Minute,
+		OrphanGrace:         10 * time.Second,
 		RecoveryConcurrency: 1 + r.Intn(8),
+
+		CompactionConcurrency: 1 + r.Intn(4),
+		BitmapDelay:           r.Duration(10*time.Millisecond, 500*time.Millisecond),
+		IdempotencyWindow:     10 * time.Minute,
+		StreamChunkBytes:      int64(4<<10) << r.Intn(4),
+		MemoryPoll:            time.Second,
+		SweepInterval:         5 * time.Second,
 	}
 	if r.Chance(0.2) {
 		cfg.MaxDelay = r.Duration(10*time.Millisecond, 200*time.Millisecond)
@@ -136,7 +169,7 @@ func (w *World) drawEngineConfig(r *Rand) (engine.Config, int) {
 // made durable (engine.Config.FenceWait).
 func (w *World) fenceWait(sc StoreConfig) time.Duration {
 	var longest time.Duration
-	maxBody := w.engCfg.AdmissionBytes
+	maxBody := int64(defaultMemory) // admission is a share of it; no body is larger
 	for _, l := range sc.Latency {
 		d := l.Base + 45*l.Tail + time.Duration(maxBody*int64(l.PerMiB)>>20)
 		longest = max(longest, d)
@@ -156,6 +189,9 @@ type Result struct {
 	Crashes      uint64
 	Faults       string
 	Segments     uint64
+	Destination  string
+	Applied      uint64 // jobs the destination holds at the end
+	MaxLive      int    // most owned segments seen while the sink was healthy
 	OrphansSwept uint64
 	WorstRecOps  uint64
 	WorstRecTime time.Duration
@@ -172,17 +208,33 @@ func (r Result) Err() error {
 }
 
 func (w *World) onApply(op Op, key string) {
-	if op == OpDelete && len(key) > 0 {
+	if op == OpDelete {
 		if _, _, _, ok := w.layout.ParseKey(key); ok {
-			w.deleted++
+			w.deletes = append(w.deletes, w.sched.Now())
 		}
 	}
 	w.oracle.onApply(op, key)
 }
 
+// lingeringDeletes counts segment keys deleted recently enough that a
+// listing may still show them.
+func (w *World) lingeringDeletes() uint64 {
+	cutoff := w.sched.Now() - w.storeCfg.ListLingerMax - time.Second
+	i := 0
+	for i < len(w.deletes) && w.deletes[i] < cutoff {
+		i++
+	}
+	w.deletes = w.deletes[i:]
+	return uint64(len(w.deletes))
+}
+
 type noFaults struct{}
 
 func (noFaults) Decide(Op, string, *Rand) (Outcome, time.Duration) { return OK, 0 }
+func (noFaults) DecideSink(*Rand) (bool, bool)                     { return false, false }
+func (noFaults) SinkDown(time.Duration) bool                       { return false }
+func (noFaults) CrashAtPoint(*Rand) bool                           { return false }
+func (noFaults) MemoryChange(*Rand) (int64, bool)                  { return 0, false }
 func (noFaults) CrashNow(*Rand) bool                               { return false }
 func (noFaults) Heal()                                             {}
 func (noFaults) ConfigureStore(c StoreConfig) StoreConfig          { return c }

@@ -141,6 +141,13 @@ func writeFuzzCorpus(t *testing.T, body, marker, bitmap []byte, ix *Index) {
 		"FuzzDecodeBitmap":  {"golden": bitmap, "empty": NewBitmap(0).Encode()},
 		"FuzzDecodeSidecar": {"golden": sidecar},
 		"FuzzDecodeOffsets": {"golden": blob},
+		"FuzzDecodeCheckpoint": {"golden": func() []byte {
+			b, err := EncodeCheckpoint(3, ix.Offsets)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}()},
 	}
 	for target, files := range seeds {
 		dir := filepath.Join("testdata", "fuzz", target)

@@ -88,10 +88,13 @@ func (o Offsets) Covers(want Offsets) bool {
 	return true
 }
 
-// Validate reports whether o satisfies its invariant and limits.
-func (o Offsets) Validate() error {
-	if len(o) > OffsetsEntriesMax {
-		return tooLargef("offsets: %d entries, limit %d", len(o), OffsetsEntriesMax)
+// Validate reports whether o satisfies its invariant and the limits of
+// a segment's offsets blob.
+func (o Offsets) Validate() error { return o.validate(OffsetsEntriesMax) }
+
+func (o Offsets) validate(entriesMax int) error {
+	if len(o) > entriesMax {
+		return tooLargef("offsets: %d entries, limit %d", len(o), entriesMax)
 	}
 	for i, e := range o {
 		if len(e.Key) == 0 || len(e.Key) > OffsetKeyBytesMax {
@@ -118,13 +121,18 @@ func AppendOffsets(dst []byte, o Offsets) ([]byte, error) {
 	if err := o.Validate(); err != nil {
 		return dst, err
 	}
+	return appendOffsetEntries(dst, o), nil
+}
+
+// appendOffsetEntries writes the wire form. REQUIRES: o is valid.
+func appendOffsetEntries(dst []byte, o Offsets) []byte {
 	dst = binary.LittleEndian.AppendUint32(dst, uint32(len(o)))
 	for _, e := range o {
 		dst = binary.LittleEndian.AppendUint16(dst, uint16(len(e.Key)))
 		dst = append(dst, e.Key...)
 		dst = binary.LittleEndian.AppendUint64(dst, e.Value)
 	}
-	return dst, nil
+	return dst
 }
 
 // DecodeOffsets parses an offsets blob that must span all of b. name is
@@ -140,10 +148,13 @@ func DecodeOffsets(name string, b []byte, base int64) (Offsets, error) {
 }
 
 // offsets reads one offsets blob at the cursor. field names it in errors.
-func (c *cursor) offsets(field string) Offsets {
+func (c *cursor) offsets(field string) Offsets { return c.offsetsLimited(field, OffsetsEntriesMax) }
+
+// offsetsLimited reads an offsets blob of at most limit entries.
+func (c *cursor) offsetsLimited(field string, limit int) Offsets {
 	// Each entry takes at least 11 bytes, so the count is also bounded by
 	// what remains; that keeps the allocation proportional to the input.
-	maxCount := min(OffsetsEntriesMax, c.remaining()/(lenPrefixBytes+1+8))
+	maxCount := min(limit, c.remaining()/(lenPrefixBytes+1+8))
 	n := int(c.bounded(field+".count", offsetsCountBytes, uint64(maxCount)))
 	if c.err != nil || n == 0 {
 		return nil

@@ -1,0 +1,204 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// startJob runs one job: get the segment body (cache, one GET, or a
+// stream for a body larger than the cache), decode only the job's PARTs
+// (off the loop), hand them to the sink.
+func (e *Engine) startJob(j *job) {
+	sink, ok := e.p.Sinks.Sink(j.sinkRef)
+	if !ok {
+		j.state = jobRunning
+		e.running++
+		e.refuseJob(j, fmt.Errorf("segment %s: no sink %q is configured", j.seg.ID, j.sinkRef))
+		return
+	}
+	size := j.seg.Index.BodyBytes
+	_, cached := e.cache.entries[j.seg.ID]
+	if !cached && size <= e.cache.budget && !e.cache.canHold(size) {
+		return // waits for pinned bodies to be released (compact runs again then)
+	}
+	j.state = jobRunning
+	e.running++
+	e.withBody(j, func(b *segment.Body, release func(), err error) {
+		if err != nil {
+			e.jobFailed(j, err)
+			return
+		}
+		var slices []*segment.Slice
+		var derr error
+		e.p.Exec.Go(func() { slices, derr = readSlices(b, j.ordinals) }, func() {
+			if derr != nil {
+				release()
+				e.jobFailed(j, derr)
+				return
+			}
+			e.apply(sink, j, slices, release)
+		})
+	})
+}
+
+func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func()) {
+	in := &Job{ID: j.id, SinkRef: j.sinkRef, Namespace: j.namespace, Segment: j.seg.ID,
+		SegmentCreatedUnixMs: j.seg.Index.CreatedAtUnixMs, Slices: slices}
+	rows := in.Rows()
+	sink.Apply(in, func(err error) {
+		for _, s := range slices {
+			s.Release()
+		}
+		release()
+		if e.state == stateFailed {
+			return
+		}
+		if err != nil {
+			e.retryJob(j) // sink down or flaky: the segment waits, nothing is lost
+			return
+		}
+		e.stats.JobsApplied++
+		e.stats.RowsApplied += uint64(rows)
+		e.jobDone(j, true)
+	})
+}
+
+// jobFailed: corruption refuses the job for good; anything else retries.
+func (e *Engine) jobFailed(j *job, err error) {
+	if e.state == stateFailed {
+		return
+	}
+	if errors.Is(err, segment.ErrCorrupt) || errors.Is(err, ErrCorrupt) {
+		e.refuseJob(j, fmt.Errorf("compaction job %s of segment %s refused: %w", j.id, j.seg.ID, err))
+		return
+	}
+	e.retryJob(j)
+}
+
+func readSlices(b *segment.Body, ordinals []segment.SliceOrdinal) ([]*segment.Slice, error) {
+	out := make([]*segment.Slice, 0, len(ordinals))
+	for _, o := range ordinals {
+		s, err := b.ReadSlice(o, memory.DefaultAllocator)
+		if err != nil {
+			for _, prev := range out {
+				prev.Release()
+			}
+			return nil, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// withBody gets a verified body for j and a release func: from the cache
+// (pinned), by one GET into the cache, or — when the body is larger than
+// the whole cache — by streaming it and keeping only j's PARTs.
+func (e *Engine) withBody(j *job, done func(*segment.Body, func(), error)) {
+	id := j.seg.ID
+	unpin := func() { e.cache.unpin(id); e.compact() }
+	if b, ok := e.cache.get(id); ok {
+		done(b, unpin, nil)
+		return
+	}
+	size := j.seg.Index.BodyBytes
+	if size > e.cache.budget {
+		e.streamBody(j, done)
+		return
+	}
+	e.cache.reserved += size
+	e.fetchBody(j.seg, func(b *segment.Body, err error) {
+		e.cache.reserved -= size
+		if err != nil {
+			done(nil, nil, err)
+			return
+		}
+		if !e.cache.put(id, b, size, true) {
+			// The budget shrank meanwhile: use the body once, uncached.
+			done(b, func() { e.compact() }, nil)
+			return
+		}
+		done(b, unpin, nil)
+	})
+}
+
+// fetchBody GETs a whole body and checks it against its marker.
+func (e *Engine) fetchBody(st *segState, done func(*segment.Body, error)) {
+	key := e.layout.Key(st.Dir, st.ID, KindBody)
+	var raw []byte
+	e.retry(func(d func(error)) {
+		e.p.Store.GetObject(GetObjectInput{Key: key, Limit: st.Index.BodyBytes}, func(b []byte, _ ObjectInfo, err error) {
+			raw = b
+			d(err)
+		})
+	}, func(err error, _ bool) {
+		if err != nil {
+			done(nil, fmt.Errorf("read body %s: %w", key, err))
+			return
+		}
+		b, err := segment.CheckBody(st.Index, key, segment.Bytes(raw), int64(len(raw)))
+		done(b, err)
+	})
+}
+
+// streamBody reads a body in ranged chunks, hashing every byte and keeping
+// only the windows of j's PARTs, and opens it once the hash matches.
+func (e *Engine) streamBody(j *job, done func(*segment.Body, func(), error)) {
+	st := j.seg
+	key := e.layout.Key(st.Dir, st.ID, KindBody)
+	check := segment.NewStreamCheck(key, st.Index)
+	windows := make([]segment.Window, len(j.ordinals))
+	for i, o := range j.ordinals {
+		off, n := segment.PartWindow(st.Index.Entries[o])
+		windows[i] = segment.Window{Off: off, Bytes: make([]byte, 0, n)}
+	}
+	chunk := max(e.cfg.StreamChunkBytes, 1)
+	var next func(at int64)
+	next = func(at int64) {
+		if at >= st.Index.BodyBytes {
+			if err := check.Done(); err != nil {
+				done(nil, nil, err)
+				return
+			}
+			done(segment.WindowBody(key, st.Index, windows), func() { e.compact() }, nil)
+			return
+		}
+		rng := &ByteRange{Start: at, Length: min(chunk, st.Index.BodyBytes-at)}
+		var got []byte
+		e.retry(func(d func(error)) {
+			e.p.Store.GetObject(GetObjectInput{Key: key, Range: rng, Limit: rng.Length}, func(b []byte, _ ObjectInfo, err error) {
+				got = b
+				d(err)
+			})
+		}, func(err error, _ bool) {
+			if err == nil && int64(len(got)) != rng.Length {
+				err = fmt.Errorf("%w: range [%d,+%d) of %s returned %d bytes", ErrCorrupt, at, rng.Length, key, len(got))
+			}
+			if err != nil {
+				done(nil, nil, fmt.Errorf("stream body %s: %w", key, err))
+				return
+			}
+			check.Write(got)
+			keepWindows(windows, at, got)
+			next(at + rng.Length)
+		})
+	}
+	next(0)
+}
+
+// keepWindows copies the parts of chunk (at body offset at) that fall in
+// the windows.
+func keepWindows(windows []segment.Window, at int64, chunk []byte) {
+	end := at + int64(len(chunk))
+	for i := range windows {
+		w := &windows[i]
+		lo := max(at, w.Off+int64(len(w.Bytes)))
+		hi := min(end, w.Off+int64(cap(w.Bytes)))
+		if lo < hi {
+			w.Bytes = append(w.Bytes, chunk[lo-at:hi-at]...)
+		}
+	}
+}

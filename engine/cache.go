@@ -1,0 +1,128 @@
+package engine
+
+import "github.com/skipprd/skipprd/engine/segment"
+
+// bodyCache is the LRU of segment bodies (DESIGN.md §8). A body enters it
+// when its snapshot commits (the writer still has the bytes) or when
+// compaction fetches it; compaction pins the bodies its jobs read, and a
+// pinned body is never evicted. The cache never holds more than its
+// budget: a body that does not fit after evicting every unpinned entry is
+// not cached (compaction then streams what it needs).
+//
+// INVARIANT: used = Σ len(entry.body) ≤ budget; every entry with pins > 0
+// stays.
+type bodyCache struct {
+	budget   int64
+	used     int64
+	reserved int64  // bytes of bodies being fetched into the cache
+	clock    uint64 // last-use stamps; unique, so eviction order is total
+	entries  map[SnapshotID]*cacheEntry
+}
+
+type cacheEntry struct {
+	body    *segment.Body
+	size    int64
+	pins    int
+	lastUse uint64
+}
+
+func newBodyCache(budget int64) *bodyCache {
+	return &bodyCache{budget: budget, entries: map[SnapshotID]*cacheEntry{}}
+}
+
+// get returns a cached body and pins it; unpin when done.
+func (c *bodyCache) get(id SnapshotID) (*segment.Body, bool) {
+	e, ok := c.entries[id]
+	if !ok {
+		return nil, false
+	}
+	c.clock++
+	e.lastUse = c.clock
+	e.pins++
+	return e.body, true
+}
+
+// put caches a verified body, pinned once if pin, evicting unpinned
+// entries as needed. It reports whether the body is cached.
+func (c *bodyCache) put(id SnapshotID, b *segment.Body, size int64, pin bool) bool {
+	if e, ok := c.entries[id]; ok {
+		if pin {
+			e.pins++
+		}
+		return true
+	}
+	if !c.makeRoom(size) {
+		return false
+	}
+	c.clock++
+	e := &cacheEntry{body: b, size: size, lastUse: c.clock}
+	if pin {
+		e.pins = 1
+	}
+	c.entries[id] = e
+	c.used += size
+	return true
+}
+
+// canHold reports whether size more bytes fit next to everything pinned
+// and reserved, evicting only unpinned entries.
+func (c *bodyCache) canHold(size int64) bool {
+	return c.pinnedBytes()+c.reserved+size <= c.budget
+}
+
+func (c *bodyCache) pinnedBytes() (n int64) {
+	//engine:orderless — a sum.
+	for _, e := range c.entries {
+		if e.pins > 0 {
+			n += e.size
+		}
+	}
+	return n
+}
+
+func (c *bodyCache) unpin(id SnapshotID) {
+	if e, ok := c.entries[id]; ok && e.pins > 0 {
+		e.pins--
+	}
+	c.makeRoom(0) // a budget that shrank while this was pinned
+}
+
+// drop removes a body (its segment was reclaimed).
+func (c *bodyCache) drop(id SnapshotID) {
+	if e, ok := c.entries[id]; ok {
+		c.used -= e.size
+		delete(c.entries, id)
+	}
+}
+
+// resize changes the budget and evicts down to it (pinned entries stay).
+func (c *bodyCache) resize(budget int64) {
+	c.budget = budget
+	c.makeRoom(0)
+}
+
+// makeRoom evicts least recently used unpinned entries until size more
+// bytes fit; it reports whether they do.
+func (c *bodyCache) makeRoom(size int64) bool {
+	for c.used+c.reserved+size > c.budget {
+		victim, ok := c.oldestUnpinned()
+		if !ok {
+			return false
+		}
+		c.drop(victim)
+	}
+	return true
+}
+
+func (c *bodyCache) oldestUnpinned() (SnapshotID, bool) {
+	var best SnapshotID
+	var bestUse uint64
+	found := false
+	//engine:orderless — picks the minimum of unique stamps.
+	for id, e := range c.entries {
+		if e.pins == 0 && (!found || e.lastUse < bestUse) {
+			best, bestUse, found = id, e.lastUse, true
+		}
+	}
+	return best, found
+}

@@ -1,0 +1,230 @@
+package engine
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// Compaction (DESIGN.md §8) applies committed segments to their sinks,
+// slice by slice, exactly once, then reclaims them.
+//
+// Jobs: the PARTs of one segment that share a sink, a namespace and a
+// schema form one job, in ordinal order — a pure function of the segment
+// index, so a job replayed after a crash has the same membership and the
+// same compaction_id = hash(snapshot id, sorted ordinals, sink_ref).
+//
+// Lanes: the jobs of one (sink, namespace) run one at a time in segment
+// id order, so rows reach a table in commit order. Different lanes run in
+// parallel, up to CompactionConcurrency jobs at once.
+//
+// Progress: an applied job's ordinals are set in the segment's completion
+// bitmap (kept in memory, written beside the segment after BitmapDelay if
+// the segment is still incomplete). A fully applied segment is reclaimed
+// (reclaim.go). A crash loses at most bits not yet written: those jobs are
+// applied again, and the sink, replay-safe on the id, ignores them.
+
+// segState is an owned segment and its compaction progress.
+//
+// INVARIANT: applied has one bit per PART; a bit is set iff the job
+// holding that ordinal was applied (or a durable bitmap said so).
+type segState struct {
+	Segment
+	jobs    []*job
+	applied *segment.Bitmap
+	pending int  // jobs not applied yet
+	keep    bool // never reclaim: unreadable bitmap or a refused job
+
+	flushCancel func() // pending bitmap write
+	writing     bool   // a bitmap PUT is in flight
+	dirty       bool   // bits set since the write in flight started
+	bitmapETag  string // version of the bitmap object last read or written; "" if none
+	reclaiming  bool
+	// reclaimAfter: an ambiguous marker PUT of ours may land until then;
+	// deleting the marker earlier could let it come back without a body.
+	reclaimAfter time.Duration
+}
+
+type jobState uint8
+
+const (
+	jobPending jobState = iota
+	jobRunning
+	jobApplied
+	jobRefused // its slices cannot be read (corruption): alert, never applied
+)
+
+// job is one compaction job of a segment.
+type job struct {
+	seg       *segState
+	id        string
+	sinkRef   string
+	namespace string
+	schema    segment.SchemaFingerprint
+	ordinals  []segment.SliceOrdinal
+	bytes     int64 // payload bytes of its PARTs
+	state     jobState
+	notBefore time.Duration // retry backoff after a sink failure
+	failures  int
+}
+
+// lane is the queue of one (sink, namespace), in segment order.
+type lane struct {
+	key  laneKey
+	jobs []*job
+}
+
+type laneKey struct{ sinkRef, namespace string }
+
+// newSegState groups a segment's PARTs into jobs.
+func newSegState(s Segment, applied *segment.Bitmap) *segState {
+	st := &segState{Segment: s, applied: applied}
+	type groupKey struct {
+		sink, ns string
+		schema   segment.SchemaFingerprint
+	}
+	byKey := map[groupKey]*job{}
+	for _, e := range s.Index.Entries {
+		k := groupKey{e.Key.SinkRef, e.Key.Namespace, e.Key.Schema}
+		j := byKey[k]
+		if j == nil {
+			j = &job{seg: st, sinkRef: k.sink, namespace: k.ns, schema: k.schema}
+			byKey[k] = j
+			st.jobs = append(st.jobs, j) // in order of first ordinal
+		}
+		j.ordinals = append(j.ordinals, e.Ordinal)
+		j.bytes += e.End() - e.ArrowStart
+	}
+	for _, j := range st.jobs {
+		j.id = compactionID(s.ID, j.ordinals, j.sinkRef)
+		if j.allSet(applied) {
+			j.state = jobApplied
+		} else {
+			st.pending++
+		}
+	}
+	return st
+}
+
+func (j *job) allSet(b *segment.Bitmap) bool {
+	for _, o := range j.ordinals {
+		if !b.IsSet(o) {
+			return false
+		}
+	}
+	return true
+}
+
+// compactionID = hex(SHA-256(snapshot id | sink_ref | ordinals))[:32].
+// ordinals come sorted (index order).
+func compactionID(id SnapshotID, ordinals []segment.SliceOrdinal, sinkRef string) string {
+	h := sha256.New()
+	h.Write([]byte(id.String()))
+	h.Write([]byte{0})
+	h.Write([]byte(sinkRef))
+	h.Write([]byte{0})
+	var b [4]byte
+	for _, o := range ordinals {
+		binary.LittleEndian.PutUint32(b[:], uint32(o))
+		h.Write(b[:])
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// register adds an owned segment: its pending jobs join their lanes.
+func (e *Engine) register(st *segState) {
+	e.segs = append(e.segs, st)
+	for _, j := range st.jobs {
+		if j.state != jobPending {
+			continue
+		}
+		k := laneKey{j.sinkRef, j.namespace}
+		ln := e.lanes[k]
+		if ln == nil {
+			ln = &lane{key: k}
+			e.lanes[k] = ln
+			e.laneOrder = append(e.laneOrder, ln)
+		}
+		ln.jobs = append(ln.jobs, j)
+	}
+	if st.pending == 0 {
+		e.reclaim(st)
+	}
+}
+
+// compact starts every job that may run now: the head of its lane,
+// pending, past its backoff, within the concurrency limit.
+func (e *Engine) compact() {
+	if e.p.Sinks == nil || (e.state != stateReady && e.state != stateClosing) {
+		return
+	}
+	now := e.now()
+	for _, ln := range e.laneOrder {
+		if e.running >= e.cfg.CompactionConcurrency {
+			return
+		}
+		if len(ln.jobs) == 0 {
+			continue
+		}
+		j := ln.jobs[0]
+		if j.state != jobPending || j.notBefore > now || e.state == stateClosing {
+			continue
+		}
+		e.startJob(j)
+	}
+}
+
+// jobDone records the outcome of a running job and moves its lane on.
+func (e *Engine) jobDone(j *job, applied bool) {
+	e.running--
+	st := j.seg
+	if applied {
+		j.state = jobApplied
+		for _, o := range j.ordinals {
+			st.applied.Set(o)
+		}
+		st.pending--
+		e.popLane(j)
+		if st.pending == 0 {
+			e.reclaim(st)
+		} else {
+			e.scheduleBitmap(st)
+		}
+	}
+	e.compact()
+	e.checkClosed()
+}
+
+func (e *Engine) popLane(j *job) {
+	ln := e.lanes[laneKey{j.sinkRef, j.namespace}]
+	if len(ln.jobs) > 0 && ln.jobs[0] == j {
+		ln.jobs = ln.jobs[1:]
+	}
+}
+
+// retryJob puts a failed job back at the head of its lane after a backoff.
+func (e *Engine) retryJob(j *job) {
+	j.state = jobPending
+	j.failures++
+	d := e.backoff(j.failures)
+	j.notBefore = e.now() + d
+	e.running--
+	e.stats.SinkFailures++
+	e.p.Timers.AfterFunc(d, e.compact)
+	e.compact()
+	e.checkClosed()
+}
+
+// refuseJob: the job's slices cannot be read. Alert; its segment is kept
+// and its lane stops (order within the lane forbids skipping it).
+func (e *Engine) refuseJob(j *job, err error) {
+	j.state = jobRefused
+	j.seg.keep = true
+	e.running--
+	e.alert(err)
+	e.compact()
+	e.checkClosed()
+}
