@@ -27,8 +27,9 @@ type rig struct {
 	inc    *sim.Incarnation
 	eng    *engine.Engine
 	faults func(op sim.Op, key string) sim.Outcome
-	memory memHint      // the Memory port's answer
-	sinks  engine.Sinks // nil: no compaction
+	memory memHint // the Memory port's answer
+	// sinksFor gives each incarnation its sinks; nil: no compaction.
+	sinksFor func(*sim.Incarnation) engine.Sinks
 }
 
 // memHint is a Memory port with a fixed answer.
@@ -66,10 +67,14 @@ func (r *rig) start() *engine.Engine {
 		r.inc.Kill()
 	}
 	r.inc = r.sched.NewIncarnation()
-	eng, err := engine.New(r.cfg, engine.Ports{
+	ports := engine.Ports{
 		Clock: r.sched.Clock(), Rand: r.root.Split(fmt.Sprint("engine/", r.inc.ID())), Timers: r.inc.Timers(),
-		Exec: r.inc.Executor(), Store: r.store.Client(r.inc), Memory: r.memory, Sinks: r.sinks,
-	})
+		Exec: r.inc.Executor(), Store: r.store.Client(r.inc), Memory: r.memory,
+	}
+	if r.sinksFor != nil {
+		ports.Sinks = r.sinksFor(r.inc)
+	}
+	eng, err := engine.New(r.cfg, ports)
 	if err != nil {
 		r.t.Fatal(err)
 	}

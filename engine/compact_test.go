@@ -1,0 +1,244 @@
+package engine_test
+
+import (
+	"crypto/sha256"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sim"
+	"github.com/skipprd/skipprd/sinks"
+)
+
+// countingSink counts Apply calls per job and can be switched off (an
+// outage) per namespace.
+type countingSink struct {
+	inner   engine.Sink
+	applies map[string]int
+	down    map[string]bool
+	timers  engine.Timers
+}
+
+func (s *countingSink) Apply(j *engine.Job, done func(error)) {
+	if s.down[j.Namespace] {
+		s.timers.AfterFunc(time.Millisecond, func() { done(errors.New("sink down")) })
+		return
+	}
+	s.applies[j.ID]++
+	s.inner.Apply(j, done)
+}
+
+type oneSink struct{ s engine.Sink }
+
+func (o oneSink) Sink(ref string) (engine.Sink, bool) { return o.s, ref == "lake" }
+
+// withSink gives the rig a memory destination behind a counting sink that
+// follows each new incarnation.
+func withSink(r *rig) (*sinks.Memory, *countingSink) {
+	dest := sinks.NewMemory()
+	cs := &countingSink{applies: map[string]int{}, down: map[string]bool{}}
+	r.sinksFor = func(inc *sim.Incarnation) engine.Sinks {
+		cs.inner, cs.timers = dest.Sink(inc.Timers()), inc.Timers()
+		return oneSink{cs}
+	}
+	return dest, cs
+}
+
+func destValues(m *sinks.Memory) map[string][]int64 {
+	out := map[string][]int64{}
+	for _, a := range m.Applied() {
+		for _, b := range a.Batches {
+			out[a.Namespace] = append(out[a.Namespace], b.Column(0).(*array.Int64).Int64Values()...)
+		}
+	}
+	return out
+}
+
+func (r *rig) walKeys() []string { return r.store.Keys("wal/test/p_year=") }
+
+// Committed units reach the sink once each, in commit order per
+// namespace; then the segments are reclaimed and the offsets checkpoint
+// outlives them.
+func TestCompactionAppliesThenReclaims(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	dest, cs := withSink(r)
+	r.start()
+	var last *result
+	for i := range 30 {
+		ns := []string{"orders", "events", "events"}[i%3]
+		last = r.submit(withOffset(unit(ns, int64(i)), "src/"+ns+string(rune('0'+i)), 1))
+		if i%7 == 0 {
+			r.until(func() bool { return last.done }, "ack")
+		}
+	}
+	r.until(func() bool { return last.done && r.eng.Drained() && len(r.walKeys()) == 0 }, "drain")
+	got := destValues(dest)
+	var wantEvents, wantOrders []int64
+	for i := range 30 {
+		if i%3 == 0 {
+			wantOrders = append(wantOrders, int64(i))
+		} else {
+			wantEvents = append(wantEvents, int64(i))
+		}
+	}
+	if !equal(got["events"], wantEvents) || !equal(got["orders"], wantOrders) {
+		t.Fatalf("destination %v", got)
+	}
+	for id, n := range cs.applies {
+		if n != 1 {
+			t.Fatalf("job %s applied %d times without any failure", id, n)
+		}
+	}
+	if _, ok := r.store.Object("wal/test/_offsets"); !ok {
+		t.Fatal("no offsets checkpoint after reclaim")
+	}
+	second := r.start()
+	if v, ok := second.Offsets().Get("src/events1"); !ok || v != 1 {
+		t.Fatalf("offsets lost with the reclaimed segments: %v", second.Offsets())
+	}
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// A partly applied segment survives a crash through its bitmap: the new
+// engine applies only the jobs whose bits are not set.
+func TestRecoveryResumesFromBitmap(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	dest, cs := withSink(r)
+	r.start()
+	cs.down["b"] = true
+	a, b := r.submit(unit("a", 1)), r.submit(unit("b", 2))
+	r.until(func() bool { return a.done && b.done }, "acks")
+	r.until(func() bool {
+		_, ok := r.store.Object(r.bitmapKey())
+		return ok
+	}, "a bitmap write")
+	appliesOfA := cs.applies
+	r.start() // crash and recover
+	cs.down["b"] = false
+	r.until(func() bool { return r.eng.Drained() && len(r.walKeys()) == 0 }, "drain")
+	for id, n := range cs.applies {
+		if n != 1 {
+			t.Fatalf("job %s applied %d times: its bit was set before the crash", id, n)
+		}
+	}
+	if len(appliesOfA) != 2 {
+		t.Fatalf("%d jobs applied, want a and b", len(appliesOfA))
+	}
+	if got := destValues(dest); !equal(got["a"], []int64{1}) || !equal(got["b"], []int64{2}) {
+		t.Fatalf("destination %v", got)
+	}
+}
+
+func (r *rig) bitmapKey() string {
+	for _, k := range r.walKeys() {
+		if strings.HasSuffix(k, ".seg.scbl") {
+			return k
+		}
+	}
+	return "none"
+}
+
+// An unreadable bitmap forbids deletion: the jobs are applied (replay is
+// safe), the segment stays, and the engine alerts.
+func TestUnreadableBitmapKeepsSegment(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	dest, cs := withSink(r)
+	r.start()
+	cs.down["b"] = true
+	a, b := r.submit(unit("a", 1)), r.submit(unit("b", 2))
+	r.until(func() bool { return a.done && b.done }, "acks")
+	r.until(func() bool { return r.bitmapKey() != "none" }, "a bitmap write")
+	key := r.bitmapKey()
+	r.putObject(key, []byte("not a bitmap"))
+	r.start()
+	cs.down["b"] = false
+	r.settle()
+	if got := destValues(dest); !equal(got["b"], []int64{2}) {
+		t.Fatalf("destination %v", got)
+	}
+	if r.eng.Stats().Alerts == 0 || !errors.Is(r.eng.LastAlert(), engine.ErrCorrupt) {
+		t.Fatalf("no alert: %v", r.eng.LastAlert())
+	}
+	if _, ok := r.store.Object(strings.TrimSuffix(key, ".scbl")); !ok || r.eng.Stats().LiveSegments != 1 {
+		t.Fatal("the segment was deleted although its bitmap was unreadable")
+	}
+}
+
+// A body larger than the whole cache is streamed in ranged reads, checked
+// against its marker, and applied from the windows kept.
+func TestStreamedBodyWhenCacheIsSmall(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.memory = 256 << 10 // cache of about 36 KiB
+	dest, _ := withSink(r)
+	r.start()
+	vals := make([]int64, 8000) // a 64 KB body
+	for i := range vals {
+		vals[i] = int64(i)
+	}
+	res := r.submit(unit("big", vals...))
+	r.until(func() bool { return res.done && r.eng.Drained() }, "drain")
+	if got := destValues(dest)["big"]; !equal(got, vals) {
+		t.Fatalf("destination has %d rows, want %d", len(got), len(vals))
+	}
+	if n := r.store.Counts(sim.OpGet).Issued; n < 10 {
+		t.Fatalf("%d GETs: the body was not streamed in chunks", n)
+	}
+}
+
+// Corrupted slice bytes (with checksums resealed so only the slice
+// decoder can tell) refuse the job: alert, segment kept, lane stopped.
+func TestCorruptSliceIsRefused(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.FenceWait = 0
+	u := unit("cdc", 1, 2, 3)
+	u.Sidecar = &segment.Sidecar{Rows: []segment.CDCRow{{Kind: segment.Insert}, {Kind: segment.Update}, {Kind: segment.Delete}}}
+	body, marker := corruptSidecar(t, u)
+	dir := engine.NewLayout("wal", "test").SegmentDir(r.sched.WallUnixMs())
+	id := engine.SnapshotID{Epoch: 0, Seq: 1}
+	r.putObject(dir+id.String()+".seg", body)
+	r.putObject(dir+id.String()+".seg.commit", marker)
+	dest, _ := withSink(r)
+	r.start()
+	r.settle()
+	if len(dest.Applied()) != 0 || r.eng.Stats().Alerts == 0 || r.eng.Stats().LiveSegments != 1 {
+		t.Fatalf("applied %d, alerts %d, live %d", len(dest.Applied()), r.eng.Stats().Alerts, r.eng.Stats().LiveSegments)
+	}
+}
+
+// corruptSidecar encodes u as a segment, flips the first CDC row's kind to
+// an invalid one, and reseals the body's checksum and the marker.
+func corruptSidecar(t *testing.T, u engine.Unit) (body, marker []byte) {
+	t.Helper()
+	var buf strings.Builder
+	ix, err := segment.Encode(&writerAdapter{&buf}, 0, nil,
+		[]segment.Part{{Key: u.Key, Schema: u.Schema, Batches: u.Batches, Sidecar: u.Sidecar}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = []byte(buf.String())
+	body[ix.Entries[0].SidecarStart+10] = 9 // header: magic 4, version 2, row count 4
+	sum := sha256.Sum256(body[:len(body)-32])
+	copy(body[len(body)-32:], sum[:])
+	ix.BodySum = sum
+	marker, err = segment.EncodeMarker(ix)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return body, marker
+}
