@@ -14,7 +14,14 @@ FUZZ_TARGETS = \
 	./engine/segment:FuzzDecodeOffsets \
 	./engine/segment:FuzzDecodeCheckpoint
 
-.PHONY: test bench fuzz lint
+.PHONY: run test bench fuzz lint
+
+# The daemon with no configuration: embedded WAL store and Parquet lake
+# under ./data, the generator source, a progress line every second.
+# Ctrl-C stops it gracefully. Environment variables: README.md.
+run:
+	$(GO) build -o bin/skipprd ./cmd/skipprd
+	./bin/skipprd
 
 # Unit, property and golden tests, fuzz seed corpora, the engine lint.
 test:

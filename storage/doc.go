@@ -64,4 +64,13 @@
 // code that passes on a permissive filesystem passes on a strict one.
 // Buffers should come from directio.AlignedBlock; a misaligned buffer
 // address costs a copy through an aligned bounce buffer.
+//
+// # Memory and the embedded store
+//
+// SystemMemory (memory*.go) is engine.Memory: MemAvailable on Linux
+// (lowered to a container's cgroup limit), total RAM on macOS, a fixed
+// fallback elsewhere or when the reading fails. EmbeddedS3 (embedded.go)
+// is gofakes3 on its bolt backend, served on loopback for the daemon's
+// no-configuration mode; the daemon reaches it through the real SDK
+// client, exactly like S3.
 package storage

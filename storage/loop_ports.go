@@ -23,6 +23,11 @@ func (l *Loop) Ports(store engine.ObjectStore, disk engine.Disk) engine.Ports {
 	}
 }
 
+// Executor returns the loop's engine.Executor (work on a goroutine, done
+// posted back to the loop), for ports built outside engine.Ports such as
+// sinks.
+func (l *Loop) Executor() engine.Executor { return Executor{loop: l} }
+
 // Clock is engine.Clock on the real clocks. Monotonic counts from the
 // loop's creation using Go's monotonic clock reading, so wall-clock steps
 // (NTP, a suspended laptop's resync) never move it backwards.

@@ -109,12 +109,18 @@ func walConfig(pipeline string, requestTimeout time.Duration) engine.Config {
 		QueueCapacity:       16,
 		PartBytes:           64 << 10,
 		PartConcurrency:     4,
-		AdmissionBytes:      64 << 20,
 		RetryBase:           20 * time.Millisecond,
 		RetryMax:            400 * time.Millisecond,
 		FenceWait:           requestTimeout + requestTimeout/4,
 		OrphanGrace:         0,
 		RecoveryConcurrency: 8,
+
+		CompactionConcurrency: 4,
+		BitmapDelay:           50 * time.Millisecond,
+		IdempotencyWindow:     time.Hour,
+		StreamChunkBytes:      1 << 20,
+		MemoryPoll:            time.Second,
+		SweepInterval:         time.Second,
 	}
 }
 

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sinks"
+	"github.com/skipprd/skipprd/sources/generator"
+	"github.com/skipprd/skipprd/storage"
+)
+
+// Names under DATA_DIR and in the stores.
+const (
+	embeddedFile   = "wal-s3.bolt" // the embedded store's bolt file
+	embeddedBucket = "skipprd-wal"
+	lakeDir        = "lake" // the Parquet directory sink's root
+	lakeSinkRef    = "lake" // the sink_ref the generator writes to
+	// checkBucketWait bounds the start-up bucket check.
+	checkBucketWait = 30 * time.Second
+	// statsWait bounds one progress query; a loop that busy skips a line.
+	statsWait     = time.Second
+	progressEvery = time.Second
+)
+
+// daemon is the wired process: one host on the WAL store, the lake sink,
+// the generator source.
+type daemon struct {
+	cfg      config
+	ecfg     engine.Config
+	log      *slog.Logger
+	host     *storage.Host
+	gen      *generator.Generator
+	closeWAL func() error // the embedded store's Close; nil for S3
+}
+
+// run is the daemon from configuration to exit code: 0 after a graceful
+// shutdown, 1 when something failed, 2 for an invalid environment.
+func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log *slog.Logger) int {
+	started := time.Now()
+	cfg, err := parseConfig(getenv)
+	if err != nil {
+		log.Error("invalid configuration", "err", err)
+		return 2
+	}
+	d, err := newDaemon(ctx, cfg, log)
+	if err != nil {
+		log.Error("start-up failed", "err", err)
+		return 1
+	}
+	code := d.serve(ctx, stdout, started)
+	if d.closeWAL != nil {
+		if err := d.closeWAL(); err != nil {
+			log.Error("closing the embedded store", "err", err)
+			code = max(code, 1)
+		}
+	}
+	return code
+}
+
+// newDaemon opens DATA_DIR, the WAL store and the lake, and builds the
+// host (not started yet).
+func newDaemon(ctx context.Context, cfg config, log *slog.Logger) (*daemon, error) {
+	lake := filepath.Join(cfg.DataDir, lakeDir)
+	if err := os.MkdirAll(lake, 0o755); err != nil {
+		return nil, fmt.Errorf("%s: %w", envDataDir, err)
+	}
+	loop := storage.NewLoop()
+	store, closeWAL, err := openWAL(ctx, cfg, loop, log)
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{cfg: cfg, ecfg: cfg.engineConfig(), log: log, closeWAL: closeWAL}
+	fail := func(err error) (*daemon, error) {
+		store.Close()
+		if closeWAL != nil {
+			_ = closeWAL()
+		}
+		return nil, err
+	}
+	disk, err := storage.NewOSDisk(loop, lake, storage.DiskOptions{Logger: log})
+	if err != nil {
+		return fail(err)
+	}
+	// The loop's executor encodes Parquet off the loop, as it encodes
+	// segment bodies; Ports only assembles values, it starts nothing.
+	exec := loop.Ports(nil, nil).Exec
+	memory := storage.NewSystemMemory(storage.MemoryFallbackBytes, log)
+	d.host, err = storage.NewHost(d.ecfg, loop, storage.HostPorts{
+		Store:  store,
+		Sinks:  sinks.Set{lakeSinkRef: sinks.NewParquetDir(disk, exec, "")},
+		Memory: memory,
+	})
+	if err != nil {
+		return fail(err)
+	}
+	d.gen = generator.New(generator.Config{SinkRef: lakeSinkRef, Logger: log})
+	log.Info("skipprd configured",
+		"data_dir", cfg.DataDir, "wal_storage", string(cfg.WALStorage), "bucket", cfg.Bucket,
+		"wal_root", d.host.Layout().Root(), "lake", lake,
+		"target_bytes", d.ecfg.TargetBytes, "max_delay", d.ecfg.MaxDelay, "queue", d.ecfg.QueueCapacity,
+		"memory_available_bytes", memory.AvailableBytes())
+	return d, nil
+}
+
+// openWAL connects the WAL's object store: the embedded one under
+// DATA_DIR, or the configured bucket, checked to exist.
+func openWAL(ctx context.Context, cfg config, loop *storage.Loop, log *slog.Logger) (*storage.S3Store, func() error, error) {
+	opts := storage.S3Options{RequestTimeout: cfg.requestTimeout()}
+	if cfg.WALStorage == walEmbedded {
+		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", envDataDir, err)
+		}
+		emb, err := storage.StartEmbeddedS3(filepath.Join(cfg.DataDir, embeddedFile), embeddedBucket, log)
+		if err != nil {
+			return nil, nil, err
+		}
+		log.Info("embedded WAL store listening", "endpoint", emb.Endpoint(), "file", filepath.Join(cfg.DataDir, embeddedFile))
+		return storage.NewS3Store(loop, emb.Client(), emb.Bucket(), opts), emb.Close, nil
+	}
+	client, err := storage.NewS3ClientFromEnv(ctx, storage.S3ClientOptions{PathStyle: cfg.PathStyle})
+	if err != nil {
+		return nil, nil, err
+	}
+	store := storage.NewS3Store(loop, client, cfg.Bucket, opts)
+	checkCtx, cancel := context.WithTimeout(ctx, checkBucketWait)
+	defer cancel()
+	// A missing bucket must not read as an empty WAL (S3Store.CheckBucket).
+	if err := store.CheckBucket(checkCtx); err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("WAL bucket (%s / %s): %w", envWALBucket, envBucket, err)
+	}
+	return store, nil, nil
+}
+
+// serve recovers, runs the source and prints progress until ctx ends
+// (the first signal) or the source fails, then shuts down gracefully.
+func (d *daemon) serve(ctx context.Context, stdout io.Writer, started time.Time) int {
+	d.log.Info("recovering the WAL", "fence_wait", d.ecfg.FenceWait)
+	if err := d.host.Start(ctx); err != nil {
+		if ctx.Err() != nil {
+			d.log.Info("stopped during recovery")
+			// Recovery had not finished, so the engine holds nothing and
+			// Close may answer ErrClosed: that is a clean stop.
+			if err := d.host.Close(context.Background()); err != nil && !errors.Is(err, engine.ErrClosed) {
+				d.log.Error("close", "err", err)
+				return 1
+			}
+			return 0
+		}
+		d.log.Error("recovery failed", "err", err)
+		return d.close(1)
+	}
+	offsets, err := d.host.Offsets(ctx)
+	if err != nil {
+		return d.close(0) // only ctx ends Offsets on a running host
+	}
+	d.log.Info("ready", "startup", time.Since(started).Round(time.Millisecond))
+	genCtx, stopGen := context.WithCancel(context.Background())
+	defer stopGen()
+	genDone := make(chan error, 1)
+	go func() { genDone <- d.gen.Run(genCtx, d.host.Ingest, offsets) }()
+	code, genDone := d.watch(ctx, stdout, started, genDone)
+
+	d.log.Info("shutting down: committing what is held (signal again to exit at once)")
+	stopGen()
+	code = max(code, d.close(0)) // answers the units in flight, so the source can stop
+	if genDone != nil {
+		if err := <-genDone; err != nil && !errors.Is(err, engine.ErrClosed) {
+			d.log.Warn("source stopped with an error", "err", err)
+		}
+	}
+	d.printProgress(stdout, started)
+	d.log.Info("generator stopped at", offsetAttrs(d.gen.Positions())...)
+	return code
+}
+
+// watch prints progress every second until ctx ends or the source fails.
+// It returns the exit code so far and genDone, nil if the source has
+// already returned.
+func (d *daemon) watch(ctx context.Context, stdout io.Writer, started time.Time, genDone chan error) (int, chan error) {
+	tick := time.NewTicker(progressEvery)
+	defer tick.Stop()
+	d.printProgress(stdout, started)
+	for {
+		select {
+		case <-ctx.Done():
+			return 0, genDone
+		case err := <-genDone:
+			genDone = nil
+			if err != nil {
+				d.log.Error("source failed", "err", err)
+				return 1, nil
+			}
+			d.log.Info("source finished")
+		case <-tick.C:
+			d.printProgress(stdout, started)
+		}
+	}
+}
+
+// close closes the host gracefully and returns code, or 1 if the close
+// failed.
+func (d *daemon) close(code int) int {
+	if err := d.host.Close(context.Background()); err != nil {
+		d.log.Error("close", "err", err)
+		return 1
+	}
+	return code
+}
+
+func (d *daemon) printProgress(w io.Writer, started time.Time) {
+	ctx, cancel := context.WithTimeout(context.Background(), statsWait)
+	defer cancel()
+	st, err := d.host.Stats(ctx)
+	if err != nil {
+		return // the loop is busy; the next tick will do
+	}
+	fmt.Fprintln(w, progressOf(time.Since(started), d.gen.Stats(), st))
+}
+
+// offsetAttrs turns offsets into log attributes, key=value each.
+func offsetAttrs(o segment.Offsets) []any {
+	attrs := make([]any, 0, 2*len(o))
+	for _, e := range o {
+		attrs = append(attrs, e.Key, e.Value)
+	}
+	return attrs
+}

@@ -1,0 +1,390 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+)
+
+// End to end: the real binary on the embedded store, run three times on
+// one DATA_DIR. The first run ingests for a few seconds and stops on
+// SIGINT with exit 0; the second resumes every generator partition
+// exactly where the first stopped, and is SIGKILLed; the third recovers
+// from the crash, resumes no lower than the second started, and stops on
+// SIGINT. Compaction is in the engine, so committed segments reach the
+// lake as Parquet — and no record reaches it twice across the restarts.
+
+const e2eWait = 90 * time.Second // generous: two fence waits, a cold build, a slow CI box
+
+func TestDaemonEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon three times (about 30 s)")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("stops the daemon with SIGINT")
+	}
+	bin := buildDaemon(t)
+	dataDir := t.TempDir()
+
+	first := startDaemon(t, bin, dataDir)
+	first.waitStdout(t, "three progress lines with acks", func(lines []string) bool {
+		acked := 0
+		for _, l := range lines {
+			if p, ok := parseProgress(l); ok && p["acked"] > 0 {
+				acked++
+			}
+		}
+		return acked >= 3
+	})
+	first.stop(t)
+	stopped := first.offsetsLogged(t, "generator stopped at")
+	if stopped["generator/events/0"] == 0 {
+		t.Fatalf("first run stopped at %v: nothing acked", stopped)
+	}
+	final, _ := parseProgress(last(first.stdoutLines()))
+	if final["ingested"] != final["acked"] {
+		t.Fatalf("graceful stop left units unacked: %s", last(first.stdoutLines()))
+	}
+
+	second := startDaemon(t, bin, dataDir)
+	second.waitStderr(t, "the generator resuming", func(lines []string) bool {
+		return findLine(lines, "generator: resuming from offsets") != ""
+	})
+	resumed := second.offsetsLogged(t, "generator: resuming from offsets")
+	if fmt.Sprint(resumed) != fmt.Sprint(stopped) {
+		t.Fatalf("second run resumed at\n%v\nfirst stopped at\n%v", resumed, stopped)
+	}
+	second.waitStdout(t, "a progress line with new acks", func(lines []string) bool {
+		for _, l := range lines {
+			if p, ok := parseProgress(l); ok && p["acked"] > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	// A crash this time: SIGKILL, no graceful anything.
+	second.kill(t)
+
+	third := startDaemon(t, bin, dataDir)
+	third.waitStderr(t, "the generator resuming", func(lines []string) bool {
+		return findLine(lines, "generator: resuming from offsets") != ""
+	})
+	for key, v := range third.offsetsLogged(t, "generator: resuming from offsets") {
+		if v < resumed[key] {
+			t.Fatalf("after the crash %s resumed at %d, below the %d an earlier run had committed", key, v, resumed[key])
+		}
+	}
+	third.waitStdout(t, "a progress line with applied rows", func(lines []string) bool {
+		for _, l := range lines {
+			if p, ok := parseProgress(l); ok && p["applied"] > 0 {
+				return true
+			}
+		}
+		return false
+	})
+	third.stop(t)
+
+	files := checkLake(t, filepath.Join(dataDir, "lake"))
+	t.Logf("first run: %d progress lines, startup %s; lake: %v",
+		len(first.stdoutLines()), first.startup(), files)
+}
+
+// buildDaemon builds this package's binary into a temp dir.
+func buildDaemon(t *testing.T) string {
+	t.Helper()
+	// go test puts its own GOROOT/bin first on PATH.
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("no go tool on PATH to build the daemon with")
+	}
+	bin := filepath.Join(t.TempDir(), "skipprd")
+	out, err := exec.Command(gotool, "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// proc is one daemon process with its output collected line by line.
+type proc struct {
+	cmd     *exec.Cmd
+	mu      sync.Mutex
+	stdout  []string
+	stderr  []string
+	readers sync.WaitGroup
+	exited  chan error
+}
+
+func startDaemon(t *testing.T, bin, dataDir string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = append(cleanEnv(), envDataDir+"="+dataDir)
+	p := &proc{cmd: cmd, exited: make(chan error, 1)}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p.collect(stdout, &p.stdout)
+	p.collect(stderr, &p.stderr)
+	go func() {
+		p.readers.Wait() // Wait closes the pipes; read them to the end first
+		p.exited <- cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			t.Logf("daemon stderr:\n%s", strings.Join(p.stderrLines(), "\n"))
+			t.Logf("daemon stdout (last 10):\n%s", strings.Join(tail(p.stdoutLines(), 10), "\n"))
+		}
+	})
+	return p
+}
+
+// cleanEnv is the test's environment without the daemon's variables, so
+// a developer's shell cannot steer the test.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		name, _, _ := strings.Cut(kv, "=")
+		switch name {
+		case envDataDir, envWALStorage, envBufferBytes, envMaxDelay, envIngestThreads,
+			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle:
+			continue
+		}
+		env = append(env, kv)
+	}
+	return env
+}
+
+func (p *proc) collect(r io.Reader, into *[]string) {
+	p.readers.Add(1)
+	go func() {
+		defer p.readers.Done()
+		sc := bufio.NewScanner(r)
+		for sc.Scan() {
+			p.mu.Lock()
+			*into = append(*into, sc.Text())
+			p.mu.Unlock()
+		}
+	}()
+}
+
+func (p *proc) stdoutLines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.stdout...)
+}
+
+func (p *proc) stderrLines() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.stderr...)
+}
+
+func (p *proc) waitStdout(t *testing.T, what string, ok func([]string) bool) {
+	t.Helper()
+	p.waitFor(t, what, func() bool { return ok(p.stdoutLines()) })
+}
+
+func (p *proc) waitStderr(t *testing.T, what string, ok func([]string) bool) {
+	t.Helper()
+	p.waitFor(t, what, func() bool { return ok(p.stderrLines()) })
+}
+
+func (p *proc) waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(e2eWait)
+	for !ok() {
+		select {
+		case err := <-p.exited:
+			p.exited <- err
+			t.Fatalf("daemon exited (%v) while waiting for %s", err, what)
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no %s within %v", what, e2eWait)
+		}
+	}
+}
+
+// stop sends SIGINT and requires a graceful exit 0.
+func (p *proc) stop(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), e2eWait)
+	defer cancel()
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		if err != nil {
+			t.Fatalf("daemon exit after SIGINT: %v, want 0", err)
+		}
+	case <-ctx.Done():
+		t.Fatalf("daemon still running %v after SIGINT", e2eWait)
+	}
+}
+
+// kill is a crash: SIGKILL, nothing flushed or closed.
+func (p *proc) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	err := <-p.exited
+	p.exited <- err
+}
+
+var offsetAttr = regexp.MustCompile(`(generator/[a-z]+/\d+)=(\d+)`)
+
+// offsetsLogged parses the offsets of the log line with msg.
+func (p *proc) offsetsLogged(t *testing.T, msg string) map[string]uint64 {
+	t.Helper()
+	line := findLine(p.stderrLines(), msg)
+	if line == "" {
+		t.Fatalf("no log line %q", msg)
+	}
+	out := map[string]uint64{}
+	for _, m := range offsetAttr.FindAllStringSubmatch(line, -1) {
+		v, _ := strconv.ParseUint(m[2], 10, 64)
+		out[m[1]] = v
+	}
+	if len(out) != 7 {
+		t.Fatalf("%q: %d offsets in %q, want the default workload's 7", msg, len(out), line)
+	}
+	return out
+}
+
+func (p *proc) startup() string {
+	line := findLine(p.stderrLines(), "msg=ready")
+	_, s, _ := strings.Cut(line, "startup=")
+	return s
+}
+
+func findLine(lines []string, substr string) string {
+	for _, l := range lines {
+		if strings.Contains(l, substr) {
+			return l
+		}
+	}
+	return ""
+}
+
+var progressField = regexp.MustCompile(`(\w+)=(\d+)\b`)
+
+// parseProgress reads a progress line's counters.
+func parseProgress(line string) (map[string]uint64, bool) {
+	if !strings.HasPrefix(line, "progress ") {
+		return nil, false
+	}
+	out := map[string]uint64{}
+	for _, m := range progressField.FindAllStringSubmatch(line, -1) {
+		v, _ := strconv.ParseUint(m[2], 10, 64)
+		out[m[1]] = v
+	}
+	return out, true
+}
+
+func last(lines []string) string {
+	if len(lines) == 0 {
+		return ""
+	}
+	return lines[len(lines)-1]
+}
+
+func tail(lines []string, n int) []string { return lines[max(0, len(lines)-n):] }
+
+// checkLake requires Parquet files under lake/{namespace}/p_year=…/ and
+// reads them all back: the orders snapshot's ids and the events' ids must
+// each appear at most once (the restart applied nothing twice). It
+// returns the file count per namespace.
+func checkLake(t *testing.T, lake string) map[string]int {
+	t.Helper()
+	files := map[string]int{}
+	ids := map[string]map[string]bool{"orders": {}, "events": {}}
+	paths, err := filepath.Glob(filepath.Join(lake, "*", "p_year=*", "p_month=*", "p_day=*", "*.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range paths {
+		rel, _ := filepath.Rel(lake, path)
+		ns := strings.Split(filepath.ToSlash(rel), "/")[0]
+		files[ns]++
+		if seen, ok := ids[ns]; ok {
+			for _, id := range readIDs(t, path) {
+				if seen[id] {
+					t.Fatalf("%s id %s is in the lake twice (second copy in %s)", ns, id, rel)
+				}
+				seen[id] = true
+			}
+		}
+	}
+	if files["events"] == 0 || files["orders"] == 0 {
+		t.Fatalf("lake files per namespace: %v; want Parquet for events and orders", files)
+	}
+	return files
+}
+
+// readIDs returns a Parquet file's first column (order_id or event_id)
+// as strings.
+func readIDs(t *testing.T, path string) []string {
+	t.Helper()
+	rdr, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	defer rdr.Close()
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	defer tbl.Release()
+	var out []string
+	for _, chunk := range tbl.Column(0).Data().Chunks() {
+		switch a := chunk.(type) {
+		case *array.String:
+			for i := range a.Len() {
+				out = append(out, a.Value(i))
+			}
+		case *array.Int64:
+			for i := range a.Len() {
+				out = append(out, strconv.FormatInt(a.Value(i), 10))
+			}
+		default:
+			t.Fatalf("%s: first column is %s", path, chunk.DataType())
+		}
+	}
+	return out
+}

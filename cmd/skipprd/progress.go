@@ -1,0 +1,54 @@
+package main
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/sources/generator"
+)
+
+// progress is one progress line's figures.
+type progress struct {
+	Uptime       time.Duration
+	Ingested     uint64 // rows the sources handed to the host, acked or awaiting an answer
+	Acked        uint64 // rows committed to the WAL and acked (this run)
+	Applied      uint64 // rows applied to sinks (this run)
+	LiveSegments int    // committed segments not yet reclaimed
+	AckDelay     time.Duration
+	PersistEMA   time.Duration
+}
+
+func progressOf(uptime time.Duration, gen generator.Stats, eng engine.Stats) progress {
+	return progress{
+		Uptime:       uptime,
+		Ingested:     gen.RowsIngested,
+		Acked:        eng.RowsAcked,
+		Applied:      eng.RowsApplied,
+		LiveSegments: eng.LiveSegments,
+		AckDelay:     eng.AckDelayEMA,
+		PersistEMA:   eng.PersistEMA,
+	}
+}
+
+// String is the progress line, fixed keys in a fixed order so that it
+// can be grepped and parsed:
+//
+//	progress up=12s ingested=240000 acked=236000 applied=180000 live_segments=3 ack_delay=212ms persist_ema=41ms
+//
+// An average not measured yet prints as "-".
+func (p progress) String() string {
+	return fmt.Sprintf("progress up=%s ingested=%d acked=%d applied=%d live_segments=%d ack_delay=%s persist_ema=%s",
+		p.Uptime.Round(time.Second), p.Ingested, p.Acked, p.Applied, p.LiveSegments, ms(p.AckDelay), ms(p.PersistEMA))
+}
+
+// ms prints a duration to the millisecond, or "-" for zero.
+func ms(d time.Duration) string {
+	if d <= 0 {
+		return "-"
+	}
+	if d < time.Millisecond {
+		return "<1ms"
+	}
+	return d.Round(time.Millisecond).String()
+}
