@@ -57,6 +57,10 @@ func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func(
 		if e.state == stateFailed {
 			return
 		}
+		if errors.Is(err, ErrCannotApply) {
+			e.refuseJob(j, fmt.Errorf("sink %s refused job %s of segment %s: %w", j.sinkRef, j.id, j.seg.ID, err))
+			return
+		}
 		if err != nil {
 			e.retryJob(j) // sink down or flaky: the segment waits, nothing is lost
 			return

@@ -12,8 +12,8 @@ import (
 // Compaction (DESIGN.md §8) applies committed segments to their sinks,
 // slice by slice, exactly once, then reclaims them.
 //
-// Jobs: the PARTs of one segment that share a sink, a namespace and a
-// schema form one job, in ordinal order — a pure function of the segment
+// Jobs: the PARTs of one segment that share a sink, a namespace, a schema
+// and CDC-ness form one job, in ordinal order — a pure function of the segment
 // index, so a job replayed after a crash has the same membership and the
 // same compaction_id = hash(snapshot id, sorted ordinals, sink_ref).
 //
@@ -85,10 +85,11 @@ func newSegState(s Segment, applied *segment.Bitmap) *segState {
 	type groupKey struct {
 		sink, ns string
 		schema   segment.SchemaFingerprint
+		cdc      bool
 	}
 	byKey := map[groupKey]*job{}
 	for _, e := range s.Index.Entries {
-		k := groupKey{e.Key.SinkRef, e.Key.Namespace, e.Key.Schema}
+		k := groupKey{e.Key.SinkRef, e.Key.Namespace, e.Key.Schema, e.HasSidecar()}
 		j := byKey[k]
 		if j == nil {
 			j = &job{seg: st, sinkRef: k.sink, namespace: k.ns, schema: k.schema}

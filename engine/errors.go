@@ -34,6 +34,11 @@ var (
 	// ErrCorrupt: the WAL holds something that fails its checksums or
 	// invariants; the engine halts rather than skip it.
 	ErrCorrupt = errors.New("engine: corrupt WAL")
+	// ErrCannotApply: a sink's answer that a job can never be applied as
+	// it is (a type the destination cannot hold, a reserved column name).
+	// The engine refuses the job: it alerts, keeps the segment and stops
+	// that (sink, namespace) lane, instead of retrying forever.
+	ErrCannotApply = errors.New("sink cannot apply this job")
 	// ErrFenced: a newer writer has claimed the pipeline; this engine
 	// stops without acking anything more.
 	ErrFenced = errors.New("engine: fenced by a newer writer")

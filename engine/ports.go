@@ -53,7 +53,9 @@ type Sinks interface {
 // means the job's rows are durable at the destination. A failed Apply
 // (any error) may have applied the job or not, but never part of it, in
 // the sense that a later successful Apply of the same job completes it
-// exactly once. Apply runs on the loop like every port: it must not
+// exactly once. An error wrapping ErrCannotApply says no retry can ever
+// succeed (the engine refuses the job and alerts); any other error is
+// retried. The engine never applies one job twice at the same time. Apply runs on the loop like every port: it must not
 // block; heavy work goes through the Executor, I/O through worker
 // goroutines (production) or the simulator's models. job and its slices
 // are borrowed until done runs.
@@ -62,7 +64,8 @@ type Sink interface {
 }
 
 // Job is one compaction job: the PARTs of one segment that share a
-// sink, a namespace and a schema, in ordinal order. Its ID is a pure
+// sink, a namespace, a schema and CDC-ness (all or none carry a
+// sidecar), in ordinal order. Its ID is a pure
 // function of the segment and the PARTs, so a job replayed after a crash
 // has the same ID.
 type Job struct {

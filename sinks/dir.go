@@ -1,0 +1,290 @@
+package sinks
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/skipprd/skipprd/engine"
+)
+
+// ParquetDir applies each job as one Parquet file under a root folder of a
+// Disk, at the path ObjectKey gives with an empty prefix:
+//
+//	{root}/{namespace}/p_year=YYYY/p_month=MM/p_day=DD/{job.ID}.parquet
+//
+// One Apply, in order (every step a Disk or Executor call whose callback
+// runs on the loop):
+//
+//	MkdirAll(folder)
+//	SyncDir(every ancestor of folder, up to the disk root)  once per folder per sink
+//	Open(final)               exists ⇒ SyncDir(folder), applied: success
+//	encode                    (Executor)
+//	Open(temp, Create)        exists ⇒ Remove(temp) and create again
+//	WriteAt(body, 0), Sync, Close
+//	Rename(temp, final)
+//	SyncDir(folder)           the rename is durable: success
+//
+// Why a crash anywhere leaves either no final file or a complete one: the
+// final name only ever appears by renaming a temp file whose bytes a Sync
+// made durable first, and rename is atomic. A crash before the rename
+// leaves at most a temp file (hidden from Hive-style readers by its
+// leading dot, named after the job so the next attempt replaces it); a
+// crash after it leaves the complete file, or — if the rename was not yet
+// durable — no final file and the temp file. Success is reported only
+// once the final entry is durable: after SyncDir(folder), and after the
+// folder's own entry and its parents' are durable (MkdirAll's new
+// directories are entries of their parents, lost in a crash until those
+// are synced). The existence check syncs the folder too, because the file
+// it finds may come from an attempt that crashed between the rename and
+// its SyncDir.
+//
+// An Apply of a job whose earlier Apply is still in flight joins it: both
+// callbacks get its result. Two attempts would otherwise share the temp
+// file.
+type ParquetDir struct {
+	disk engine.Disk
+	exec engine.Executor
+	root string // clean, relative; "" is the disk root
+
+	// inflight holds, per job ID being applied, every callback waiting for
+	// that attempt.
+	// INVARIANT: every list is non-empty.
+	inflight map[string][]func(error)
+	// durableDirs holds folders whose own entry and ancestors' entries
+	// this sink has synced. Entries stay durable (nothing here removes
+	// directories), so each folder's ancestors are synced once per sink,
+	// not once per job.
+	// INVARIANT: len(durableDirs) <= durableDirsMax.
+	durableDirs map[string]bool
+}
+
+// durableDirsMax bounds durableDirs. A folder is one namespace's day, so a
+// sink sees few; past the bound the set is simply cleared, which costs a
+// few directory syncs, never correctness.
+const durableDirsMax = 1024
+
+var _ engine.Sink = (*ParquetDir)(nil)
+
+// NewParquetDir returns a sink writing under root ("" or "." for the
+// disk's root) of disk; encoding runs in exec.
+// REQUIRES: root is relative and does not climb out of the disk ("..").
+func NewParquetDir(disk engine.Disk, exec engine.Executor, root string) *ParquetDir {
+	if disk == nil || exec == nil {
+		panic("sinks: NewParquetDir with a nil disk or executor")
+	}
+	clean := path.Clean(root)
+	if clean == "." {
+		clean = ""
+	}
+	if strings.HasPrefix(clean, "/") || clean == ".." || strings.HasPrefix(clean, "../") {
+		panic(fmt.Sprintf("sinks: NewParquetDir root %q is not inside the disk", root))
+	}
+	return &ParquetDir{disk: disk, exec: exec, root: clean,
+		inflight: make(map[string][]func(error)), durableDirs: make(map[string]bool)}
+}
+
+// Path returns the path of job's final file on the disk.
+func (p *ParquetDir) Path(job *engine.Job) string {
+	return path.Join(p.root, jobDir(job), fileName(job))
+}
+
+// Apply implements engine.Sink (the steps are in the type's comment).
+// Errors name the job, its namespace and the file.
+func (p *ParquetDir) Apply(job *engine.Job, done func(err error)) {
+	if job == nil || done == nil {
+		panic("sinks: ParquetDir Apply with a nil job or callback")
+	}
+	if waiting, ok := p.inflight[job.ID]; ok {
+		p.inflight[job.ID] = append(waiting, done)
+		return
+	}
+	p.inflight[job.ID] = []func(error){done}
+	dir := path.Join(p.root, jobDir(job))
+	a := &dirApply{p: p, job: job, dir: dir,
+		final: dir + "/" + fileName(job), temp: dir + "/" + tempName(job)}
+	a.mkdir()
+}
+
+// dirApply is one attempt to apply one job; its methods are the steps,
+// each issued from the previous one's callback.
+type dirApply struct {
+	p                *ParquetDir
+	job              *engine.Job
+	dir, final, temp string
+	body             []byte      // the encoded file, once encoded
+	f                engine.File // the open temp file, nil when closed
+}
+
+func (a *dirApply) mkdir() {
+	a.p.disk.MkdirAll(a.dir, func(err error) {
+		if err != nil {
+			a.finish(err)
+			return
+		}
+		a.syncAncestors(a.checkFinal)
+	})
+}
+
+// syncAncestors makes the folder's entry and its ancestors' durable,
+// deepest first, then runs next.
+func (a *dirApply) syncAncestors(next func()) {
+	if a.p.durableDirs[a.dir] {
+		next()
+		return
+	}
+	var dirs []string
+	for d := a.dir; d != ""; {
+		d = parentDir(d)
+		dirs = append(dirs, d)
+	}
+	var step func(i int)
+	step = func(i int) {
+		if i == len(dirs) {
+			a.p.markDurable(a.dir)
+			next()
+			return
+		}
+		a.p.disk.SyncDir(dirs[i], func(err error) {
+			if err != nil {
+				a.finish(err)
+				return
+			}
+			step(i + 1)
+		})
+	}
+	step(0)
+}
+
+func (p *ParquetDir) markDurable(dir string) {
+	if len(p.durableDirs) >= durableDirsMax {
+		clear(p.durableDirs)
+	}
+	p.durableDirs[dir] = true
+}
+
+// checkFinal looks for the final file: present means an earlier attempt
+// applied the job.
+func (a *dirApply) checkFinal() {
+	a.p.disk.Open(a.final, engine.OpenMode{}, func(f engine.File, err error) {
+		switch {
+		case err == nil:
+			// Read-only: a failed close loses nothing.
+			f.Close(func(error) { a.syncFolder() })
+		case errors.Is(err, engine.ErrNotFound):
+			a.encode()
+		default:
+			a.finish(err)
+		}
+	})
+}
+
+func (a *dirApply) encode() {
+	var encErr error
+	a.p.exec.Go(func() { a.body, encErr = encodeJob(a.job) }, func() {
+		if encErr != nil {
+			a.finish(encErr)
+			return
+		}
+		a.createTemp(true)
+	})
+}
+
+// createTemp creates the temp file; a leftover of a crashed attempt is
+// removed first (once: a second ErrExists is an error).
+func (a *dirApply) createTemp(removeLeftover bool) {
+	a.p.disk.Open(a.temp, engine.OpenMode{Create: true, Write: true}, func(f engine.File, err error) {
+		switch {
+		case err == nil:
+			a.f = f
+			a.write()
+		case removeLeftover && errors.Is(err, engine.ErrExists):
+			a.p.disk.Remove(a.temp, func(err error) {
+				if err != nil && !errors.Is(err, engine.ErrNotFound) {
+					a.finish(err)
+					return
+				}
+				a.createTemp(false)
+			})
+		default:
+			a.finish(err)
+		}
+	})
+}
+
+func (a *dirApply) write() {
+	a.f.WriteAt(a.body, 0, func(err error) {
+		if err != nil {
+			a.abandon(err)
+			return
+		}
+		// After a failed Sync the file's contents are unknown: it is never
+		// synced again, only abandoned (and replaced by the next attempt).
+		a.f.Sync(func(err error) {
+			if err != nil {
+				a.abandon(err)
+				return
+			}
+			a.closeAndRename()
+		})
+	})
+}
+
+func (a *dirApply) closeAndRename() {
+	f := a.f
+	a.f = nil
+	f.Close(func(err error) {
+		if err != nil {
+			a.abandon(err)
+			return
+		}
+		a.p.disk.Rename(a.temp, a.final, func(err error) {
+			if err != nil {
+				a.abandon(err)
+				return
+			}
+			a.syncFolder()
+		})
+	})
+}
+
+// syncFolder makes the final entry durable and reports success.
+func (a *dirApply) syncFolder() {
+	a.p.disk.SyncDir(a.dir, func(err error) { a.finish(err) })
+}
+
+// abandon reports err after a best-effort cleanup: close the temp file if
+// open, remove it. Neither outcome matters — a leftover is replaced by the
+// next attempt, and a temp already renamed is simply not found.
+func (a *dirApply) abandon(err error) {
+	remove := func() { a.p.disk.Remove(a.temp, func(error) { a.finish(err) }) }
+	if a.f == nil {
+		remove()
+		return
+	}
+	f := a.f
+	a.f = nil
+	f.Close(func(error) { remove() })
+}
+
+// finish answers every Apply waiting on this attempt.
+func (a *dirApply) finish(err error) {
+	if err != nil {
+		err = fmt.Errorf("sinks: apply job %s (namespace %q) to file %s: %w", a.job.ID, a.job.Namespace, a.final, err)
+	}
+	waiting := a.p.inflight[a.job.ID]
+	delete(a.p.inflight, a.job.ID)
+	a.body = nil
+	for _, done := range waiting {
+		done(err)
+	}
+}
+
+// parentDir returns the directory holding p ("" for the root's children).
+func parentDir(p string) string {
+	if i := strings.LastIndexByte(p, '/'); i >= 0 {
+		return p[:i]
+	}
+	return ""
+}

@@ -1,0 +1,266 @@
+package sinks
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet"
+	"github.com/apache/arrow-go/v18/parquet/compress"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// The Parquet file of one job:
+//
+//	columns:    the job schema's fields, in order
+//	          [ _cdc_op       utf8    optional  insert | update | delete
+//	            _cdc_identity binary  optional  the event identity
+//	            _cdc_order    uint64  optional  the order token ]   CDC jobs only
+//	rows:       every slice's batches, slices in ordinal order
+//	row groups: up to rowGroupRowsMax rows, batches coalesced
+//	metadata:   ARROW:schema (the Arrow schema, so arrow readers get the
+//	            exact types back), the job schema's own metadata
+//
+// Writer properties (writerProperties): format 2.6, data page V1 (the
+// most widely read), zstd at its default level, dictionary encoding and
+// statistics on, no page index, no bloom filters.
+//
+// Determinism: the same job gives the same bytes. Encoding runs on one
+// goroutine with fixed properties; Parquet metadata holds no time, host
+// or random value (created_by is the library's version string); arrow-go
+// emits the dictionary in first-seen order; and the zstd encoder compresses
+// each page with EncodeAll, single-threaded, whose output depends only on
+// the input and the level. A test encodes the same job twice and compares.
+
+// A job is a CDC job when any of its slices carries a sidecar. The engine
+// groups a segment's PARTs into jobs by sink, namespace and schema, so a
+// namespace with CDC and plain partitions can give a job of both kinds of
+// slice; refusing it would stall the namespace for good (the engine
+// retries a failed job forever), so the CDC columns are optional and a
+// plain slice's rows carry nulls there: "no change metadata". Every CDC
+// file has the same three optional columns, whatever its mix.
+
+// CDC column names. A job schema that already uses one is refused
+// (ErrColumnConflict): two columns of one name would make the file
+// ambiguous to every reader.
+const (
+	ColumnCDCOp       = "_cdc_op"
+	ColumnCDCIdentity = "_cdc_identity"
+	ColumnCDCOrder    = "_cdc_order"
+)
+
+// rowGroupRowsMax bounds the rows of one row group. A job holds at most
+// one segment's rows (bodies target 4–64 MiB), so in practice a job is a
+// single row group; the bound keeps an oversized job (up to
+// segment.BodyBytesMax) from buffering everything as one.
+const rowGroupRowsMax = 1 << 20
+
+// Errors for a job that cannot be written. Every encoding failure wraps
+// ErrUnencodable, and it is permanent: retrying the same job fails the
+// same way, so a caller that can tell (the engine cannot, today: it
+// retries every sink error) should refuse the job and alert rather than
+// retry. Besides the two below, the Parquet library refuses some Arrow
+// data: types it cannot write (run-end encoded, list views), a list slot
+// that is null but spans values (Arrow's C++ and Go writers alike), and
+// timestamp[s] values beyond the millisecond range.
+var (
+	ErrUnencodable = fmt.Errorf("sinks: job cannot be written as Parquet: %w", engine.ErrCannotApply)
+	// ErrColumnConflict: a CDC job's schema already has a _cdc_* column.
+	ErrColumnConflict = errors.New("sinks: schema column conflicts with a CDC column")
+	// ErrBadJob: the job breaks its own invariants (no slices, slices of
+	// different schemas, a sidecar whose rows do not match the batches).
+	ErrBadJob = errors.New("sinks: malformed job")
+)
+
+func writerProperties(mem memory.Allocator) *parquet.WriterProperties {
+	return parquet.NewWriterProperties(
+		parquet.WithAllocator(mem),
+		parquet.WithVersion(parquet.V2_6),
+		parquet.WithDataPageVersion(parquet.DataPageV1),
+		parquet.WithCompression(compress.Codecs.Zstd),
+		parquet.WithCompressionLevel(compress.DefaultCompressionLevel),
+		parquet.WithDictionaryDefault(true),
+		parquet.WithStats(true),
+		parquet.WithMaxRowGroupLength(rowGroupRowsMax),
+	)
+}
+
+func arrowWriterProperties(mem memory.Allocator) pqarrow.ArrowWriterProperties {
+	return pqarrow.NewArrowWriterProperties(pqarrow.WithStoreSchema(), pqarrow.WithAllocator(mem))
+}
+
+// EncodeParquet encodes job as one Parquet file (layout above). It is
+// pure and CPU-heavy: sinks call it inside Executor work. job is only
+// read. Errors name the job's ID and namespace.
+func EncodeParquet(job *engine.Job) ([]byte, error) {
+	b, err := encodeJob(job)
+	if err != nil {
+		return nil, fmt.Errorf("sinks: encode job %s (namespace %q): %w", job.ID, job.Namespace, err)
+	}
+	return b, nil
+}
+
+// encodeJob is EncodeParquet without the job in its errors; they wrap
+// ErrUnencodable. A panic inside the Parquet library becomes an error: a
+// job that trips a library bug then stalls its sink instead of killing
+// the process at every restart.
+func encodeJob(job *engine.Job) (out []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("parquet encoder panicked: %v", p)
+		}
+		if err != nil {
+			err = fmt.Errorf("%w: %w", ErrUnencodable, err)
+		}
+	}()
+	schema, cdc, err := fileSchema(job)
+	if err != nil {
+		return nil, err
+	}
+	return encode(job, schema, cdc)
+}
+
+func encode(job *engine.Job, schema *arrow.Schema, cdc bool) (out []byte, err error) {
+	mem := memory.DefaultAllocator
+	var buf bytes.Buffer
+	fw, err := pqarrow.NewFileWriter(schema, &buf, writerProperties(mem), arrowWriterProperties(mem))
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if cerr := fw.Close(); err == nil && cerr != nil {
+			err = cerr
+		}
+		if err == nil {
+			out = buf.Bytes()
+		}
+	}()
+	for _, s := range job.Slices {
+		var first int // the sidecar row of the batch's first row
+		for _, b := range s.Batches {
+			n := int(b.NumRows())
+			var rows []segment.CDCRow // nil: a plain slice, nulls
+			if cdc && s.Sidecar != nil {
+				rows = s.Sidecar.Rows[first : first+n]
+			}
+			if err := writeBatch(fw, schema, b, rows, mem); err != nil {
+				return nil, fmt.Errorf("slice %d: %w", s.Entry.Ordinal, err)
+			}
+			first += n
+		}
+	}
+	return nil, nil
+}
+
+// writeBatch writes b's columns, and for a CDC job the CDC columns of rows,
+// as a record of schema (the slice's own schema object may differ in
+// metadata; the columns are what counts).
+func writeBatch(fw *pqarrow.FileWriter, schema *arrow.Schema, b arrow.RecordBatch, rows []segment.CDCRow, mem memory.Allocator) error {
+	cols := append([]arrow.Array(nil), b.Columns()...)
+	if schema.NumFields() > len(cols) {
+		extra := cdcColumns(rows, int(b.NumRows()), mem)
+		defer func() {
+			for _, a := range extra {
+				a.Release()
+			}
+		}()
+		cols = append(cols, extra...)
+	}
+	rec := array.NewRecordBatch(schema, cols, b.NumRows())
+	defer rec.Release()
+	return fw.WriteBuffered(rec)
+}
+
+// cdcColumns builds the three CDC columns of n rows: rows, or nulls if
+// rows is nil.
+func cdcColumns(rows []segment.CDCRow, n int, mem memory.Allocator) []arrow.Array {
+	op := array.NewStringBuilder(mem)
+	id := array.NewBinaryBuilder(mem, arrow.BinaryTypes.Binary)
+	order := array.NewUint64Builder(mem)
+	defer op.Release()
+	defer id.Release()
+	defer order.Release()
+	op.Reserve(n)
+	id.Reserve(n)
+	order.Reserve(n)
+	if rows == nil {
+		op.AppendNulls(n)
+		id.AppendNulls(n)
+		order.AppendNulls(n)
+	}
+	for _, r := range rows {
+		op.Append(r.Kind.String())
+		id.Append(r.Identity)
+		order.Append(r.Order)
+	}
+	return []arrow.Array{op.NewArray(), id.NewArray(), order.NewArray()}
+}
+
+// fileSchema returns the schema of job's file and whether it is a CDC
+// job, after checking what the encoder relies on: at least one slice, one
+// schema, sidecars aligned with the batches.
+func fileSchema(job *engine.Job) (*arrow.Schema, bool, error) {
+	if len(job.Slices) == 0 {
+		return nil, false, fmt.Errorf("%w: no slices", ErrBadJob)
+	}
+	first := job.Slices[0]
+	cdc := false
+	for _, s := range job.Slices {
+		if s.Schema == nil || !s.Schema.Equal(first.Schema) {
+			return nil, false, fmt.Errorf("%w: slice %d has schema %v, slice %d has %v",
+				ErrBadJob, s.Entry.Ordinal, s.Schema, first.Entry.Ordinal, first.Schema)
+		}
+		cdc = cdc || s.Sidecar != nil
+		if err := checkRows(s); err != nil {
+			return nil, false, err
+		}
+	}
+	if !cdc {
+		return first.Schema, false, nil
+	}
+	fields := slices.Clone(first.Schema.Fields())
+	for _, f := range fields {
+		if f.Name == ColumnCDCOp || f.Name == ColumnCDCIdentity || f.Name == ColumnCDCOrder {
+			return nil, false, fmt.Errorf("%w: %q", ErrColumnConflict, f.Name)
+		}
+	}
+	fields = append(fields,
+		arrow.Field{Name: ColumnCDCOp, Type: arrow.BinaryTypes.String, Nullable: true},
+		arrow.Field{Name: ColumnCDCIdentity, Type: arrow.BinaryTypes.Binary, Nullable: true},
+		arrow.Field{Name: ColumnCDCOrder, Type: arrow.PrimitiveTypes.Uint64, Nullable: true},
+	)
+	meta := first.Schema.Metadata()
+	return arrow.NewSchema(fields, &meta), true, nil
+}
+
+// checkRows checks that s's batches hold Entry.Rows rows and, for a CDC
+// slice, that the sidecar has one valid row per Arrow row.
+func checkRows(s *segment.Slice) error {
+	var rows int64
+	for _, b := range s.Batches {
+		if !b.Schema().Equal(s.Schema) {
+			return fmt.Errorf("%w: slice %d: a batch of schema %v in a slice of %v", ErrBadJob, s.Entry.Ordinal, b.Schema(), s.Schema)
+		}
+		rows += b.NumRows()
+	}
+	if rows != s.Entry.Rows {
+		return fmt.Errorf("%w: slice %d: batches hold %d rows, the entry says %d", ErrBadJob, s.Entry.Ordinal, rows, s.Entry.Rows)
+	}
+	if s.Sidecar == nil {
+		return nil
+	}
+	if int64(len(s.Sidecar.Rows)) != rows {
+		return fmt.Errorf("%w: slice %d: sidecar has %d rows, batches %d", ErrBadJob, s.Entry.Ordinal, len(s.Sidecar.Rows), rows)
+	}
+	if err := s.Sidecar.Validate(); err != nil {
+		return fmt.Errorf("%w: slice %d: %w", ErrBadJob, s.Entry.Ordinal, err)
+	}
+	return nil
+}
