@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -33,13 +34,14 @@ type Oracle struct {
 	reclaimed  map[string]bool // marker keys deleted after landing
 	order      []*committedSeg // committed segments, in id order
 	acked      map[UID]bool
-	rows       map[UID]int // rows each produced unit has
+	rows       map[UID]int           // rows each produced unit has
+	firstSeen  map[UID]time.Duration // when a source first submitted each unit
 	violations []string
 }
 
 func newOracle(w *World) *Oracle {
 	return &Oracle{w: w, mem: memory.DefaultAllocator, committed: map[UID]string{}, markers: map[string]int{}, reclaimed: map[string]bool{},
-		acked: map[UID]bool{}, rows: map[UID]int{}}
+		acked: map[UID]bool{}, rows: map[UID]int{}, firstSeen: map[UID]time.Duration{}}
 }
 
 func (o *Oracle) fail(format string, args ...any) {
@@ -49,7 +51,12 @@ func (o *Oracle) fail(format string, args ...any) {
 // Violations returns what broke, in order.
 func (o *Oracle) Violations() []string { return o.violations }
 
-func (o *Oracle) produced(uid UID, rows int) { o.rows[uid] = rows }
+func (o *Oracle) produced(uid UID, rows int) {
+	o.rows[uid] = rows
+	if _, ok := o.firstSeen[uid]; !ok {
+		o.firstSeen[uid] = o.w.sched.Now()
+	}
+}
 
 // onApply sees every mutation land in the store.
 func (o *Oracle) onApply(op Op, key string) {
@@ -190,6 +197,9 @@ func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
 func (o *Oracle) covered(offsets segment.Offsets, uid UID) bool {
 	spec := o.w.sources[uid.source()].spec
 	if !spec.Replayable {
+		if o.w.sched.Now()-o.firstSeen[uid] > o.w.engCfg.IdempotencyWindow {
+			return true // its key may have expired: a retry now would be a new unit
+		}
 		_, ok := offsets.Get("idem/" + idemKey(uid))
 		return ok
 	}

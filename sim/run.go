@@ -187,6 +187,7 @@ func (w *World) onReady(inc *Incarnation) {
 		return
 	}
 	w.recovering = false
+	w.trouble() // a new engine starts with whatever backlog built up meanwhile
 	if t := w.sched.Now() - w.recStart; t > w.res.WorstRecTime {
 		w.res.WorstRecTime = t
 	}

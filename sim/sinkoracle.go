@@ -47,10 +47,13 @@ func (o *Oracle) checkWAL(eng *engine.Engine) {
 	if w.dest == nil || w.sched.Now()-w.lastTrouble < walSettle {
 		return
 	}
-	live := eng.Stats().LiveSegments
+	st := eng.Stats()
+	live := st.LiveSegments
 	w.res.MaxLive = max(w.res.MaxLive, live)
 	if live > w.walBound() {
-		o.fail("%d segments owned after %v without sink trouble; bound %d", live, walSettle, w.walBound())
+		_, _, cached, cache := eng.Memory()
+		o.fail("%d segments owned after %v without sink trouble; bound %d (jobs applied %d, sink failures %d, alerts %d: %v; cache %d/%d)",
+			live, walSettle, w.walBound(), st.JobsApplied, st.SinkFailures, st.Alerts, eng.LastAlert(), cached, cache)
 	}
 }
 

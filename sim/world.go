@@ -242,3 +242,6 @@ func (noFaults) MaxExtraLatency() time.Duration                    { return 0 }
 func (noFaults) Describe() string                                  { return "none[]" }
 func (noFaults) DiskFaults() DiskFaults                            { return nil }
 func (noFaults) Injected() string                                  { return "" }
+
+// Engine returns the current engine (nil between a crash and restart).
+func (w *World) Engine() *engine.Engine { return w.eng }
