@@ -53,6 +53,9 @@ type Config struct {
 	// SweepInterval: how often the orphan sweeper lists the log again
 	// after recovery.
 	SweepInterval time.Duration
+	// CheckpointDelay: reclaims wait up to this long so that one offsets
+	// checkpoint write covers all of them.
+	CheckpointDelay time.Duration
 
 	RetryBase time.Duration // first backoff; doubles per attempt, upper half jittered
 	RetryMax  time.Duration // backoff ceiling
@@ -92,6 +95,7 @@ func DeriveConfig(prefix, pipeline string, bufferThresholdBytes int64, ingestThr
 		StreamChunkBytes:      8 << 20,
 		MemoryPoll:            10 * time.Second,
 		SweepInterval:         5 * time.Minute,
+		CheckpointDelay:       2 * time.Second,
 		RetryBase:             50 * time.Millisecond,
 		RetryMax:              5 * time.Second,
 		FenceWait:             35 * time.Second,
@@ -113,7 +117,7 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: config: queue capacity %d outside %d..%d", c.QueueCapacity, QueueCapacityMin, QueueCapacityMax)
 	case c.PartBytes <= 0 || c.PartConcurrency <= 0:
 		return fmt.Errorf("engine: config: part size %d and concurrency %d must be positive", c.PartBytes, c.PartConcurrency)
-	case c.CompactionConcurrency <= 0 || c.BitmapDelay < 0 || c.IdempotencyWindow <= 0 || c.StreamChunkBytes <= 0 || c.MemoryPoll <= 0 || c.SweepInterval <= 0:
+	case c.CompactionConcurrency <= 0 || c.BitmapDelay < 0 || c.CheckpointDelay < 0 || c.IdempotencyWindow <= 0 || c.StreamChunkBytes <= 0 || c.MemoryPoll <= 0 || c.SweepInterval <= 0:
 		return fmt.Errorf("engine: config: compaction concurrency %d, bitmap delay %v, idempotency window %v, stream chunk %d, memory poll %v, sweep interval %v",
 			c.CompactionConcurrency, c.BitmapDelay, c.IdempotencyWindow, c.StreamChunkBytes, c.MemoryPoll, c.SweepInterval)
 	case c.RetryBase <= 0 || c.RetryMax < c.RetryBase:

@@ -62,10 +62,11 @@ type Engine struct {
 	budget    budget // the memory pool's split (memory.go)
 
 	// Offsets checkpoint (reclaim.go).
-	ckptETag    string      // version last read or written; "" if none exists
-	ckptView    offsetsView // what the checkpoint durably holds
-	ckptWriting bool
-	ckptWaiters []checkpointWaiter
+	ckptETag      string      // version last read or written; "" if none exists
+	ckptView      offsetsView // what the checkpoint durably holds
+	ckptWriting   bool
+	ckptScheduled bool
+	ckptWaiters   []checkpointWaiter
 
 	lastAlert error
 	closeDone func(error)

@@ -144,16 +144,30 @@ func (e *Engine) LastAlert() error { return e.lastAlert }
 // Idempotency keys older than IdempotencyWindow are dropped from the view
 // when it is written; retries later than that are new units.
 
-// ensureCheckpoint calls done once the checkpoint covers want.
+// ensureCheckpoint calls done once the checkpoint covers want. Writes
+// are coalesced: the first waiter schedules one CheckpointDelay later,
+// and that write covers every segment reclaimed meanwhile — one PUT for
+// many reclaims, however large the view.
 func (e *Engine) ensureCheckpoint(want segment.Offsets, done func()) {
 	if e.ckptView.covers(want) {
 		done()
 		return
 	}
 	e.ckptWaiters = append(e.ckptWaiters, checkpointWaiter{want: want, done: done})
-	if !e.ckptWriting {
-		e.writeCheckpoint(0)
+	e.scheduleCheckpoint()
+}
+
+func (e *Engine) scheduleCheckpoint() {
+	if e.ckptWriting || e.ckptScheduled {
+		return
 	}
+	e.ckptScheduled = true
+	e.p.Timers.AfterFunc(e.cfg.CheckpointDelay, func() {
+		e.ckptScheduled = false
+		if !e.ckptWriting && e.state != stateFailed {
+			e.writeCheckpoint(0)
+		}
+	})
 }
 
 type checkpointWaiter struct {
@@ -207,7 +221,7 @@ func (e *Engine) checkpointWritten(etag string, view segment.Offsets) {
 	}
 	if len(again) > 0 {
 		e.ckptWaiters = append(again, e.ckptWaiters...)
-		e.writeCheckpoint(0)
+		e.scheduleCheckpoint()
 	}
 }
 

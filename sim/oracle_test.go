@@ -106,7 +106,7 @@ func TestOracleRecovery(t *testing.T) {
 		want string
 	}{
 		{"control", func(*fakeView, *recoveryStats) {}, ""},
-		{"acked unit not owned", func(v *fakeView, _ *recoveryStats) { v.segs = nil }, "not owned after recovery"},
+		{"acked unit not owned", func(v *fakeView, _ *recoveryStats) { v.segs = nil }, "neither owned nor reclaimed"},
 		{"offsets do not cover", func(v *fakeView, _ *recoveryStats) { v.offsets = segment.Offsets{{Key: covering[0].Key, Value: 6}} }, "not covered"},
 		{"orphan owned", func(v *fakeView, _ *recoveryStats) {
 			v.segs = append(v.segs, engine.Segment{ID: engine.SnapshotID{Epoch: 9, Seq: 9}, Dir: v.segs[0].Dir})

@@ -19,7 +19,14 @@ type memWatch struct {
 	held, cached int64
 }
 
-func (o *Oracle) checkMemory(eng *engine.Engine) {
+// engineGauges is what the compaction oracles read of a running engine.
+type engineGauges interface {
+	Memory() (held, admission, cached, cache int64)
+	Stats() engine.Stats
+	LastAlert() error
+}
+
+func (o *Oracle) checkMemory(eng engineGauges) {
 	held, admission, cached, cache := eng.Memory()
 	m := &o.w.mem
 	if held > admission && held > m.held {
@@ -42,7 +49,7 @@ func (w *World) walBound() int {
 }
 
 // checkWAL samples the owned segments while the sink is healthy.
-func (o *Oracle) checkWAL(eng *engine.Engine) {
+func (o *Oracle) checkWAL(eng engineGauges) {
 	w := o.w
 	if w.dest == nil || w.sched.Now()-w.lastTrouble < walSettle {
 		return

@@ -157,6 +157,7 @@ func (w *World) drawEngineConfig(r *Rand) (engine.Config, int) {
 		StreamChunkBytes:      int64(4<<10) << r.Intn(4),
 		MemoryPoll:            time.Second,
 		SweepInterval:         5 * time.Second,
+		CheckpointDelay:       r.Duration(50*time.Millisecond, time.Second),
 	}
 	if r.Chance(0.2) {
 		cfg.MaxDelay = r.Duration(10*time.Millisecond, 200*time.Millisecond)

@@ -24,10 +24,11 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
-// Test support shared by host_test.go, wal_integration_test.go and
-// wal_bench_test.go: units whose every row names the unit (uid) and whose
-// payload is a pure function of (uid, row), a host on gofakes3, and a
-// reader that finds units in the segments a host owns.
+// Test support shared by host_test.go, wal_integration_test.go,
+// wal_parquet_integration_test.go and the benchmarks: units whose every
+// row names the unit (uid) and whose payload is a pure function of (uid,
+// row), a host on gofakes3 (with or without sinks), and a reader that
+// finds units in the segments a host owns.
 
 // walNamespaces are the six namespaces of the workload.
 var walNamespaces = []string{"orders", "events", "pageviews", "sessions", "inventory", "metrics"}
@@ -121,6 +122,7 @@ func walConfig(pipeline string, requestTimeout time.Duration) engine.Config {
 		StreamChunkBytes:      1 << 20,
 		MemoryPoll:            time.Second,
 		SweepInterval:         time.Second,
+		CheckpointDelay:       50 * time.Millisecond,
 	}
 }
 
@@ -142,13 +144,25 @@ func newClientVia(endpoint string, rt http.RoundTripper) *s3.Client {
 // local disk). The host is killed at cleanup if still running.
 func newWALHost(t testing.TB, cfg engine.Config, client *s3.Client, requestTimeout time.Duration) *Host {
 	t.Helper()
+	return newWALHostWith(t, cfg, client, requestTimeout, nil)
+}
+
+// newWALHostWith is newWALHost with destinations: sinksOf builds them on
+// the host's own loop and store, as the daemon does (nil: no sinks, so
+// nothing is compacted and every committed segment stays owned).
+func newWALHostWith(t testing.TB, cfg engine.Config, client *s3.Client, requestTimeout time.Duration, sinksOf func(*Loop, *S3Store) engine.Sinks) *Host {
+	t.Helper()
 	l := NewLoop()
 	store := NewS3Store(l, client, testBucket, S3Options{RequestTimeout: requestTimeout})
 	disk, err := NewOSDisk(l, t.TempDir(), DiskOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	h, err := NewHost(cfg, l, HostPorts{Store: store, Disk: disk})
+	hp := HostPorts{Store: store, Disk: disk}
+	if sinksOf != nil {
+		hp.Sinks = sinksOf(l, store)
+	}
+	h, err := NewHost(cfg, l, hp)
 	if err != nil {
 		t.Fatal(err)
 	}
