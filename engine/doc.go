@@ -35,4 +35,21 @@
 // A segment is one committed snapshot of the accumulator: a body of PARTs
 // (one per partition key) described in package segment. A slice is one
 // PART addressed by its ordinal.
+//
+// # Where things are
+//
+//   - ports.go, errors.go: the ports and their contracts; sentinels.
+//   - ingest.go, accumulator.go: Submit, admission, duplicates, the live
+//     accumulator.
+//   - flush.go, persist.go, retry.go: the coalescing writer and the commit
+//     protocol (body, create-only marker, fence check, ack).
+//   - epoch.go, writer.go: writer epochs, seals and fencing of superseded
+//     writers.
+//   - recovery.go, sweep.go: recovery from markers, bitmaps and the
+//     offsets checkpoint; the orphan sweeper.
+//   - compact.go, apply.go, reclaim.go, cache.go, memory.go: compaction
+//     jobs and lanes, body loading (cache, GET, stream), completion
+//     bitmaps, reclaim, the offsets checkpoint, the memory pool.
+//   - offsets_view.go, keys.go, config.go, stats.go: the offsets view, key
+//     layout, configuration, counters.
 package engine
