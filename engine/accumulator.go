@@ -44,8 +44,6 @@ type batchSet struct {
 	offsets segment.Offsets
 	units   []*unit
 	bytes   int64
-	rows    int64
-	since   time.Duration // Monotonic time the unit was appended
 }
 
 func newBatchSet() *batchSet {
