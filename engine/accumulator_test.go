@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -51,7 +52,7 @@ func TestPrependKeepsPartitionOrder(t *testing.T) {
 		if p.key.Namespace != ns {
 			t.Fatalf("part %d is %s, want %s", i, p.key.Namespace, ns)
 		}
-		if got := values(p); !equalInts(got, want) {
+		if got := values(p); !slices.Equal(got, want) {
 			t.Errorf("%s: %v, want %v", ns, got, want)
 		}
 		if p.rows != int64(len(want)) {
@@ -64,16 +65,4 @@ func TestPrependKeepsPartitionOrder(t *testing.T) {
 	if v, _ := newer.offsets.Get("a"); v != 3 {
 		t.Fatalf("offsets not max-merged: a=%d", v)
 	}
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

