@@ -23,10 +23,10 @@ import (
 // get set, durably too.
 //
 // A fully applied segment is reclaimed: first its offsets are made durable
-// in the checkpoint (checkpoint.go) — they must outlive the segment — then
+// in the offsets checkpoint (below) — they must outlive the segment — then
 // the marker is deleted (the segment stops being owned), then the body,
 // then the bitmap. A crash in between leaves a body or bitmap without a
-// marker, which the sweeper of a later incarnation removes. A segment
+// marker, which the sweeper (sweep.go) removes. A segment
 // whose bitmap could not be read, or with a refused job, is never deleted.
 
 // scheduleBitmap arranges a bitmap write for an incomplete segment.
