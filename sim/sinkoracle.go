@@ -39,13 +39,20 @@ func (o *Oracle) checkMemory(eng engineGauges) {
 }
 
 // walBound is how many segments may be owned at once while the sink is
-// healthy and nothing crashed for walSettle: a segment is sealed at most
-// every 100 ms, compaction of one takes well under a second of simulated
-// time, so a few seconds' worth of segments plus the writer's queue.
+// healthy and the engine has run for walSettle. A segment is sealed at
+// most every 100 ms (the writer's delay floor), and one is reclaimed
+// within reclaimSpan of its commit: its jobs and a bitmap delay, the
+// checkpoint delay, and a few store requests in sequence (fence read,
+// checkpoint write, marker delete), each of which may take up to the
+// store's request lifetime (FenceWait bounds it; a segment whose marker
+// write was ambiguous also waits that long before its delete). So at most
+// reclaimSpan × 10/s segments, plus the writer's queue and some slack.
 const walSettle = 30 * time.Second
 
 func (w *World) walBound() int {
-	return 64 + 4*w.engCfg.QueueCapacity
+	c := w.engCfg
+	reclaimSpan := c.BitmapDelay + c.CheckpointDelay + 2*c.FenceWait + 2*time.Second
+	return int(reclaimSpan/(100*time.Millisecond)) + 4*c.QueueCapacity + 16
 }
 
 // checkWAL samples the owned segments while the sink is healthy.
