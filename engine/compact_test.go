@@ -201,3 +201,32 @@ func corruptSidecar(t *testing.T, u engine.Unit) (body, marker []byte) {
 	}
 	return body, marker
 }
+
+// A marker write that timed out but lands late must not come back after
+// its segment was reclaimed: reclaim waits out the request lifetime
+// (found by the simulator: the resurrected marker had no body, and the
+// next recovery failed closed).
+func TestLateMarkerDoesNotOutliveReclaim(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{AmbiguousLandMax: 400 * time.Millisecond})
+	r.cfg.FenceWait = 500 * time.Millisecond // the store's request lifetime
+	dest, _ := withSink(r)
+	r.start()
+	first := true
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if op == sim.OpPut && isMarker(key) && first {
+			first = false
+			return sim.AmbiguousApplied // lands up to 400 ms after the error
+		}
+		return sim.OK
+	}
+	res := r.submit(unit("a", 1))
+	r.until(func() bool { return res.done }, "ack")
+	r.settle()
+	if len(r.walKeys()) != 0 {
+		t.Fatalf("WAL not empty: %v (a late marker came back)", r.walKeys())
+	}
+	if got := destValues(dest); !slices.Equal(got["a"], []int64{1}) {
+		t.Fatalf("destination %v", got)
+	}
+	r.start() // must recover cleanly
+}
