@@ -226,6 +226,12 @@ func (h *Host) Stats(ctx context.Context) (engine.Stats, error) {
 	return query(ctx, h, func() engine.Stats { return h.eng.Stats() })
 }
 
+// LastAlert returns the engine's most recent alert (a condition an
+// operator must look at: an unreadable bitmap, a refused job), or nil.
+func (h *Host) LastAlert(ctx context.Context) (error, error) {
+	return query(ctx, h, func() error { return h.eng.LastAlert() })
+}
+
 // Segments returns the owned (committed) segments in id order. The slice
 // is the caller's; the Index values are shared with the engine and must
 // be treated as read-only.

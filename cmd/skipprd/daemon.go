@@ -39,6 +39,7 @@ type daemon struct {
 	host     *storage.Host
 	gen      *generator.Generator
 	closeWAL func() error // the embedded store's Close; nil for S3
+	alerts   uint64       // engine alerts already logged
 }
 
 // run is the daemon from configuration to exit code: 0 after a graceful
@@ -224,6 +225,11 @@ func (d *daemon) printProgress(w io.Writer, started time.Time) {
 		return // the loop is busy; the next tick will do
 	}
 	fmt.Fprintln(w, progressOf(time.Since(started), d.gen.Stats(), st))
+	if st.Alerts > d.alerts {
+		d.alerts = st.Alerts
+		alert, _ := d.host.LastAlert(ctx)
+		d.log.Error("engine alert: an operator must look at this", "alerts", st.Alerts, "last", alert)
+	}
 }
 
 // offsetAttrs turns offsets into log attributes, key=value each.
