@@ -62,8 +62,8 @@ type Engine struct {
 	budget    budget // the memory pool's split (memory.go)
 
 	// Offsets checkpoint (reclaim.go).
-	ckptETag      string      // version last read or written; "" if none exists
-	ckptView      offsetsView // what the checkpoint durably holds
+	ckptETag      string          // version last read or written; "" if none exists
+	ckptView      segment.Offsets // what the checkpoint durably holds
 	ckptWriting   bool
 	ckptScheduled bool
 	ckptWaiters   []checkpointWaiter
@@ -90,8 +90,8 @@ func New(cfg Config, p Ports) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
-		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: offsetsView{},
-		lanes: map[laneKey]*lane{}, cache: newBodyCache(0), ckptView: offsetsView{},
+		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: newOffsetsView(),
+		lanes: map[laneKey]*lane{}, cache: newBodyCache(0),
 	}
 	e.p.Store = countingStore{ObjectStore: p.Store, n: &e.stats.Requests}
 	e.refreshBudget()

@@ -149,7 +149,7 @@ func (e *Engine) LastAlert() error { return e.lastAlert }
 // and that write covers every segment reclaimed meanwhile — one PUT for
 // many reclaims, however large the view.
 func (e *Engine) ensureCheckpoint(want segment.Offsets, done func()) {
-	if e.ckptView.covers(want) {
+	if e.ckptView.Covers(want) {
 		done()
 		return
 	}
@@ -207,13 +207,12 @@ func (e *Engine) writeCheckpoint(round int) {
 
 func (e *Engine) checkpointWritten(etag string, view segment.Offsets) {
 	e.ckptETag, e.ckptWriting = etag, false
-	e.ckptView = offsetsView{}
-	e.ckptView.merge(view)
+	e.ckptView = view
 	waiting := e.ckptWaiters
 	e.ckptWaiters = nil
 	var again []checkpointWaiter
 	for _, w := range waiting {
-		if e.ckptView.covers(w.want) {
+		if e.ckptView.Covers(w.want) {
 			w.done()
 		} else {
 			again = append(again, w)
@@ -258,10 +257,7 @@ func (e *Engine) readCheckpoint(done func(etag string, o segment.Offsets, err er
 // the window (their value is the wall time they were submitted).
 func (e *Engine) expireIdempotencyKeys() {
 	cutoff := e.p.Clock.WallUnixMs() - e.cfg.IdempotencyWindow.Milliseconds()
-	//engine:orderless — deletes by a predicate of each entry alone.
-	for k, v := range e.committed {
-		if strings.HasPrefix(k, idemPrefix) && int64(v) < cutoff {
-			delete(e.committed, k)
-		}
-	}
+	e.committed.dropIf(func(k string, v uint64) bool {
+		return strings.HasPrefix(k, idemPrefix) && int64(v) < cutoff
+	})
 }

@@ -175,11 +175,10 @@ func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 // registers the owned segments for compaction — continuing from their
 // bitmaps — and opens ingest.
 func (e *Engine) open(r recovered) {
-	e.committed = offsetsView{}
+	e.committed = newOffsetsView()
 	e.committed.merge(r.ckpt)
 	e.ckptETag = r.ckptETag
-	e.ckptView = offsetsView{}
-	e.ckptView.merge(r.ckpt)
+	e.ckptView = r.ckpt
 	e.state = stateReady
 	for i, s := range r.owned {
 		e.committed.merge(s.Index.Offsets)

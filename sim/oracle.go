@@ -34,6 +34,7 @@ type Oracle struct {
 	reclaimed  map[string]bool // marker keys deleted after landing
 	order      []*committedSeg // committed segments, in id order
 	acked      map[UID]bool
+	ledger     ackLedger             // what every recovery must preserve
 	rows       map[UID]int           // rows each produced unit has
 	firstSeen  map[UID]time.Duration // when a source first submitted each unit
 	violations []string
@@ -41,7 +42,7 @@ type Oracle struct {
 
 func newOracle(w *World) *Oracle {
 	return &Oracle{w: w, mem: memory.DefaultAllocator, committed: map[UID]string{}, markers: map[string]int{}, reclaimed: map[string]bool{},
-		acked: map[UID]bool{}, rows: map[UID]int{}, firstSeen: map[UID]time.Duration{}}
+		acked: map[UID]bool{}, ledger: newAckLedger(), rows: map[UID]int{}, firstSeen: map[UID]time.Duration{}}
 }
 
 func (o *Oracle) fail(format string, args ...any) {
@@ -147,10 +148,13 @@ func (o *Oracle) readSlice(key string, b *segment.Body, ord segment.SliceOrdinal
 
 // onAck: an ACK must follow its commit.
 func (o *Oracle) onAck(uid UID) {
-	if _, ok := o.committed[uid]; !ok {
+	key, ok := o.committed[uid]
+	if !ok {
 		o.fail("unit %s acked before any marker holding it landed", uid)
+		return
 	}
 	o.acked[uid] = true
+	o.ledger.add(uid, o.w.sources[uid.source()].spec, key)
 }
 
 // recoveryStats is what the world observed of one recovery.
@@ -177,34 +181,20 @@ func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
 			o.fail("recovery owns %s, whose marker does not exist (an orphan)", s.ID)
 		}
 	}
-	offsets := eng.Offsets()
-	for _, uid := range sortedUIDs(o.acked) {
-		if key := o.committed[uid]; !owned[key] && !o.reclaimed[key] {
-			o.fail("acked unit %s (in %s) neither owned nor reclaimed after recovery", uid, key)
-		}
-		if !o.covered(offsets, uid) {
-			o.fail("acked unit %s not covered by the recovered offsets", uid)
+	for _, key := range o.ledger.segs {
+		if !owned[key] && !o.reclaimed[key] {
+			o.fail("segment %s holds acked units but is neither owned nor reclaimed after recovery", key)
 		}
 	}
+	now, window := o.w.sched.Now(), o.w.engCfg.IdempotencyWindow
+	o.ledger.uncovered(eng.Offsets(), func(uid UID) bool { return expiredAfter(now, o.firstSeen[uid], window) },
+		func(what string) { o.fail("acked %s not covered by the recovered offsets", what) })
 	if rs.bodyReads > 0 {
 		o.fail("recovery read %d segment bodies", rs.bodyReads)
 	}
 	if bound := o.recoveryBound(eng); rs.ops > bound {
 		o.fail("recovery took %d requests, bound %d", rs.ops, bound)
 	}
-}
-
-func (o *Oracle) covered(offsets segment.Offsets, uid UID) bool {
-	spec := o.w.sources[uid.source()].spec
-	if !spec.Replayable {
-		if o.w.sched.Now()-o.firstSeen[uid] > o.w.engCfg.IdempotencyWindow {
-			return true // its key may have expired: a retry now would be a new unit
-		}
-		_, ok := offsets.Get("idem/" + idemKey(uid))
-		return ok
-	}
-	v, _ := offsets.Get(offsetKey(spec, uid.partition()))
-	return v >= uid.seq()
 }
 
 // recoveryBound: per recovery round, at most AttemptsMax tries of each

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"time"
+
 	"bytes"
 	"strings"
 	"testing"
@@ -152,4 +154,41 @@ func TestOracleRowCount(t *testing.T) {
 	w.oracle.produced(makeUID(0, 0, 1), 5) // commitSegment writes 2 rows
 	commitSegment(t, w, 1, makeUID(0, 0, 1))
 	wantViolation(t, w, "has 2 rows")
+}
+
+// Units of a source that cannot replay are covered by their idempotency
+// key until the key may have expired.
+func TestOracleRecoveryIdempotent(t *testing.T) {
+	http := len(DefaultWorkload()) - 1
+	if DefaultWorkload()[http].Replayable {
+		t.Fatal("the last default source should be the one that cannot replay")
+	}
+	uid := makeUID(http, 0, 42)
+	keyed := segment.Offsets{{Key: "idem/" + idemKey(uid), Value: 1}}
+	for _, c := range []struct {
+		name    string
+		offsets segment.Offsets
+		expired bool
+		want    string
+	}{
+		{"key recovered", keyed, false, ""},
+		{"key lost", nil, false, "not covered"},
+		{"other key only", segment.Offsets{{Key: "idem/" + idemKey(makeUID(http, 0, 43)), Value: 1}}, false, "not covered"},
+		{"key lost after the window", nil, true, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := testWorld(t)
+			seg := commitSegment(t, w, 1, uid)
+			w.oracle.onAck(uid)
+			if c.expired {
+				w.oracle.firstSeen[uid] = -w.engCfg.IdempotencyWindow - time.Second
+			}
+			w.oracle.checkRecovery(fakeView{segs: []engine.Segment{seg}, offsets: c.offsets, runs: 1}, recoveryStats{ops: 3})
+			if c.want == "" {
+				wantClean(t, w)
+				return
+			}
+			wantViolation(t, w, c.want)
+		})
+	}
 }

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -126,4 +127,7 @@ func offsetKey(spec SourceSpec, partition int) string {
 	return fmt.Sprintf("src/%s/%d", spec.Name, partition)
 }
 
-func idemKey(u UID) string { return fmt.Sprintf("http/%d", u.seq()) }
+// idemKeyPrefix starts every idempotency key a simulated source sends.
+const idemKeyPrefix = "http/"
+
+func idemKey(u UID) string { return idemKeyPrefix + strconv.FormatUint(u.seq(), 10) }

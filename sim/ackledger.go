@@ -1,0 +1,94 @@
+package sim
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// ackLedger is what every recovery must preserve, aggregated as ACKs
+// arrive so that the check after a recovery costs the number of segments,
+// offset keys and idempotent units acked — not a sort of every unit.
+//
+// The aggregation is exact: a unit's marker key never changes once
+// committed (a second commit is itself a violation), a replayable
+// partition is covered iff its recovered offset reaches the highest seq
+// acked in it, and an idempotent unit is covered iff its key survives
+// (or may have expired).
+type ackLedger struct {
+	segs    []string        // marker keys holding acked units, first-ack order
+	segSet  map[string]bool //
+	maxSeq  map[string]uint64
+	keys    []string // keys of maxSeq, first-ack order
+	idem    []UID    // acked units of sources that cannot replay, ack order
+	idemSet map[UID]bool
+}
+
+func newAckLedger() ackLedger {
+	return ackLedger{segSet: map[string]bool{}, maxSeq: map[string]uint64{}, idemSet: map[UID]bool{}}
+}
+
+func (l *ackLedger) add(uid UID, spec SourceSpec, marker string) {
+	if !l.segSet[marker] {
+		l.segSet[marker] = true
+		l.segs = append(l.segs, marker)
+	}
+	if !spec.Replayable {
+		if !l.idemSet[uid] {
+			l.idemSet[uid] = true
+			l.idem = append(l.idem, uid)
+		}
+		return
+	}
+	key := offsetKey(spec, uid.partition())
+	cur, ok := l.maxSeq[key]
+	if !ok {
+		l.keys = append(l.keys, key)
+	}
+	if !ok || uid.seq() > cur {
+		l.maxSeq[key] = uid.seq()
+	}
+}
+
+// uncovered calls bad for every acked offset or idempotent unit that the
+// recovered offsets fail to cover. expired reports units whose key the
+// engine may have dropped already.
+func (l *ackLedger) uncovered(offsets segment.Offsets, expired func(UID) bool, bad func(what string)) {
+	for _, key := range l.keys {
+		if v, _ := offsets.Get(key); v < l.maxSeq[key] {
+			bad(key + "=" + strconv.FormatUint(l.maxSeq[key], 10) + " (recovered " + strconv.FormatUint(v, 10) + ")")
+		}
+	}
+	if len(l.idem) == 0 {
+		return
+	}
+	present := idemSeqs(offsets)
+	for _, uid := range l.idem {
+		if !present[uid.seq()] && !expired(uid) {
+			bad("unit " + uid.String() + " (idempotency key " + idemKey(uid) + ")")
+		}
+	}
+}
+
+// idemSeqs is the set of unit seqs whose idempotency key is in offsets.
+// Offsets are sorted, so the keys sit in one run.
+func idemSeqs(offsets segment.Offsets) map[uint64]bool {
+	const prefix = "idem/" + idemKeyPrefix
+	out := map[uint64]bool{}
+	for _, e := range offsets {
+		rest, ok := strings.CutPrefix(e.Key, prefix)
+		if !ok {
+			continue
+		}
+		if seq, err := strconv.ParseUint(rest, 10, 64); err == nil {
+			out[seq] = true
+		}
+	}
+	return out
+}
+
+// expiredAfter reports whether a unit first seen at seen may have had its
+// key expired by now.
+func expiredAfter(now, seen, window time.Duration) bool { return now-seen > window }
