@@ -69,6 +69,9 @@ type job struct {
 	state     jobState
 	notBefore time.Duration // retry backoff after a sink failure
 	failures  int
+	// failedClosing: it failed while the engine was closing, so the close
+	// does not retry it (the next start will).
+	failedClosing bool
 }
 
 // lane is the queue of one (sink, namespace), in segment order.
@@ -170,12 +173,39 @@ func (e *Engine) compact() {
 		if len(ln.jobs) == 0 {
 			continue
 		}
-		j := ln.jobs[0]
-		if j.state != jobPending || j.notBefore > now || e.state == stateClosing {
-			continue
+		if j := ln.jobs[0]; j.startable(now, e.state == stateClosing) {
+			e.startJob(j)
 		}
-		e.startJob(j)
 	}
+}
+
+// startable reports whether j may start now. While closing, a job that
+// failed since the close began is left for the next start.
+func (j *job) startable(now time.Duration, closing bool) bool {
+	return j.state == jobPending && j.notBefore <= now && !(closing && j.failedClosing)
+}
+
+// drainPending reports whether a close must still wait for compaction:
+// a job runs, a lane head may start, or a reclaim is deleting.
+func (e *Engine) drainPending() bool {
+	if e.running > 0 {
+		return true
+	}
+	now := e.now()
+	for _, ln := range e.laneOrder {
+		if e.p.Sinks != nil && len(ln.jobs) > 0 && ln.jobs[0].startable(now, true) {
+			return true
+		}
+	}
+	if e.closeGraceOver {
+		return false
+	}
+	for _, st := range e.segs {
+		if st.reclaiming {
+			return true
+		}
+	}
+	return false
 }
 
 // jobDone records the outcome of a running job and moves its lane on.
@@ -212,6 +242,7 @@ func (e *Engine) retryJob(j *job) {
 	j.failures++
 	d := e.backoff(j.failures)
 	j.notBefore = e.now() + d
+	j.failedClosing = e.state == stateClosing
 	e.running--
 	e.stats.SinkFailures++
 	e.p.Timers.AfterFunc(d, e.compact)

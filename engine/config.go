@@ -7,13 +7,17 @@ import (
 
 // Limits the writer's tuning is clamped to (DESIGN.md §6).
 const (
-	TargetBytesMin    = 4 << 20
-	TargetBytesMax    = 64 << 20
-	QueueCapacityMin  = 1
-	QueueCapacityMax  = 32
-	DefaultPartBytes  = 8 << 20
-	DefaultMaxDelay   = 60 * time.Second
-	AttemptsMax       = 5 // attempts per persist step before the step fails
+	TargetBytesMin   = 4 << 20
+	TargetBytesMax   = 64 << 20
+	QueueCapacityMin = 1
+	QueueCapacityMax = 32
+	DefaultPartBytes = 8 << 20
+	DefaultMaxDelay  = 60 * time.Second
+	AttemptsMax      = 5 // attempts per persist step before the step fails
+	// CloseReclaimGrace: how long a graceful close waits, from its start,
+	// for reclaims (checkpoint PUT, three DELETEs) to finish; the next
+	// start finishes any it cuts short.
+	CloseReclaimGrace = 10 * time.Second
 	flushDelayMin     = 100 * time.Millisecond
 	flushDelayMax     = 500 * time.Millisecond
 	flushDelayCold    = 250 * time.Millisecond

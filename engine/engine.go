@@ -68,9 +68,10 @@ type Engine struct {
 	ckptScheduled bool
 	ckptWaiters   []checkpointWaiter
 
-	lastAlert error
-	closeDone func(error)
-	stats     Stats
+	lastAlert      error
+	closeDone      func(error)
+	closeGraceOver bool // the close no longer waits for reclaims
+	stats          Stats
 }
 
 // Segment is an owned (committed) segment as the engine knows it.
@@ -168,9 +169,14 @@ func (e *Engine) failClosed(err error) {
 	}
 }
 
-// Close stops ingest, commits what is held, lets compaction jobs in
-// flight finish (starting no new ones), and calls done when the writer is
-// idle (or with the error that made the engine fail closed).
+// Close stops ingest, commits what is held, and drains compaction: every
+// job that can start runs (one that fails while closing is left for the
+// next start, so a sink outage cannot hold the close), and reclaims in
+// flight get up to CloseReclaimGrace from the close to finish. done is
+// called when all that is over (or with the error that made the engine
+// fail closed). A clean stop with healthy sinks thus leaves every ACKed
+// record applied and the WAL empty; anything left is recovered by the
+// next start like after a crash.
 func (e *Engine) Close(done func(error)) {
 	switch e.state {
 	case stateFailed:
@@ -187,13 +193,17 @@ func (e *Engine) Close(done func(error)) {
 	}
 	e.state = stateClosing
 	e.closeDone = done
+	e.p.Timers.AfterFunc(CloseReclaimGrace, func() {
+		e.closeGraceOver = true
+		e.checkClosed()
+	})
 	e.flushDue = true
 	e.maybeSeal()
 	e.checkClosed()
 }
 
 func (e *Engine) checkClosed() {
-	if e.state == stateClosing && e.live.empty() && len(e.queue) == 0 && e.active == nil && e.running == 0 && e.closeDone != nil {
+	if e.state == stateClosing && e.closeDone != nil && e.Idle() && !e.drainPending() {
 		done := e.closeDone
 		e.closeDone = nil
 		e.later(func() { done(nil) })

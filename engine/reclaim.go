@@ -162,7 +162,11 @@ func (e *Engine) scheduleCheckpoint() {
 		return
 	}
 	e.ckptScheduled = true
-	e.p.Timers.AfterFunc(e.cfg.CheckpointDelay, func() {
+	delay := e.cfg.CheckpointDelay
+	if e.state == stateClosing {
+		delay = 0 // nothing more will be coalesced: do not hold the close
+	}
+	e.p.Timers.AfterFunc(delay, func() {
 		e.ckptScheduled = false
 		if !e.ckptWriting && e.state != stateFailed {
 			e.writeCheckpoint(0)

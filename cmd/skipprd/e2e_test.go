@@ -62,6 +62,10 @@ func TestDaemonEndToEnd(t *testing.T) {
 	if final["ingested"] != final["acked"] {
 		t.Fatalf("graceful stop left units unacked: %s", last(first.stdoutLines()))
 	}
+	// A graceful stop with a healthy sink drains: all applied, WAL empty.
+	if final["applied"] != final["acked"] || final["live_segments"] != 0 {
+		t.Fatalf("graceful stop did not drain: %s", last(first.stdoutLines()))
+	}
 
 	second := startDaemon(t, bin, dataDir)
 	second.waitStderr(t, "the generator resuming", func(lines []string) bool {
@@ -100,6 +104,9 @@ func TestDaemonEndToEnd(t *testing.T) {
 		return false
 	})
 	third.stop(t)
+	if p, _ := parseProgress(last(third.stdoutLines())); p["live_segments"] != 0 {
+		t.Fatalf("graceful stop after a crash left segments: %s", last(third.stdoutLines()))
+	}
 
 	files := checkLake(t, filepath.Join(dataDir, "lake"))
 	t.Logf("first run: %d progress lines, startup %s; lake: %v",
