@@ -158,6 +158,9 @@ func (in *Injector) SinkDown(now time.Duration) bool {
 	return (now+p.OutagePhase)%p.OutagePeriod < p.OutageLength
 }
 
+// RestartNow decides whether the engine is stopped gracefully at this step.
+func (in *Injector) RestartNow(r *sim.Rand) bool { return in.fire(Restart, r) }
+
 // CrashAtPoint decides a crash right after a compaction step.
 func (in *Injector) CrashAtPoint(r *sim.Rand) bool { return in.fire(CrashPoint, r) }
 

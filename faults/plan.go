@@ -36,6 +36,7 @@ const (
 	SinkOutage                    // the sink is down for a window of time
 	CrashPoint                    // SIGKILL right after a compaction step (apply, bitmap write, delete)
 	MemoryHint                    // the memory available changes (the pool resizes)
+	Restart                       // a graceful stop (Close), then a new process
 	NumKinds
 )
 
@@ -44,6 +45,7 @@ var kindNames = [NumKinds]string{
 	"delete-error", "throttle", "latency-spike", "mpu-part", "mpu-complete", "mpu-abort",
 	"fsync-error", "disk-write-error", "disk-full", "bit-flip", "slow-io",
 	"sink-error", "sink-ambiguous", "sink-outage", "crash-point", "memory-hint",
+	"restart",
 }
 
 func (k Kind) String() string {
@@ -95,7 +97,7 @@ func None() Plan { return Plan{Name: "none"} }
 func Swarm(r *sim.Rand) Plan {
 	for range swarmAttempts {
 		p := Plan{Name: "swarm"}
-		for k := range NumKinds {
+		for k := range Restart {
 			if r.Chance(enableChance) {
 				p.Rate[k] = logUniform(r, rateMin, rateMax)
 			}
@@ -117,6 +119,11 @@ func Swarm(r *sim.Rand) Plan {
 			p.OutagePeriod = r.Duration(20*time.Second, 3*time.Minute)
 			p.OutageLength = r.Duration(time.Second, p.OutagePeriod/3)
 			p.OutagePhase = r.Duration(0, p.OutagePeriod)
+		}
+		// Drawn last, from its own stream: kinds added later must not
+		// change the plans (and regression seeds) drawn before them.
+		if rr := r.Split("restart"); rr.Chance(enableChance) {
+			p.Rate[Restart] = logUniform(rr, crashRateMin, crashRateMax)
 		}
 		if p.enabled() > 0 {
 			return p
@@ -141,9 +148,9 @@ func Named(name string, r *sim.Rand) (Plan, error) {
 		for k := range NumKinds {
 			p.Rate[k] = 0.02
 		}
-		p.Rate[Crash], p.Rate[CrashPoint] = 0, 0
+		p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart] = 0, 0, 0
 		if name == "all" {
-			p.Rate[Crash], p.Rate[CrashPoint] = 1e-4, 0.01
+			p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart] = 1e-4, 0.01, 1e-4
 		}
 		return p, nil
 	}

@@ -39,6 +39,7 @@ func (w *World) Run(wallNow func() time.Time) Result {
 			w.crash()
 		}
 		w.crashSoon = false
+		w.maybeRestart()
 	}
 	w.finish()
 	if wallNow != nil {
@@ -200,14 +201,50 @@ func (w *World) onReady(inc *Incarnation) {
 }
 
 // crash is SIGKILL: the engine and everything it had in flight vanish;
-// the store keeps what landed (and what is still landing).
+// the store keeps what landed (and what is still landing), the disk what
+// was synced.
 func (w *World) crash() {
 	w.res.Crashes++
 	w.trouble()
+	w.endProcess(true)
+}
+
+// maybeRestart stops a ready engine gracefully when the plan says so, and
+// checks that a close in progress answers within closeBound.
+func (w *World) maybeRestart() {
+	if w.closing && w.sched.Now()-w.closeStart > closeBound {
+		w.oracle.fail("graceful close has not answered after %v", closeBound)
+	}
+	if !w.producing || w.closing || w.eng == nil || !w.eng.Ready() || !w.faults.RestartNow(w.stopRnd) {
+		return
+	}
+	w.res.Restarts++
+	w.trouble()
+	w.closing, w.closeStart = true, w.sched.Now()
+	inc := w.inc
+	w.eng.Close(func(err error) {
+		if inc != w.inc {
+			return
+		}
+		if err != nil {
+			w.oracle.fail("graceful close failed: %v", err)
+		}
+		if w.awaiting > 0 {
+			w.oracle.fail("graceful close answered with %d units unanswered", w.awaiting)
+		}
+		w.endProcess(false) // a clean exit: the disk keeps everything
+	})
+}
+
+// endProcess ends the current process (killed, or exited) and schedules
+// the next one. Its units in flight are never answered.
+func (w *World) endProcess(killed bool) {
 	w.res.OrphansSwept += w.eng.Stats().OrphansSwept
 	w.inc.Kill()
-	w.disk.Crash(w.crashRnd)
-	w.eng = nil
+	if killed {
+		w.disk.Crash(w.crashRnd)
+	}
+	w.eng, w.closing, w.awaiting = nil, false, 0
 	for _, s := range w.sources {
 		s.onCrash()
 	}
@@ -225,7 +262,12 @@ func (w *World) submit(uid UID, in engine.Unit, done func(error)) {
 		w.sched.After(time.Millisecond, func() { done(engine.ErrNotReady) })
 		return
 	}
+	w.awaiting++
+	inc := w.inc
 	w.eng.Submit(in, func(err error) {
+		if inc == w.inc {
+			w.awaiting--
+		}
 		if err == nil {
 			w.oracle.onAck(uid)
 		}

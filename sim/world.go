@@ -16,6 +16,9 @@ type Faults interface {
 	StoreFaults
 	SinkFaults
 	CrashNow(r *Rand) bool
+	// RestartNow decides whether to stop the engine gracefully (Close,
+	// then a new process) at this step.
+	RestartNow(r *Rand) bool
 	// CrashAtPoint decides whether to crash right after a compaction step
 	// (a sink apply answered, a bitmap write issued, a reclaim delete
 	// done): windows a per-step crash rarely hits.
@@ -49,7 +52,12 @@ const (
 	healFraction = 0.8
 	drainExtra   = 0.5
 	restartDelay = 500 * time.Millisecond
-	memoryTick   = 5 * time.Second
+	// closeBound: a graceful close that has not answered by then hangs.
+	// Generous: it flushes and applies under the fault plan's retries and
+	// latency spikes, and waits up to engine.CloseReclaimGrace for
+	// reclaims.
+	closeBound = 5 * time.Minute
+	memoryTick = 5 * time.Second
 	// defaultMemory is the memory hint unless a fault changes it: a pool
 	// of about 45 MiB, far above what the small simulated segments need.
 	defaultMemory = 64 << 20
@@ -67,6 +75,7 @@ type World struct {
 	disk     *Disk
 	faults   Faults
 	crashRnd *Rand
+	stopRnd  *Rand // graceful restarts
 	engCfg   engine.Config
 	layout   engine.Layout
 	pageSize int
@@ -88,6 +97,9 @@ type World struct {
 	sinkRand    *Rand
 	lastTrouble time.Duration // last sink fault, crash or memory change
 	crashSoon   bool          // crash after the current step (a targeted crash point)
+	closing     bool          // a graceful close is in progress
+	closeStart  time.Duration //
+	awaiting    int           // units submitted to the current engine, not answered yet
 	mem         memWatch
 
 	res Result
@@ -104,7 +116,7 @@ func NewWorld(cfg Config) *World {
 		w.trace.SetWriter(cfg.Trace)
 	}
 	w.sched = NewScheduler(root.Split("sched"), w.trace, SchedulerConfig{})
-	w.crashRnd = root.Split("crash")
+	w.crashRnd, w.stopRnd = root.Split("crash"), root.Split("restart")
 	w.engCfg, w.pageSize = w.drawEngineConfig(root.Split("config"))
 	storeCfg := w.faults.ConfigureStore(StoreConfig{PageSize: w.pageSize, PartSizeMin: int(w.engCfg.PartBytes),
 		Response: Latency{Base: 500 * time.Microsecond, Tail: 2 * time.Millisecond}})
@@ -188,6 +200,7 @@ type Result struct {
 	Wall         time.Duration
 	Acks         uint64
 	Crashes      uint64
+	Restarts     uint64 // graceful stops
 	Faults       string
 	Segments     uint64
 	Destination  string
@@ -237,6 +250,7 @@ func (noFaults) SinkDown(time.Duration) bool                       { return fals
 func (noFaults) CrashAtPoint(*Rand) bool                           { return false }
 func (noFaults) MemoryChange(*Rand) (int64, bool)                  { return 0, false }
 func (noFaults) CrashNow(*Rand) bool                               { return false }
+func (noFaults) RestartNow(*Rand) bool                             { return false }
 func (noFaults) Heal()                                             {}
 func (noFaults) ConfigureStore(c StoreConfig) StoreConfig          { return c }
 func (noFaults) MaxExtraLatency() time.Duration                    { return 0 }

@@ -160,9 +160,9 @@ func summary(r sim.Result) string {
 	if r.Wall > 0 {
 		rate = float64(r.Steps) / r.Wall.Seconds()
 	}
-	return fmt.Sprintf("%s seed=%d plan=%s steps=%d sim=%v wall=%v steps/s=%.0f acks=%d crashes=%d faults={%s} segments=%d sink=%s applied=%d max_live=%d orphans_swept=%d worst_recovery={ops=%d time=%v} hash=%016x",
+	return fmt.Sprintf("%s seed=%d plan=%s steps=%d sim=%v wall=%v steps/s=%.0f acks=%d crashes=%d restarts=%d faults={%s} segments=%d sink=%s applied=%d max_live=%d orphans_swept=%d worst_recovery={ops=%d time=%v} hash=%016x",
 		status, r.Seed, r.Plan, r.Steps, r.SimTime.Round(time.Millisecond), r.Wall.Round(time.Millisecond), rate,
-		r.Acks, r.Crashes, r.Faults, r.Segments, r.Destination, r.Applied, r.MaxLive, r.OrphansSwept, r.WorstRecOps, r.WorstRecTime.Round(time.Millisecond), r.Hash)
+		r.Acks, r.Crashes, r.Restarts, r.Faults, r.Segments, r.Destination, r.Applied, r.MaxLive, r.OrphansSwept, r.WorstRecOps, r.WorstRecTime.Round(time.Millisecond), r.Hash)
 }
 
 func saveSeed(o options, r sim.Result) {
