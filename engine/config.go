@@ -3,6 +3,8 @@ package engine
 import (
 	"fmt"
 	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
 )
 
 // Limits the writer's tuning is clamped to (DESIGN.md §6).
@@ -49,6 +51,12 @@ type Config struct {
 	// IdempotencyWindow: how long an idempotency key is remembered after
 	// its unit was submitted; a retry later than that is a new unit.
 	IdempotencyWindow time.Duration
+	// OffsetsViewMax bounds the offset keys (source offsets and
+	// idempotency keys) the engine remembers, so that the offsets
+	// checkpoint can always hold them: a unit that would grow the view
+	// past it is refused (ErrResourceExhausted) until keys expire. 0 means
+	// segment.CheckpointEntriesMax, also its upper limit.
+	OffsetsViewMax int
 	// StreamChunkBytes: a body larger than the cache is streamed in
 	// ranged reads of this size.
 	StreamChunkBytes int64
@@ -130,6 +138,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: config: fence wait %v and orphan grace %v must not be negative", c.FenceWait, c.OrphanGrace)
 	case c.RecoveryConcurrency <= 0:
 		return fmt.Errorf("engine: config: recovery concurrency %d must be positive", c.RecoveryConcurrency)
+	case c.OffsetsViewMax < 0 || c.OffsetsViewMax > segment.CheckpointEntriesMax:
+		return fmt.Errorf("engine: config: offsets view max %d outside 0..%d (what one checkpoint holds)", c.OffsetsViewMax, segment.CheckpointEntriesMax)
 	}
 	return nil
 }

@@ -67,6 +67,7 @@ type Engine struct {
 	ckptWriting   bool
 	ckptScheduled bool
 	ckptWaiters   []checkpointWaiter
+	lastExpiry    time.Duration // last expiry of idempotency keys at admission
 
 	lastAlert      error
 	closeDone      func(error)

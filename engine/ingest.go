@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -57,6 +58,11 @@ func (e *Engine) Submit(in Unit, done func(error)) {
 	}
 	if e.joinDuplicate(in, done) {
 		e.stats.UnitsDuplicate++
+		return
+	}
+	if err := e.viewRoom(in); err != nil {
+		e.stats.UnitsRejected++
+		e.later(func() { done(err) })
 		return
 	}
 	if !e.roomFor(in) {
@@ -174,6 +180,36 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 		return true
 	}
 	return false
+}
+
+// viewRoom refuses a unit that could grow the offsets view past what one
+// checkpoint holds (Config.OffsetsViewMax). Pending units count as if all
+// their keys were new. At the limit, idempotency keys past their window
+// are dropped first (at most once a second: it scans the view).
+func (e *Engine) viewRoom(in Unit) error {
+	limit := e.cfg.OffsetsViewMax
+	if limit == 0 {
+		limit = segment.CheckpointEntriesMax
+	}
+	need := func() int {
+		n := e.committed.len() + len(e.idemPending) + len(e.offsetPending) + len(in.Offsets)
+		if in.IdempotencyKey != "" {
+			n++
+		}
+		return n
+	}
+	if need() <= limit {
+		return nil
+	}
+	if now := e.now(); now-e.lastExpiry >= time.Second || e.lastExpiry == 0 {
+		e.lastExpiry = now
+		e.expireIdempotencyKeys()
+	}
+	if n := need(); n > limit {
+		return fmt.Errorf("%w: offsets view full (%d keys with this unit, limit %d): idempotency keys expire %v after their submit",
+			ErrResourceExhausted, n, limit, e.cfg.IdempotencyWindow)
+	}
+	return nil
 }
 
 // roomFor reports whether the live snapshot can take the unit without

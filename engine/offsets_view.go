@@ -41,6 +41,8 @@ func (v *offsetsView) merge(o segment.Offsets) {
 	}
 }
 
+func (v *offsetsView) len() int { return len(v.vals) }
+
 func (v *offsetsView) get(key string) (uint64, bool) {
 	val, ok := v.vals[key]
 	return val, ok

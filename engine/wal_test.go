@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -435,5 +436,53 @@ func TestCloseDuringRecovery(t *testing.T) {
 	r.until(func() bool { return started && closed }, "answers")
 	if closeErr != nil || !errors.Is(startErr, engine.ErrClosed) || eng.Ready() {
 		t.Fatalf("close %v, start %v, ready %v", closeErr, startErr, eng.Ready())
+	}
+}
+
+// The offsets view must fit one checkpoint: a unit that would grow it past
+// OffsetsViewMax is refused with ErrResourceExhausted (not acked, nothing
+// lost) until idempotency keys expire; retries of keys it holds still ack.
+func TestOffsetsViewIsBounded(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.OffsetsViewMax, r.cfg.IdempotencyWindow = 4, time.Minute
+	r.start()
+	idem := func(v int64) engine.Unit {
+		u := unit("http", v)
+		u.IdempotencyKey = fmt.Sprintf("req-%d", v)
+		return u
+	}
+	for v := range int64(4) {
+		res := r.submit(idem(v))
+		r.until(func() bool { return res.done }, "answer")
+		if res.err != nil {
+			t.Fatalf("unit %d: %v", v, res.err)
+		}
+	}
+	full := r.submit(idem(4))
+	r.until(func() bool { return full.done }, "answer")
+	if !errors.Is(full.err, engine.ErrResourceExhausted) || !strings.Contains(full.err.Error(), "offsets view") {
+		t.Fatalf("fifth key: %v", full.err)
+	}
+	again := r.submit(idem(2))
+	r.until(func() bool { return again.done }, "answer")
+	if again.err != nil {
+		t.Fatalf("retry of a remembered key: %v", again.err)
+	}
+	r.sched.RunUntil(r.sched.Now() + 2*time.Minute) // the keys expire
+	later := r.submit(idem(4))
+	r.until(func() bool { return later.done }, "answer")
+	if later.err != nil {
+		t.Fatalf("after the window: %v", later.err)
+	}
+	if got := r.committedValues()["http"]; !slices.Equal(got, []int64{0, 1, 2, 3, 4}) {
+		t.Fatalf("committed %v, want each unit once", got)
+	}
+}
+
+func TestConfigRejectsAnOffsetsViewLargerThanACheckpoint(t *testing.T) {
+	c := newRig(t, sim.StoreConfig{}).cfg
+	c.OffsetsViewMax = segment.CheckpointEntriesMax + 1
+	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "offsets view") {
+		t.Fatalf("validate: %v", err)
 	}
 }

@@ -118,6 +118,11 @@ func NewWorld(cfg Config) *World {
 	w.sched = NewScheduler(root.Split("sched"), w.trace, SchedulerConfig{})
 	w.crashRnd, w.stopRnd = root.Split("crash"), root.Split("restart")
 	w.engCfg, w.pageSize = w.drawEngineConfig(root.Split("config"))
+	if vr := root.Split("config/view"); vr.Chance(0.2) {
+		// A view too small for the HTTP source's keys over a window: its
+		// units meet ErrResourceExhausted until keys expire.
+		w.engCfg.OffsetsViewMax = 2000 + vr.Intn(30000)
+	}
 	storeCfg := w.faults.ConfigureStore(StoreConfig{PageSize: w.pageSize, PartSizeMin: int(w.engCfg.PartBytes),
 		Response: Latency{Base: 500 * time.Microsecond, Tail: 2 * time.Millisecond}})
 	if cr := root.Split("store-config"); cr.Chance(0.5) {
