@@ -32,6 +32,17 @@
 //   - reclaimed: every slice of a segment is applied and its objects are
 //     deleted (.seg.commit first, then .seg, then the bitmap).
 //
+// Refusals are backpressure, never loss: a unit is refused with
+// ErrResourceExhausted when admission memory is full, when its offset key
+// already has an unanswered unit, when the snapshot limits and the writer
+// queue are full, or when it could grow the offsets view past what one
+// checkpoint holds (Config.OffsetsViewMax) before idempotency keys expire.
+//
+// Close is graceful: it commits and acks what is held, applies what it can
+// (a job failing during the close is left for the next start) and gives
+// reclaims CloseReclaimGrace; whatever is left is recovered like after a
+// crash.
+//
 // A segment is one committed snapshot of the accumulator: a body of PARTs
 // (one per partition key) described in package segment. A slice is one
 // PART addressed by its ordinal.
