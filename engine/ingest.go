@@ -183,21 +183,28 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 }
 
 // viewRoom refuses a unit that could grow the offsets view past what one
-// checkpoint holds (Config.OffsetsViewMax). Pending units count as if all
-// their keys were new. At the limit, idempotency keys past their window
-// are dropped first (at most once a second: it scans the view).
+// checkpoint holds (Config.OffsetsViewMax). Only a unit bringing keys the
+// view lacks can be refused; pending units count as if all their keys
+// were new. At the limit, idempotency keys past their window are dropped
+// first (at most once a second: it scans the view).
 func (e *Engine) viewRoom(in Unit) error {
+	added := 0
+	for _, o := range in.Offsets {
+		if _, ok := e.committed.get(o.Key); !ok {
+			added++
+		}
+	}
+	if in.IdempotencyKey != "" {
+		added++ // not committed: joinDuplicate answered those
+	}
+	if added == 0 {
+		return nil
+	}
 	limit := e.cfg.OffsetsViewMax
 	if limit == 0 {
 		limit = segment.CheckpointEntriesMax
 	}
-	need := func() int {
-		n := e.committed.len() + len(e.idemPending) + len(e.offsetPending) + len(in.Offsets)
-		if in.IdempotencyKey != "" {
-			n++
-		}
-		return n
-	}
+	need := func() int { return e.committed.len() + len(e.idemPending) + len(e.offsetPending) + added }
 	if need() <= limit {
 		return nil
 	}

@@ -441,40 +441,45 @@ func TestCloseDuringRecovery(t *testing.T) {
 
 // The offsets view must fit one checkpoint: a unit that would grow it past
 // OffsetsViewMax is refused with ErrResourceExhausted (not acked, nothing
-// lost) until idempotency keys expire; retries of keys it holds still ack.
+// lost) until idempotency keys expire; units whose keys it already holds
+// (a retry, the next offset of a known partition) still ack.
 func TestOffsetsViewIsBounded(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	r.cfg.OffsetsViewMax, r.cfg.IdempotencyWindow = 4, time.Minute
 	r.start()
+	answer := func(u engine.Unit) error {
+		res := r.submit(u)
+		r.until(func() bool { return res.done }, "answer")
+		return res.err
+	}
 	idem := func(v int64) engine.Unit {
 		u := unit("http", v)
 		u.IdempotencyKey = fmt.Sprintf("req-%d", v)
 		return u
 	}
-	for v := range int64(4) {
-		res := r.submit(idem(v))
-		r.until(func() bool { return res.done }, "answer")
-		if res.err != nil {
-			t.Fatalf("unit %d: %v", v, res.err)
+	if err := answer(withOffset(unit("log", 1), "src/log", 1)); err != nil {
+		t.Fatal(err)
+	}
+	for v := range int64(3) {
+		if err := answer(idem(v)); err != nil {
+			t.Fatalf("unit %d: %v", v, err)
 		}
 	}
-	full := r.submit(idem(4))
-	r.until(func() bool { return full.done }, "answer")
-	if !errors.Is(full.err, engine.ErrResourceExhausted) || !strings.Contains(full.err.Error(), "offsets view") {
-		t.Fatalf("fifth key: %v", full.err)
+	if err := answer(idem(3)); !errors.Is(err, engine.ErrResourceExhausted) || !strings.Contains(err.Error(), "offsets view") {
+		t.Fatalf("a fifth key: %v", err)
 	}
-	again := r.submit(idem(2))
-	r.until(func() bool { return again.done }, "answer")
-	if again.err != nil {
-		t.Fatalf("retry of a remembered key: %v", again.err)
+	if err := answer(idem(1)); err != nil {
+		t.Fatalf("retry of a remembered key: %v", err)
 	}
-	r.sched.RunUntil(r.sched.Now() + 2*time.Minute) // the keys expire
-	later := r.submit(idem(4))
-	r.until(func() bool { return later.done }, "answer")
-	if later.err != nil {
-		t.Fatalf("after the window: %v", later.err)
+	if err := answer(withOffset(unit("log", 2), "src/log", 2)); err != nil {
+		t.Fatalf("next offset of a known key: %v", err)
 	}
-	if got := r.committedValues()["http"]; !slices.Equal(got, []int64{0, 1, 2, 3, 4}) {
+	r.sched.RunUntil(r.sched.Now() + 2*time.Minute) // the idempotency keys expire
+	if err := answer(idem(3)); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+	got := r.committedValues()
+	if !slices.Equal(got["http"], []int64{0, 1, 2, 3}) || !slices.Equal(got["log"], []int64{1, 2}) {
 		t.Fatalf("committed %v, want each unit once", got)
 	}
 }
