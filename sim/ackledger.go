@@ -18,8 +18,8 @@ import (
 // acked in it, and an idempotent unit is covered iff its key survives
 // (or may have expired).
 type ackLedger struct {
-	segs    []string        // marker keys holding acked units, first-ack order
-	segSet  map[string]bool //
+	segs    []string // marker keys holding acked units, first-ack order
+	segSet  map[string]bool
 	maxSeq  map[string]uint64
 	keys    []string // keys of maxSeq, first-ack order
 	idem    []UID    // acked units of sources that cannot replay, ack order

@@ -98,7 +98,7 @@ type World struct {
 	lastTrouble time.Duration // last sink fault, crash or memory change
 	crashSoon   bool          // crash after the current step (a targeted crash point)
 	closing     bool          // a graceful close is in progress
-	closeStart  time.Duration //
+	closeStart  time.Duration // when it began
 	awaiting    int           // units submitted to the current engine, not answered yet
 	mem         memWatch
 
