@@ -191,10 +191,12 @@ func (e *Engine) drainPending() bool {
 	if e.running > 0 {
 		return true
 	}
-	now := e.now()
-	for _, ln := range e.laneOrder {
-		if e.p.Sinks != nil && len(ln.jobs) > 0 && ln.jobs[0].startable(now, true) {
-			return true
+	if e.p.Sinks != nil { // without sinks no job ever starts
+		now := e.now()
+		for _, ln := range e.laneOrder {
+			if len(ln.jobs) > 0 && ln.jobs[0].startable(now, true) {
+				return true
+			}
 		}
 	}
 	if e.closeGraceOver {

@@ -18,28 +18,25 @@ import (
 // acked in it, and an idempotent unit is covered iff its key survives
 // (or may have expired).
 type ackLedger struct {
-	segs    []string // marker keys holding acked units, first-ack order
-	segSet  map[string]bool
-	maxSeq  map[string]uint64
-	keys    []string // keys of maxSeq, first-ack order
-	idem    []UID    // acked units of sources that cannot replay, ack order
-	idemSet map[UID]bool
+	segs   []string // marker keys holding acked units, first-ack order
+	segSet map[string]bool
+	maxSeq map[string]uint64
+	keys   []string // keys of maxSeq, first-ack order
+	idem   []UID    // acked units of sources that cannot replay, ack order
 }
 
 func newAckLedger() ackLedger {
-	return ackLedger{segSet: map[string]bool{}, maxSeq: map[string]uint64{}, idemSet: map[UID]bool{}}
+	return ackLedger{segSet: map[string]bool{}, maxSeq: map[string]uint64{}}
 }
 
+// add records a unit's first ACK.
 func (l *ackLedger) add(uid UID, spec SourceSpec, marker string) {
 	if !l.segSet[marker] {
 		l.segSet[marker] = true
 		l.segs = append(l.segs, marker)
 	}
 	if !spec.Replayable {
-		if !l.idemSet[uid] {
-			l.idemSet[uid] = true
-			l.idem = append(l.idem, uid)
-		}
+		l.idem = append(l.idem, uid)
 		return
 	}
 	key := offsetKey(spec, uid.partition())

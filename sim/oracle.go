@@ -153,8 +153,10 @@ func (o *Oracle) onAck(uid UID) {
 		o.fail("unit %s acked before any marker holding it landed", uid)
 		return
 	}
-	o.acked[uid] = true
-	o.ledger.add(uid, o.w.sources[uid.source()].spec, key)
+	if !o.acked[uid] { // a resubmitted unit can be acked again
+		o.acked[uid] = true
+		o.ledger.add(uid, o.w.sources[uid.source()].spec, key)
+	}
 }
 
 // recoveryStats is what the world observed of one recovery.

@@ -44,15 +44,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	dataDir := t.TempDir()
 
 	first := startDaemon(t, bin, dataDir)
-	first.waitStdout(t, "three progress lines with acks", func(lines []string) bool {
-		acked := 0
-		for _, l := range lines {
-			if p, ok := parseProgress(l); ok && p["acked"] > 0 {
-				acked++
-			}
-		}
-		return acked >= 3
-	})
+	first.waitStdout(t, "three progress lines with acks", progressLines("acked", 3))
 	first.stop(t)
 	stopped := first.offsetsLogged(t, "generator stopped at")
 	if stopped["generator/events/0"] == 0 {
@@ -75,14 +67,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	if fmt.Sprint(resumed) != fmt.Sprint(stopped) {
 		t.Fatalf("second run resumed at\n%v\nfirst stopped at\n%v", resumed, stopped)
 	}
-	second.waitStdout(t, "a progress line with new acks", func(lines []string) bool {
-		for _, l := range lines {
-			if p, ok := parseProgress(l); ok && p["acked"] > 0 {
-				return true
-			}
-		}
-		return false
-	})
+	second.waitStdout(t, "a progress line with new acks", progressLines("acked", 1))
 	// A crash this time: SIGKILL, no graceful anything.
 	second.kill(t)
 
@@ -95,14 +80,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 			t.Fatalf("after the crash %s resumed at %d, below the %d an earlier run had committed", key, v, resumed[key])
 		}
 	}
-	third.waitStdout(t, "a progress line with applied rows", func(lines []string) bool {
-		for _, l := range lines {
-			if p, ok := parseProgress(l); ok && p["applied"] > 0 {
-				return true
-			}
-		}
-		return false
-	})
+	third.waitStdout(t, "a progress line with applied rows", progressLines("applied", 1))
 	third.stop(t)
 	if p, _ := parseProgress(last(third.stdoutLines())); p["live_segments"] != 0 {
 		t.Fatalf("graceful stop after a crash left segments: %s", last(third.stdoutLines()))
@@ -213,6 +191,19 @@ func (p *proc) stderrLines() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return append([]string(nil), p.stderr...)
+}
+
+// progressLines holds once n progress lines show field above zero.
+func progressLines(field string, n int) func([]string) bool {
+	return func(lines []string) bool {
+		seen := 0
+		for _, l := range lines {
+			if p, ok := parseProgress(l); ok && p[field] > 0 {
+				seen++
+			}
+		}
+		return seen >= n
+	}
 }
 
 func (p *proc) waitStdout(t *testing.T, what string, ok func([]string) bool) {
