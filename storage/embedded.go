@@ -48,6 +48,7 @@ const (
 	embeddedLockWait = 2 * time.Second
 	// embeddedShutdownWait bounds Close's wait for requests in flight.
 	embeddedShutdownWait = 5 * time.Second
+	embeddedFreshPoll    = 20 * time.Millisecond // Close re-checks request-less connections
 	// embeddedHeaderTimeout bounds a client's request header (slowloris);
 	// bodies are not bounded here, S3Store's request timeout bounds them.
 	embeddedHeaderTimeout = 10 * time.Second
@@ -69,6 +70,9 @@ type EmbeddedS3 struct {
 	db       *bolt.DB
 	srv      *http.Server
 	served   chan struct{} // closed when Serve has returned
+
+	mu    sync.Mutex
+	fresh map[net.Conn]struct{} // accepted connections that have sent no request yet
 
 	closeOnce sync.Once
 	closeErr  error
@@ -109,7 +113,9 @@ func StartEmbeddedS3(path, bucket string, logger *slog.Logger) (*EmbeddedS3, err
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
 		served: make(chan struct{}),
+		fresh:  map[net.Conn]struct{}{},
 	}
+	e.srv.ConnState = e.trackFresh
 	go func() {
 		defer close(e.served)
 		if err := e.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -140,11 +146,19 @@ func (e *EmbeddedS3) Client() *s3.Client { return NewLoopbackS3Client(e.endpoint
 // in flight, then cutting them off — and closes the bolt file. Call it
 // after the host using the store has stopped. Calling it again returns
 // the first call's result.
+//
+// Connections that have sent no request are closed at once: nothing is
+// lost (the host has stopped, so no request is coming on them), while
+// net/http's Shutdown would wait 5 s for each before counting it idle —
+// and an HTTP client can hold such a connection, dialed for a request
+// that was cancelled meanwhile.
 func (e *EmbeddedS3) Close() error {
 	e.closeOnce.Do(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), embeddedShutdownWait)
 		defer cancel()
-		shutdownErr := e.srv.Shutdown(ctx)
+		shut := make(chan error, 1)
+		go func() { shut <- e.srv.Shutdown(ctx) }()
+		shutdownErr := e.closeFreshUntil(shut)
 		if shutdownErr != nil {
 			_ = e.srv.Close()
 		}
@@ -158,6 +172,43 @@ func (e *EmbeddedS3) Close() error {
 		}
 	})
 	return e.closeErr
+}
+
+// closeFreshUntil closes request-less connections until Shutdown returns
+// (one may still be accepted just after it began), and returns its error.
+func (e *EmbeddedS3) closeFreshUntil(shut <-chan error) error {
+	tick := time.NewTicker(embeddedFreshPoll)
+	defer tick.Stop()
+	for {
+		e.mu.Lock()
+		for c := range e.fresh {
+			_ = c.Close()
+		}
+		e.mu.Unlock()
+		select {
+		case err := <-shut:
+			return err
+		case <-tick.C:
+		}
+	}
+}
+
+// trackFresh is the server's ConnState hook.
+func (e *EmbeddedS3) trackFresh(c net.Conn, s http.ConnState) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if s == http.StateNew {
+		e.fresh[c] = struct{}{}
+	} else {
+		delete(e.fresh, c)
+	}
+}
+
+// freshConns counts request-less connections (for tests).
+func (e *EmbeddedS3) freshConns() int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return len(e.fresh)
 }
 
 // NewLoopbackS3Client is the SDK client for an S3-compatible store on

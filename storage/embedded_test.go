@@ -3,7 +3,9 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"net"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -216,5 +218,28 @@ func TestEmbeddedS3RefusesAFileInUse(t *testing.T) {
 	}
 	if waited := time.Since(start); waited > embeddedLockWait+2*time.Second {
 		t.Fatalf("waited %v for the lock", waited)
+	}
+}
+
+// A connection that never sent a request (an HTTP client may dial one
+// for a request that was then cancelled, and keep it idle) must not hold
+// Close: net/http's Shutdown waits for it for 5 s and then fails, which
+// made a clean daemon stop exit 1.
+func TestEmbeddedS3CloseWithAnUnusedConnection(t *testing.T) {
+	e := startEmbedded(t, filepath.Join(t.TempDir(), "wal.bolt"))
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.Endpoint(), "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for e.freshConns() == 0 { // the server has accepted it
+		time.Sleep(time.Millisecond)
+	}
+	start := time.Now()
+	if err := e.Close(); err != nil {
+		t.Fatalf("close: %v", err)
+	}
+	if d := time.Since(start); d > embeddedShutdownWait/2 {
+		t.Fatalf("close took %v", d)
 	}
 }
