@@ -23,6 +23,7 @@ func (e *Engine) startJob(j *job) {
 	size := j.seg.Index.BodyBytes
 	_, cached := e.cache.entries[j.seg.ID]
 	if !cached && size <= e.cache.budget && !e.cache.canHold(size) {
+		e.mark(MarkWaitPinned)
 		return // waits for pinned bodies to be released (compact runs again then)
 	}
 	j.state = jobRunning
@@ -58,6 +59,7 @@ func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func(
 			return
 		}
 		if errors.Is(err, ErrCannotApply) {
+			e.mark(MarkSinkCannotApply)
 			e.refuseJob(j, fmt.Errorf("sink %s refused job %s of segment %s: %w", j.sinkRef, j.id, j.seg.ID, err))
 			return
 		}
@@ -110,6 +112,7 @@ func (e *Engine) withBody(j *job, done func(*segment.Body, func(), error)) {
 	}
 	size := j.seg.Index.BodyBytes
 	if size > e.cache.budget {
+		e.mark(MarkBodyStreamed)
 		e.streamBody(j, done)
 		return
 	}
@@ -122,6 +125,7 @@ func (e *Engine) withBody(j *job, done func(*segment.Body, func(), error)) {
 		}
 		if !e.cache.put(id, b, size, true) {
 			// The budget shrank meanwhile: use the body once, uncached.
+			e.mark(MarkBodyUncached)
 			done(b, func() { e.compact() }, nil)
 			return
 		}
@@ -133,6 +137,7 @@ func (e *Engine) withBody(j *job, done func(*segment.Body, func(), error)) {
 func (e *Engine) fetchBody(st *segState, done func(*segment.Body, error)) {
 	key := e.layout.Key(st.Dir, st.ID, KindBody)
 	var raw []byte
+	e.mark(MarkBodyFetched)
 	e.retry(func(d func(error)) {
 		e.p.Store.GetObject(GetObjectInput{Key: key, Limit: st.Index.BodyBytes}, func(b []byte, _ ObjectInfo, err error) {
 			raw = b

@@ -17,6 +17,7 @@ type bodyCache struct {
 	reserved int64  // bytes of bodies being fetched into the cache
 	clock    uint64 // last-use stamps; unique, so eviction order is total
 	entries  map[SnapshotID]*cacheEntry
+	marks    *Marks // the engine's coverage marks
 }
 
 type cacheEntry struct {
@@ -26,8 +27,8 @@ type cacheEntry struct {
 	lastUse uint64
 }
 
-func newBodyCache(budget int64) *bodyCache {
-	return &bodyCache{budget: budget, entries: map[SnapshotID]*cacheEntry{}}
+func newBodyCache(budget int64, marks *Marks) *bodyCache {
+	return &bodyCache{budget: budget, entries: map[SnapshotID]*cacheEntry{}, marks: marks}
 }
 
 // get returns a cached body and pins it; unpin when done.
@@ -109,6 +110,7 @@ func (c *bodyCache) makeRoom(size int64) bool {
 		if !ok {
 			return false
 		}
+		c.marks[MarkCacheEvicted]++
 		c.drop(victim)
 	}
 	return true

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"crypto/sha256"
+	"slices"
 	"encoding/binary"
 	"encoding/hex"
 	"time"
@@ -159,24 +160,41 @@ func (e *Engine) register(st *segState) {
 	}
 }
 
-// compact starts every job that may run now: the head of its lane,
-// pending, past its backoff, within the concurrency limit.
+// compact starts jobs while the concurrency limit allows: among the lane
+// heads that may start now, the one of the oldest segment first (ties:
+// lane creation order). Oldest-first is what keeps the WAL bounded: a
+// segment is reclaimed only when every lane has applied its job, so a
+// scheduler that let one busy lane take every slot would leave the other
+// lanes' jobs — and with them every segment — waiting (seed 74).
 func (e *Engine) compact() {
 	if e.p.Sinks == nil || (e.state != stateReady && e.state != stateClosing) {
 		return
 	}
+	if e.running >= e.cfg.CompactionConcurrency {
+		return
+	}
 	now := e.now()
-	for _, ln := range e.laneOrder {
+	heads := e.startableHeads(now)
+	for _, j := range heads {
 		if e.running >= e.cfg.CompactionConcurrency {
 			return
 		}
-		if len(ln.jobs) == 0 {
-			continue
-		}
-		if j := ln.jobs[0]; j.startable(now, e.state == stateClosing) {
-			e.startJob(j)
+		e.startJob(j)
+	}
+}
+
+// startableHeads returns the lane heads that may start now, oldest
+// segment first.
+func (e *Engine) startableHeads(now time.Duration) []*job {
+	var heads []*job
+	closing := e.state == stateClosing
+	for _, ln := range e.laneOrder {
+		if len(ln.jobs) > 0 && ln.jobs[0].startable(now, closing) {
+			heads = append(heads, ln.jobs[0])
 		}
 	}
+	slices.SortStableFunc(heads, func(a, b *job) int { return a.seg.ID.Compare(b.seg.ID) })
+	return heads
 }
 
 // startable reports whether j may start now. While closing, a job that
@@ -240,6 +258,10 @@ func (e *Engine) popLane(j *job) {
 
 // retryJob puts a failed job back at the head of its lane after a backoff.
 func (e *Engine) retryJob(j *job) {
+	e.mark(MarkSinkRetry)
+	if e.state == stateClosing {
+		e.mark(MarkCloseSinkFailing)
+	}
 	j.state = jobPending
 	j.failures++
 	d := e.backoff(j.failures)
@@ -255,6 +277,7 @@ func (e *Engine) retryJob(j *job) {
 // refuseJob: the job's slices cannot be read. Alert; its segment is kept
 // and its lane stops (order within the lane forbids skipping it).
 func (e *Engine) refuseJob(j *job, err error) {
+	e.mark(MarkJobRefused)
 	j.state = jobRefused
 	j.seg.keep = true
 	e.running--

@@ -23,6 +23,7 @@ type countingSink struct {
 	applies map[string]int
 	down    map[string]bool
 	timers  engine.Timers
+	delay   time.Duration // each apply starts this long after it was asked for
 }
 
 func (s *countingSink) Apply(j *engine.Job, done func(error)) {
@@ -31,7 +32,11 @@ func (s *countingSink) Apply(j *engine.Job, done func(error)) {
 		return
 	}
 	s.applies[j.ID]++
-	s.inner.Apply(j, done)
+	if s.delay == 0 {
+		s.inner.Apply(j, done)
+		return
+	}
+	s.timers.AfterFunc(s.delay, func() { s.inner.Apply(j, done) })
 }
 
 type oneSink struct{ s engine.Sink }
@@ -292,5 +297,64 @@ func TestCloseDoesNotWaitForAFailingSink(t *testing.T) {
 	r.until(func() bool { return r.eng.Drained() && len(r.walKeys()) == 0 }, "drain after restart")
 	if got := destValues(dest)["events"]; !slices.Equal(got, []int64{7}) {
 		t.Fatalf("destination %v, want the unit once", got)
+	}
+}
+
+// With one job at a time, compaction takes the oldest segment's jobs
+// first across lanes, so segments complete (and are reclaimed) in order
+// instead of one busy lane starving the others.
+func TestCompactionOldestSegmentFirst(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.CompactionConcurrency = 1
+	dest, cs := withSink(r)
+	cs.delay = 10 * time.Second // every segment commits while the first job runs
+	r.start()
+	for i := range 6 {
+		a := r.submit(unit("events", int64(i)))
+		b := r.submit(unit("orders", int64(i)))
+		r.until(func() bool { return a.done && b.done }, "ack")
+	}
+	r.until(func() bool { return r.eng.Drained() }, "drain")
+	applied := dest.Applied()
+	if len(applied) != 12 {
+		t.Fatalf("%d jobs applied, want 12", len(applied))
+	}
+	for i := 1; i < len(applied); i++ {
+		if applied[i].Segment.Less(applied[i-1].Segment) {
+			t.Fatalf("job %d (%s, segment %s) applied after one of segment %s: not oldest first",
+				i, applied[i].Namespace, applied[i].Segment, applied[i-1].Segment)
+		}
+	}
+}
+
+// A sink that is down fills the WAL up to LiveSegmentsMax, then ingest is
+// refused (backpressure) until reclaim frees room.
+func TestWALBacklogIsBounded(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.LiveSegmentsMax = 3
+	_, cs := withSink(r)
+	r.start()
+	cs.down["events"] = true
+	for i := range 3 {
+		res := r.submit(unit("events", int64(i)))
+		r.until(func() bool { return res.done }, "ack")
+		if res.err != nil {
+			t.Fatalf("unit %d: %v", i, res.err)
+		}
+	}
+	refused := r.submit(unit("events", 3))
+	r.until(func() bool { return refused.done }, "answer")
+	if !errors.Is(refused.err, engine.ErrResourceExhausted) || !strings.Contains(refused.err.Error(), "WAL backlog of 3 segments") {
+		t.Fatalf("4th unit: %v, want a WAL backlog refusal", refused.err)
+	}
+	if n := len(r.eng.Segments()); n != 3 {
+		t.Fatalf("%d segments owned, limit 3", n)
+	}
+	cs.down["events"] = false
+	r.until(func() bool { return r.eng.Drained() }, "drain")
+	again := r.submit(unit("events", 3))
+	r.until(func() bool { return again.done }, "ack")
+	if again.err != nil {
+		t.Fatalf("after the drain: %v", again.err)
 	}
 }

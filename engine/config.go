@@ -16,6 +16,9 @@ const (
 	DefaultPartBytes = 8 << 20
 	DefaultMaxDelay  = 60 * time.Second
 	AttemptsMax      = 5 // attempts per persist step before the step fails
+	// DefaultLiveSegmentsMax: 1024 segments of the 8 MiB default target
+	// is an 8 GiB backlog, recovered with about 2048 small reads.
+	DefaultLiveSegmentsMax = 1024
 	// CloseReclaimGrace: how long a graceful close waits, from its start,
 	// for reclaims (checkpoint PUT, three DELETEs) to finish; the next
 	// start finishes any it cuts short.
@@ -45,6 +48,13 @@ type Config struct {
 
 	// CompactionConcurrency bounds compaction jobs in flight at once.
 	CompactionConcurrency int
+	// LiveSegmentsMax bounds the WAL: segments committed and not yet
+	// reclaimed, plus the snapshots on their way to becoming segments.
+	// At the limit, units are refused with ErrResourceExhausted until
+	// reclaim frees a slot — a sink slower than ingest (or down) turns
+	// into backpressure, and recovery's cost (one marker and one bitmap
+	// read per live segment) stays bounded.
+	LiveSegmentsMax int
 	// BitmapDelay: an incomplete segment's completion bitmap is written
 	// this long after a job of it finished (coalescing writes).
 	BitmapDelay time.Duration
@@ -102,6 +112,7 @@ func DeriveConfig(prefix, pipeline string, bufferThresholdBytes int64, ingestThr
 		PartBytes:             DefaultPartBytes,
 		PartConcurrency:       4,
 		CompactionConcurrency: 8,
+		LiveSegmentsMax:       DefaultLiveSegmentsMax,
 		BitmapDelay:           time.Second,
 		IdempotencyWindow:     24 * time.Hour,
 		StreamChunkBytes:      8 << 20,
@@ -136,6 +147,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: config: retry base %v / max %v", c.RetryBase, c.RetryMax)
 	case c.FenceWait < 0 || c.OrphanGrace < 0:
 		return fmt.Errorf("engine: config: fence wait %v and orphan grace %v must not be negative", c.FenceWait, c.OrphanGrace)
+	case c.LiveSegmentsMax < 1:
+		return fmt.Errorf("engine: config: live segments max %d must be at least 1", c.LiveSegmentsMax)
 	case c.RecoveryConcurrency <= 0:
 		return fmt.Errorf("engine: config: recovery concurrency %d must be positive", c.RecoveryConcurrency)
 	case c.OffsetsViewMax < 0 || c.OffsetsViewMax > segment.CheckpointEntriesMax:

@@ -70,6 +70,7 @@ type Engine struct {
 	lastExpiry    time.Duration // last expiry of idempotency keys at admission
 
 	lastAlert      error
+	marks          Marks // coverage marks passed (coverage.go)
 	closeDone      func(error)
 	closeGraceOver bool // the close no longer waits for reclaims
 	stats          Stats
@@ -93,8 +94,9 @@ func New(cfg Config, p Ports) (*Engine, error) {
 	e := &Engine{
 		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
 		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: newOffsetsView(),
-		lanes: map[laneKey]*lane{}, cache: newBodyCache(0),
+		lanes: map[laneKey]*lane{},
 	}
+	e.cache = newBodyCache(0, &e.marks)
 	e.p.Store = countingStore{ObjectStore: p.Store, n: &e.stats.Requests}
 	e.refreshBudget()
 	return e, nil

@@ -23,6 +23,7 @@ func (e *Engine) claimRound(nonce uint64, round int, done func(writerRecord, str
 			return
 		}
 		if found && cur.nonce == nonce {
+			e.mark(MarkClaimLanded)
 			done(cur, info.ETag, nil) // an earlier, ambiguous claim of ours landed
 			return
 		}
@@ -39,6 +40,7 @@ func (e *Engine) claimRound(nonce uint64, round int, done func(writerRecord, str
 				done(next, "", fmt.Errorf("claim writer epoch: %d rounds: %w", ClaimRoundsMax, err))
 			default:
 				// Lost a race, or did not hear the answer: read again.
+				e.mark(MarkClaimRetry)
 				e.p.Timers.AfterFunc(e.backoff(round), func() { e.claimRound(nonce, round+1, done) })
 			}
 		})

@@ -69,6 +69,7 @@ func (e *Engine) Submit(in Unit, done func(error)) {
 		e.flushDue = true
 		e.maybeSeal()
 		if !e.roomFor(in) {
+			e.mark(MarkBackpressureQueue)
 			e.stats.UnitsRejected++
 			e.later(func() {
 				done(fmt.Errorf("%w: snapshot limits reached and the writer queue is full", ErrResourceExhausted))
@@ -95,6 +96,7 @@ func (e *Engine) admit(in Unit) error {
 	}
 	for _, o := range in.Offsets {
 		if u := e.offsetPending[o.Key]; u != nil && !slices.Equal(u.offsets, in.Offsets) {
+			e.mark(MarkBackpressureOffset)
 			return fmt.Errorf("%w: offset key %q has an unanswered unit; retry after its answer", ErrResourceExhausted, o.Key)
 		}
 	}
@@ -107,9 +109,30 @@ func (e *Engine) admit(in Unit) error {
 		}
 	}
 	if n := unitBytes(in); e.held+n > e.budget.admission {
+		e.mark(MarkBackpressureMemory)
 		return fmt.Errorf("%w: %d bytes held, unit of %d, admission %d", ErrResourceExhausted, e.held, n, e.budget.admission)
 	}
+	if n := e.walSegments(); n >= e.cfg.LiveSegmentsMax {
+		e.mark(MarkBackpressureWAL)
+		return fmt.Errorf("%w: WAL backlog of %d segments not yet applied, limit %d", ErrResourceExhausted, n, e.cfg.LiveSegmentsMax)
+	}
 	return nil
+}
+
+// walSegments counts the segments the WAL holds or will hold without
+// another unit: owned ones, and snapshots queued or being persisted.
+// A unit is admitted only while this is below LiveSegmentsMax, and then
+// joins the live accumulator (one more segment at most), so
+//
+//	INVARIANT: walSegments() + (live non-empty ? 1 : 0) ≤ LiveSegmentsMax,
+//
+// except just after recovery, which owns whatever the log holds.
+func (e *Engine) walSegments() int {
+	n := len(e.segs) + len(e.queue)
+	if e.active != nil {
+		n++
+	}
+	return n
 }
 
 func validateUnit(in Unit) error {
@@ -159,10 +182,12 @@ func validateUnit(in Unit) error {
 func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 	if k := in.IdempotencyKey; k != "" {
 		if _, ok := e.committed.get(idemPrefix + k); ok {
+			e.mark(MarkDuplicateCommitted)
 			e.later(func() { done(nil) })
 			return true
 		}
 		if u, ok := e.idemPending[k]; ok {
+			e.mark(MarkDuplicateJoined)
 			u.dones = append(u.dones, done)
 			return true
 		}
@@ -172,10 +197,12 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 		return false
 	}
 	if e.committed.covers(in.Offsets) {
+		e.mark(MarkOffsetsCovered)
 		e.later(func() { done(nil) })
 		return true
 	}
 	if u := e.offsetPending[in.Offsets[0].Key]; u != nil {
+		e.mark(MarkDuplicateJoined)
 		u.dones = append(u.dones, done) // admit checked: the same offsets
 		return true
 	}
@@ -213,6 +240,7 @@ func (e *Engine) viewRoom(in Unit) error {
 		e.expireIdempotencyKeys()
 	}
 	if n := need(); n > limit {
+		e.mark(MarkBackpressureView)
 		return fmt.Errorf("%w: offsets view full (%d keys with this unit, limit %d): idempotency keys expire %v after their submit",
 			ErrResourceExhausted, n, limit, e.cfg.IdempotencyWindow)
 	}

@@ -26,6 +26,17 @@ func (id SnapshotID) Less(o SnapshotID) bool {
 	return id.Epoch < o.Epoch || id.Epoch == o.Epoch && id.Seq < o.Seq
 }
 
+// Compare orders ids in commit order: -1, 0 or +1.
+func (id SnapshotID) Compare(o SnapshotID) int {
+	switch {
+	case id.Less(o):
+		return -1
+	case o.Less(id):
+		return 1
+	}
+	return 0
+}
+
 // ParseSnapshotID parses the form String produces.
 func ParseSnapshotID(s string) (SnapshotID, bool) {
 	e, q, ok := strings.Cut(s, "-")

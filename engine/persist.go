@@ -76,6 +76,7 @@ func (e *Engine) uploadBody(s *snapshot, done func(error)) {
 		}, func(err error, _ bool) { done(err) })
 		return
 	}
+	e.mark(MarkMultipart)
 	e.retry(func(d func(error)) {
 		e.p.Store.CreateMultipartUpload(key, func(id string, err error) {
 			if err == nil {
@@ -107,7 +108,11 @@ func (e *Engine) uploadParts(s *snapshot, done func(error)) {
 			next++
 			inFlight++
 			chunk := s.body[int64(i)*e.cfg.PartBytes : min(int64(i+1)*e.cfg.PartBytes, size)]
+			tries := 0
 			e.retry(func(d func(error)) {
+				if tries++; tries > 1 {
+					e.mark(MarkPartRetry)
+				}
 				e.p.Store.UploadPart(key, s.uploadID, int32(i+1), chunk, func(etag string, err error) {
 					parts[i] = CompletedPart{Number: int32(i + 1), ETag: etag}
 					d(err)
@@ -142,10 +147,14 @@ func (e *Engine) completeUpload(s *snapshot, parts []CompletedPart, done func(er
 		if err == nil || !ambiguous || !errors.Is(err, ErrNoSuchUpload) {
 			if err == nil {
 				s.uploadID = ""
+				if len(parts) >= 3 {
+					e.mark(MarkMultipart3)
+				}
 			}
 			done(err)
 			return
 		}
+		e.mark(MarkCompleteSettledByHead)
 		e.retry(func(d func(error)) {
 			e.p.Store.HeadObject(key, func(info ObjectInfo, err error) {
 				if err == nil && info.Size != int64(len(s.body)) {
@@ -180,6 +189,7 @@ func (e *Engine) putMarker(s *snapshot) {
 		case err == nil:
 			e.fenceThenCommit(s)
 		case errors.Is(err, ErrPreconditionFailed):
+			e.mark(MarkMarkerExists)
 			e.settle(s)
 		case ambiguous:
 			// In doubt: the marker may exist. Re-committing these units
@@ -203,10 +213,12 @@ func (e *Engine) settle(s *snapshot) {
 	}, func(err error, _ bool) {
 		switch {
 		case err == nil && bytes.Equal(got, s.marker):
+			e.mark(MarkInDoubtCommitted)
 			e.fenceThenCommit(s)
 		case err == nil:
 			e.failClosed(fmt.Errorf("%w: marker %s holds another writer's commit", ErrCorrupt, e.key(s, KindMarker)))
 		case errors.Is(err, ErrNotFound):
+			e.mark(MarkInDoubtAbsent)
 			e.persistFailed(s, fmt.Errorf("marker did not land"))
 		default:
 			e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() { e.settle(s) })
@@ -224,6 +236,7 @@ func (e *Engine) fenceThenCommit(s *snapshot) {
 		case err == nil && cur.epoch == e.epoch && cur.nonce == e.writerNonce:
 			e.commit(s)
 		case err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt):
+			e.mark(MarkFencedLive)
 			e.failClosed(fmt.Errorf("%w: snapshot %s committed after epoch %d was superseded (writer object: epoch %d)", ErrFenced, s.id, e.epoch, cur.epoch))
 		default:
 			e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() { e.fenceThenCommit(s) })
@@ -286,7 +299,9 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 		return
 	}
 	e.stats.PersistFailures++
+	e.mark(MarkPersistFailed)
 	if s.uploadID != "" {
+		e.mark(MarkUploadAborted)
 		e.p.Store.AbortMultipartUpload(e.key(s, KindBody), s.uploadID, func(error) {})
 	}
 	e.p.Store.DeleteObject(e.key(s, KindBody), func(error) {})

@@ -62,6 +62,7 @@ func (e *Engine) writeBitmap(st *segState) {
 		}
 		// Refused (the object is not the version we wrote last) or
 		// unheard: read it, OR its bits into ours, write again later.
+		e.mark(MarkBitmapConflict)
 		e.readBitmap(st.Segment, func(b *segment.Bitmap, etag string, rerr error) {
 			st.writing = false
 			if rerr == nil && b != nil {
@@ -79,6 +80,7 @@ func (e *Engine) reclaim(st *segState) {
 		return
 	}
 	if wait := st.reclaimAfter - e.now(); wait > 0 {
+		e.mark(MarkReclaimWaitsSettle)
 		e.p.Timers.AfterFunc(wait, func() { e.reclaim(st) })
 		return
 	}
@@ -200,6 +202,7 @@ func (e *Engine) writeCheckpoint(round int) {
 			return
 		}
 		// Refused (someone wrote since), or unheard: read, merge, retry.
+		e.mark(MarkCheckpointConflict)
 		e.readCheckpoint(func(etag string, _ segment.Offsets, err error) {
 			if err == nil {
 				e.ckptETag = etag
@@ -262,6 +265,10 @@ func (e *Engine) readCheckpoint(done func(etag string, o segment.Offsets, err er
 func (e *Engine) expireIdempotencyKeys() {
 	cutoff := e.p.Clock.WallUnixMs() - e.cfg.IdempotencyWindow.Milliseconds()
 	e.committed.dropIf(func(k string, v uint64) bool {
-		return strings.HasPrefix(k, idemPrefix) && int64(v) < cutoff
+		drop := strings.HasPrefix(k, idemPrefix) && int64(v) < cutoff
+		if drop {
+			e.mark(MarkIdempotencyExpired)
+		}
+		return drop
 	})
 }

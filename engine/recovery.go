@@ -135,6 +135,7 @@ func (e *Engine) sealEpochs(rec writerRecord, etag string, listing []*listedSegm
 			return
 		}
 		// Refused or unheard: read what is there.
+		e.mark(MarkSealRetry)
 		e.readWriter(func(cur writerRecord, _ ObjectInfo, rerr error) {
 			switch {
 			case rerr != nil:
@@ -168,6 +169,7 @@ func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 		done(err)
 		return
 	}
+	e.mark(MarkRecoveryRetry)
 	e.p.Timers.AfterFunc(e.backoff(round), func() { e.recover(round+1, done) })
 }
 
@@ -184,7 +186,11 @@ func (e *Engine) open(r recovered) {
 		e.committed.merge(s.Index.Offsets)
 		bm := r.bitmaps[i]
 		keep := bm == nil
+		if !keep && bm.Count() > 0 {
+			e.mark(MarkResumedFromBitmap)
+		}
 		if keep {
+			e.mark(MarkBitmapUnreadable)
 			e.alert(fmt.Errorf("%w: completion bitmap of segment %s is unreadable: the segment will not be deleted", ErrCorrupt, s.ID))
 			bm = segment.NewBitmap(len(s.Index.Entries))
 		}
@@ -310,15 +316,7 @@ func sortedListing(byID map[SnapshotID]*listedSegment) []*listedSegment {
 	for _, ls := range byID {
 		out = append(out, ls)
 	}
-	slices.SortFunc(out, func(a, b *listedSegment) int {
-		switch {
-		case a.id.Less(b.id):
-			return -1
-		case b.id.Less(a.id):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(out, func(a, b *listedSegment) int { return a.id.Compare(b.id) })
 	return out
 }
 
@@ -353,6 +351,7 @@ func (e *Engine) readMarker(ls *listedSegment, done func(*Segment, error)) {
 	}, func(err error, _ bool) {
 		switch {
 		case errors.Is(err, ErrNotFound):
+			e.mark(MarkListedMarkerGone)
 			done(nil, nil)
 			return
 		case err != nil:
@@ -369,6 +368,7 @@ func (e *Engine) readMarker(ls *listedSegment, done func(*Segment, error)) {
 			done(s, checkBodySize(key, ls.body.Size, ix))
 			return
 		}
+		e.mark(MarkMarkerBodyUnlisted)
 		e.headBody(ls, ix, func(err error) { done(s, err) })
 	})
 }

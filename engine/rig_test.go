@@ -51,7 +51,7 @@ func newRig(t *testing.T, storeCfg sim.StoreConfig) *rig {
 	r.cfg = engine.Config{
 		Prefix: "wal", Pipeline: "test", TargetBytes: 64 << 10, MaxDelay: time.Minute, QueueCapacity: 2,
 		PartBytes: 16 << 10, PartConcurrency: 2,
-		CompactionConcurrency: 4, BitmapDelay: 100 * time.Millisecond, IdempotencyWindow: time.Hour,
+		CompactionConcurrency: 4, LiveSegmentsMax: 64, BitmapDelay: 100 * time.Millisecond, IdempotencyWindow: time.Hour,
 		StreamChunkBytes: 4 << 10, MemoryPoll: time.Second, SweepInterval: 10 * time.Second, CheckpointDelay: 50 * time.Millisecond,
 		RetryBase: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond,
 		FenceWait: 500 * time.Millisecond, OrphanGrace: time.Minute, RecoveryConcurrency: 4,

@@ -55,6 +55,7 @@ func (e *Engine) sweep(listing []*listedSegment, w writerRecord) {
 // bitmap.
 func (e *Engine) sweepFenced(ls *listedSegment, done func(error)) {
 	e.deleteOnce(ls, []ObjectKind{KindMarker, KindBody, KindBitmap}, func() {
+		e.mark(MarkFencedMarkerSwept)
 		e.stats.OrphansSwept++
 		done(nil)
 	}, func() { done(nil) })
@@ -111,6 +112,9 @@ func (e *Engine) sweepOrphan(ls *listedSegment, done func(error)) {
 	marker := e.layout.Key(ls.dir, ls.id, KindMarker)
 	e.p.Store.HeadObject(marker, func(_ ObjectInfo, err error) {
 		if !errors.Is(err, ErrNotFound) {
+			if err == nil {
+				e.mark(MarkOrphanHasMarker)
+			}
 			done(nil) // committed after all, or unknown: leave it
 			return
 		}
@@ -122,6 +126,7 @@ func (e *Engine) sweepOrphan(ls *listedSegment, done func(error)) {
 			kinds = append(kinds, KindBitmap)
 		}
 		e.deleteOnce(ls, kinds, func() {
+			e.mark(MarkOrphanSwept)
 			e.stats.OrphansSwept++
 			done(nil)
 		}, func() { done(nil) })
@@ -162,6 +167,7 @@ func (e *Engine) sweepUploads(keyMarker, idMarker string) {
 		e.forEach(len(stale), e.cfg.RecoveryConcurrency, func(i int, done func(error)) {
 			e.p.Store.AbortMultipartUpload(stale[i].Key, stale[i].UploadID, func(err error) {
 				if err == nil {
+					e.mark(MarkDanglingUploadAbort)
 					e.stats.UploadsAborted++
 				}
 				done(nil)

@@ -174,6 +174,7 @@ func (w *World) startIncarnation() {
 		return
 	}
 	w.eng, w.recovering, w.recStart, w.rec = eng, true, w.sched.Now(), recoveryStats{}
+	w.progress = progress{since: w.sched.Now()}
 	eng.Start(func(err error) {
 		if err != nil {
 			w.oracle.fail("recovery failed closed: %v", err)

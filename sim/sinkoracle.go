@@ -38,36 +38,49 @@ func (o *Oracle) checkMemory(eng engineGauges) {
 	m.held, m.cached = held, cached
 }
 
-// walBound is how many segments may be owned at once while the sink is
-// healthy and the engine has run for walSettle. A segment is sealed at
-// most every 100 ms (the writer's delay floor), and one is reclaimed
-// within reclaimSpan of its commit: its jobs and a bitmap delay, the
-// checkpoint delay, and a few store requests in sequence (fence read,
-// checkpoint write, marker delete), each of which may take up to the
-// store's request lifetime (FenceWait bounds it; a segment whose marker
-// write was ambiguous also waits that long before its delete). So at most
-// reclaimSpan × 10/s segments, plus the writer's queue and some slack.
-const walSettle = 30 * time.Second
+// The bounded-WAL oracles.
+//
+// Bound: the engine refuses units while its WAL backlog (owned segments
+// plus snapshots on their way) is at LiveSegmentsMax, so the segments it
+// owns never exceed that — at every step, whatever the sink or the store
+// does. Recovery owns what the log holds, which the previous incarnation
+// kept within the same limit. A hard bound, not a rate estimate: it cannot
+// flap with latencies.
+//
+// Progress: while the engine is up, owns segments and the sink has been
+// healthy for progressWindow, compaction must apply something within that
+// window. It is generous — a job's body read and sink write each retry up
+// to engine.AttemptsMax times under latency spikes — so it fires only on a
+// stall (a lane starved or stuck), never on a slow store.
+const progressWindow = 5 * time.Minute
 
-func (w *World) walBound() int {
-	c := w.engCfg
-	reclaimSpan := c.BitmapDelay + c.CheckpointDelay + 2*c.FenceWait + 2*time.Second
-	return int(reclaimSpan/(100*time.Millisecond)) + 4*c.QueueCapacity + 16
+// progress is what the progress oracle remembers of the current engine.
+type progress struct {
+	applied uint64        // jobs applied when last seen
+	since   time.Duration // when applied last changed (or the engine started, or owned nothing)
 }
 
-// checkWAL samples the owned segments while the sink is healthy.
+// checkWAL runs at every step while the engine is ready.
 func (o *Oracle) checkWAL(eng engineGauges) {
 	w := o.w
-	if w.dest == nil || w.sched.Now()-w.lastTrouble < walSettle {
+	if w.dest == nil {
 		return
 	}
 	st := eng.Stats()
 	live := st.LiveSegments
 	w.res.MaxLive = max(w.res.MaxLive, live)
-	if live > w.walBound() {
-		_, _, cached, cache := eng.Memory()
-		o.fail("%d segments owned after %v without sink trouble; bound %d (jobs applied %d, sink failures %d, alerts %d: %v; cache %d/%d)",
-			live, walSettle, w.walBound(), st.JobsApplied, st.SinkFailures, st.Alerts, eng.LastAlert(), cached, cache)
+	if live > w.engCfg.LiveSegmentsMax {
+		o.fail("%d segments owned, above LiveSegmentsMax %d", live, w.engCfg.LiveSegmentsMax)
+	}
+	now, p := w.sched.Now(), &w.progress
+	if st.JobsApplied != p.applied || live == 0 || st.Alerts > 0 {
+		p.applied, p.since = st.JobsApplied, now
+		return
+	}
+	if stall := now - max(p.since, w.lastTrouble); stall > progressWindow {
+		o.fail("compaction applied nothing for %v with %d segments owned and the sink healthy (jobs applied %d, sink failures %d)",
+			stall, live, st.JobsApplied, st.SinkFailures)
+		p.since = now
 	}
 }
 

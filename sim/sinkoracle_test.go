@@ -31,19 +31,40 @@ func TestOracleMemory(t *testing.T) {
 	wantViolation(t, w2, "body cache grew")
 }
 
-// The WAL bound applies once the sink has been healthy for a while.
+type progressGauges struct {
+	gauges
+	applied uint64
+}
+
+func (g progressGauges) Stats() engine.Stats {
+	return engine.Stats{LiveSegments: g.live, JobsApplied: g.applied}
+}
+
+// The WAL never holds more than LiveSegmentsMax segments, at any step.
 func TestOracleBoundedWAL(t *testing.T) {
 	w := testWorld(t)
 	w.dest = &fakeDest{}
-	w.sched.RunUntil(walSettle / 2)
+	w.oracle.checkWAL(gauges{live: w.engCfg.LiveSegmentsMax})
+	wantClean(t, w)
+	w.oracle.checkWAL(gauges{live: w.engCfg.LiveSegmentsMax + 1})
+	wantViolation(t, w, "above LiveSegmentsMax")
+}
+
+// Compaction must apply something within progressWindow while segments
+// are owned and the sink is healthy; sink trouble restarts the window.
+func TestOracleProgress(t *testing.T) {
+	w := testWorld(t)
+	w.dest = &fakeDest{}
+	w.oracle.checkWAL(progressGauges{gauges{live: 5}, 1})
+	w.sched.RunUntil(progressWindow - time.Second)
 	w.trouble()
-	w.oracle.checkWAL(gauges{live: 10_000}) // just had trouble: not checked
+	w.sched.RunUntil(w.sched.Now() + progressWindow - time.Second)
+	w.oracle.checkWAL(progressGauges{gauges{live: 5}, 1}) // trouble a while ago: not a stall yet
 	wantClean(t, w)
-	w.sched.RunUntil(w.sched.Now() + walSettle + time.Second)
-	w.oracle.checkWAL(gauges{live: w.walBound()})
-	wantClean(t, w)
-	w.oracle.checkWAL(gauges{live: w.walBound() + 1})
-	wantViolation(t, w, "segments owned")
+	w.oracle.checkWAL(progressGauges{gauges{live: 5}, 2}) // progress
+	w.sched.RunUntil(w.sched.Now() + progressWindow + time.Second)
+	w.oracle.checkWAL(progressGauges{gauges{live: 5}, 2})
+	wantViolation(t, w, "applied nothing")
 }
 
 // fakeDest is a destination whose contents a test sets.

@@ -96,6 +96,7 @@ type World struct {
 	memHint     int64       // what the Memory port answers
 	sinkRand    *Rand
 	lastTrouble time.Duration // last sink fault, crash or memory change
+	progress    progress      // the progress oracle's memory of the current engine
 	crashSoon   bool          // crash after the current step (a targeted crash point)
 	closing     bool          // a graceful close is in progress
 	closeStart  time.Duration // when it began
@@ -169,6 +170,7 @@ func (w *World) drawEngineConfig(r *Rand) (engine.Config, int) {
 		RecoveryConcurrency: 1 + r.Intn(8),
 
 		CompactionConcurrency: 1 + r.Intn(4),
+		LiveSegmentsMax:       32 + r.Intn(200),
 		BitmapDelay:           r.Duration(10*time.Millisecond, 500*time.Millisecond),
 		IdempotencyWindow:     10 * time.Minute,
 		StreamChunkBytes:      int64(4<<10) << r.Intn(4),
@@ -210,7 +212,7 @@ type Result struct {
 	Segments     uint64
 	Destination  string
 	Applied      uint64 // jobs the destination holds at the end
-	MaxLive      int    // most owned segments seen while the sink was healthy
+	MaxLive      int    // most segments owned at once
 	OrphansSwept uint64
 	WorstRecOps  uint64
 	WorstRecTime time.Duration

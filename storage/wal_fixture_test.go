@@ -117,6 +117,7 @@ func walConfig(pipeline string, requestTimeout time.Duration) engine.Config {
 		RecoveryConcurrency: 8,
 
 		CompactionConcurrency: 4,
+		LiveSegmentsMax:       engine.DefaultLiveSegmentsMax,
 		BitmapDelay:           50 * time.Millisecond,
 		IdempotencyWindow:     time.Hour,
 		StreamChunkBytes:      1 << 20,

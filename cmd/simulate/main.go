@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"sync"
 	"time"
@@ -27,6 +28,7 @@ type options struct {
 	verbose bool
 	trace   string
 	save    bool
+	cpuprof string
 }
 
 func main() {
@@ -35,7 +37,19 @@ func main() {
 		fmt.Fprintln(os.Stderr, "simulate:", err)
 		os.Exit(2)
 	}
-	if !run(opts) {
+	if opts.cpuprof != "" {
+		f, err := os.Create(opts.cpuprof)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "simulate:", err)
+			os.Exit(2)
+		}
+		pprof.StartCPUProfile(f)
+	}
+	ok := run(opts)
+	if opts.cpuprof != "" {
+		pprof.StopCPUProfile()
+	}
+	if !ok {
 		os.Exit(1)
 	}
 }
@@ -51,6 +65,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.verbose, "v", false, "print every run's summary, not only failures")
 	fs.StringVar(&o.trace, "trace", "", "write a human-readable event trace to this file (single seed)")
 	fs.BoolVar(&o.save, "save", false, "write a seeds/ file for every failing seed")
+	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -1,0 +1,115 @@
+package engine
+
+// Coverage marks name the engine's rare branches: the retries, races,
+// refusals and recoveries that a test must reach for them to be tested at
+// all. The engine counts each mark it passes; the simulator adds the
+// counts of every incarnation of a world and reports, over a sweep, which
+// marks no world reached (simulate -coverage). A mark no seed reaches is a
+// path the simulator does not test.
+//
+// Marks are per engine (no global state), cost one array increment, and
+// never influence behaviour.
+
+// Mark is one rare branch.
+type Mark uint8
+
+// Marks. The values index counters: append only, and give each a name.
+const (
+	// Writer and commit protocol (persist.go, retry.go).
+	MarkMultipart             Mark = iota // a body went up as a multipart upload
+	MarkMultipart3                        // a multipart upload of three parts or more completed
+	MarkPartRetry                         // an UploadPart was tried again after a failure
+	MarkCompleteSettledByHead             // an ambiguous Complete answered NoSuchUpload: a HEAD settled it
+	MarkUploadAborted                     // a failed persist aborted its multipart upload
+	MarkPersistFailed                     // a persist failed: units back in the accumulator
+	MarkMarkerExists                      // a marker PUT found the key taken (an earlier attempt of ours landed)
+	MarkInDoubtCommitted                  // an in-doubt marker was found by a later read: committed
+	MarkInDoubtAbsent                     // an in-doubt marker was found absent: not committed
+	MarkFencedLive                        // a live superseded writer's commit hit the fence
+	// Recovery and the sweeper (recovery.go, epoch.go, sweep.go).
+	MarkRecoveryRetry       // a transient failure restarted recovery
+	MarkClaimRetry          // an epoch claim lost a race or went unheard, and read again
+	MarkClaimLanded         // an unheard claim of ours was found to have landed
+	MarkSealRetry           // the seal write was refused or unheard and the writer object re-read
+	MarkMarkerBodyUnlisted  // LIST showed a marker without its body: a HEAD found the body
+	MarkListedMarkerGone    // LIST showed a marker that was gone when read
+	MarkResumedFromBitmap   // recovery registered a segment with bits already set
+	MarkOrphanSwept         // the sweeper deleted an orphan body or bitmap
+	MarkOrphanHasMarker     // an orphan candidate's marker existed after all (LIST lag)
+	MarkFencedMarkerSwept   // the sweeper deleted a marker beyond its epoch's seal
+	MarkDanglingUploadAbort // the sweeper aborted a stale multipart upload
+	// Compaction, bitmaps, reclaim (compact.go, apply.go, reclaim.go, cache.go).
+	MarkBodyFetched        // a body was read with one GET
+	MarkBodyStreamed       // a body larger than the cache was streamed in ranges
+	MarkBodyUncached       // a fetched body did not fit the cache any more and was used once
+	MarkCacheEvicted       // the body cache evicted an entry
+	MarkWaitPinned         // a job waited for pinned bodies to make room in the cache
+	MarkBodyMismatch       // a fetched body failed its marker's checksum (and was read again)
+	MarkJobRefused         // a job was refused for good: its slices cannot be read
+	MarkSinkCannotApply    // a sink said a job can never be applied
+	MarkSinkRetry          // a failed job was retried after a backoff
+	MarkBitmapUnreadable   // a completion bitmap could not be read: its segment is kept
+	MarkBitmapConflict     // a bitmap write was refused or unheard and re-read, merged, rewritten
+	MarkCheckpointConflict // an offsets checkpoint write was refused or unheard and retried
+	MarkReclaimWaitsSettle // a reclaim waited for an in-doubt marker PUT's lifetime
+	MarkCloseSinkFailing   // a job failed during a graceful close and was left for the next start
+	// Ingest (ingest.go).
+	MarkBackpressureMemory  // a unit was refused: admission memory full
+	MarkBackpressureWAL     // a unit was refused: the WAL backlog is at LiveSegmentsMax
+	MarkBackpressureOffset  // a unit was refused: its offset key has an unanswered unit
+	MarkBackpressureQueue   // a unit was refused: snapshot limits reached and the queue full
+	MarkBackpressureView    // a unit was refused: the offsets view is full
+	MarkDuplicateCommitted  // a retried idempotency key was answered from the offsets view
+	MarkDuplicateJoined     // a retry joined its pending unit's answer
+	MarkOffsetsCovered      // a replayed unit was already covered by the offsets: acked, not stored
+	MarkIdempotencyExpired  // idempotency keys past their window were dropped
+	NumMarks
+)
+
+var markNames = [NumMarks]string{
+	"multipart", "multipart-3-parts", "part-retry", "complete-settled-by-head", "upload-aborted",
+	"persist-failed", "marker-exists", "in-doubt-committed", "in-doubt-absent", "fenced-live-writer",
+	"recovery-retry", "claim-retry", "claim-landed", "seal-retry", "marker-body-unlisted",
+	"listed-marker-gone", "resumed-from-bitmap", "orphan-swept", "orphan-has-marker",
+	"fenced-marker-swept", "dangling-upload-aborted",
+	"body-fetched", "body-streamed", "body-uncached", "cache-evicted", "wait-pinned",
+	"body-checksum-mismatch", "job-refused", "sink-cannot-apply", "sink-retry",
+	"bitmap-unreadable", "bitmap-conflict", "checkpoint-conflict", "reclaim-waits-settle",
+	"close-sink-failing",
+	"backpressure-memory", "backpressure-wal", "backpressure-offset", "backpressure-queue",
+	"backpressure-view", "duplicate-committed", "duplicate-joined", "offsets-covered",
+	"idempotency-expired",
+}
+
+// String returns the mark's name.
+func (m Mark) String() string {
+	if m < NumMarks {
+		return markNames[m]
+	}
+	return "mark?"
+}
+
+// MarkByName returns the mark called name.
+func MarkByName(name string) (Mark, bool) {
+	for m, n := range markNames {
+		if n == name {
+			return Mark(m), true
+		}
+	}
+	return 0, false
+}
+
+// Marks counts how often each mark was passed.
+type Marks [NumMarks]uint64
+
+// Add adds o's counts to m.
+func (m *Marks) Add(o Marks) {
+	for i := range m {
+		m[i] += o[i]
+	}
+}
+
+func (e *Engine) mark(m Mark) { e.marks[m]++ }
+
+// Marks returns how often this engine passed each mark.
+func (e *Engine) Marks() Marks { return e.marks }
