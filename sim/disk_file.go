@@ -76,8 +76,8 @@ type fileHandle struct {
 	// closed is set when Close completes; every later call fails.
 	closed bool
 	// lastAt is the completion time of the latest call issued; the next
-	// call completes no earlier. INVARIANT: calls complete in issue order
-	// (equal times run in scheduling order).
+	// call completes strictly later (same-instant events run in a seeded
+	// order, not FIFO). INVARIANT: calls complete in issue order.
 	lastAt time.Duration
 }
 
@@ -133,7 +133,7 @@ func (f *fileHandle) Direct() bool { return f.direct }
 
 // call issues one call on the file, after every earlier one.
 func (f *fileHandle) call(op DiskOp, bytes int, apply func(o DiskOutcome) error, deliver func(err error)) {
-	at := f.d.submit(f.inc, op, f.path, bytes, f.lastAt, func(o DiskOutcome) error {
+	at := f.d.submit(f.inc, op, f.path, bytes, f.lastAt+1, func(o DiskOutcome) error {
 		if f.closed {
 			return ErrFileClosed
 		}

@@ -7,9 +7,12 @@ import (
 
 // Scheduler is the world's loop: a priority queue of events in simulated
 // time, run one at a time on the caller's goroutine. Events are ordered by
-// (time, sequence number), the sequence number being the order in which
-// they were scheduled, so two events at the same instant run in the order
-// they were created and a seed replays exactly.
+// (time, tie, sequence number). The tie is drawn from the scheduler's own
+// stream when the event is scheduled, so events due at the same instant
+// run in an order the seed chooses — not FIFO, which production never
+// promises (two timers or completions due together race there) — and a
+// seed still replays exactly. The sequence number (scheduling order)
+// breaks the astronomically rare equal ties.
 //
 // Every event belongs either to the world (models of the store, the disk,
 // sources: they keep running across crashes) or to an Incarnation (one
@@ -30,8 +33,8 @@ type Scheduler struct {
 	// their incarnation died or their timer was cancelled.
 	steps, dropped uint64
 	trace          *Trace
-	// rand draws executor delays.
-	rand *Rand
+	// rand draws executor delays; ties draws same-instant order.
+	rand, ties *Rand
 	cfg  SchedulerConfig
 	// incarnations is every incarnation ever started, by id-1.
 	// INVARIANT: incarnations[i].id == i+1.
@@ -58,6 +61,7 @@ var DefaultExecDelay = Latency{Base: 200 * time.Microsecond, Tail: 300 * time.Mi
 // event is one queued callback.
 type event struct {
 	at  time.Duration
+	tie uint64 // same-instant order, drawn from the seed
 	seq uint64
 	// inc owns the event; nil for world events, which always run.
 	inc *Incarnation
@@ -76,7 +80,7 @@ func NewScheduler(r *Rand, tr *Trace, cfg SchedulerConfig) *Scheduler {
 	if cfg.ExecDelay == (Latency{}) {
 		cfg.ExecDelay = DefaultExecDelay
 	}
-	return &Scheduler{trace: tr, rand: r, cfg: cfg}
+	return &Scheduler{trace: tr, rand: r, ties: r.Split("ties"), cfg: cfg}
 }
 
 // Now returns the current simulated time.
@@ -163,7 +167,7 @@ func (s *Scheduler) push(t time.Duration, inc *Incarnation, tm *timerState, fn f
 	if fn == nil {
 		panic("sim: nil event function")
 	}
-	s.queue = append(s.queue, event{at: t, seq: s.seq, inc: inc, timer: tm, fn: fn})
+	s.queue = append(s.queue, event{at: t, tie: s.ties.Uint64(), seq: s.seq, inc: inc, timer: tm, fn: fn})
 	s.seq++
 	s.siftUp(len(s.queue) - 1)
 }
@@ -182,7 +186,13 @@ func (s *Scheduler) pop() event {
 }
 
 func (a *event) before(b *event) bool {
-	return a.at < b.at || (a.at == b.at && a.seq < b.seq)
+	if a.at != b.at {
+		return a.at < b.at
+	}
+	if a.tie != b.tie {
+		return a.tie < b.tie
+	}
+	return a.seq < b.seq
 }
 
 func (s *Scheduler) siftUp(i int) {

@@ -11,16 +11,29 @@ func newSched(seed uint64) *Scheduler {
 	return NewScheduler(NewRand(seed), NewTrace(), SchedulerConfig{})
 }
 
-// Events run in (time, scheduling order), including events scheduled by
-// events, and the clock follows them. Catches a heap that breaks ties by
-// anything but the sequence number, or is not a heap at all.
+// Events run in time order, including events scheduled by events, and the
+// clock follows them; events due at the same instant run in a seeded
+// order that is not always scheduling order, and the same seed gives the
+// same order. Catches a heap that is not a heap, FIFO ties, or ties that
+// do not come from the seed.
 func TestSchedulerOrder(t *testing.T) {
-	s := newSched(1)
-	r := NewRand(99)
-	type stamp struct {
-		at time.Duration
-		id int
+	a, b := runOrder(t, 1), runOrder(t, 1)
+	if !slices.Equal(a, b) {
+		t.Fatal("same seed, different same-instant order")
 	}
+	if c := runOrder(t, 2); slices.Equal(a, c) {
+		t.Fatal("seeds 1 and 2 ordered every tie alike")
+	}
+}
+
+type stamp struct {
+	at time.Duration
+	id int
+}
+
+func runOrder(t *testing.T, seed uint64) []stamp {
+	s := newSched(seed)
+	r := NewRand(99)
 	var ran []stamp
 	id := 0
 	var add func(depth int)
@@ -46,15 +59,19 @@ func TestSchedulerOrder(t *testing.T) {
 	if len(ran) != 50*15 || s.Steps() != uint64(len(ran)) {
 		t.Fatalf("ran %d events, steps %d", len(ran), s.Steps())
 	}
-	// Ids are assigned in scheduling order, so (at, id) must be sorted.
-	if !slices.IsSortedFunc(ran, func(a, b stamp) int {
+	if !slices.IsSortedFunc(ran, func(a, b stamp) int { return int(a.at - b.at) }) {
+		t.Fatal("events not in time order")
+	}
+	// Ids are assigned in scheduling order: some ties must run out of it.
+	if slices.IsSortedFunc(ran, func(a, b stamp) int {
 		if a.at != b.at {
 			return int(a.at - b.at)
 		}
 		return a.id - b.id
 	}) {
-		t.Fatal("events not in (time, sequence) order")
+		t.Fatal("every same-instant tie ran in scheduling order (FIFO)")
 	}
+	return ran
 }
 
 // Events of a killed incarnation never run and do not move the clock;
