@@ -2,9 +2,9 @@ package engine
 
 import (
 	"crypto/sha256"
-	"slices"
 	"encoding/binary"
 	"encoding/hex"
+	"slices"
 	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"

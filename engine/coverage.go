@@ -54,15 +54,15 @@ const (
 	MarkReclaimWaitsSettle // a reclaim waited for an in-doubt marker PUT's lifetime
 	MarkCloseSinkFailing   // a job failed during a graceful close and was left for the next start
 	// Ingest (ingest.go).
-	MarkBackpressureMemory  // a unit was refused: admission memory full
-	MarkBackpressureWAL     // a unit was refused: the WAL backlog is at LiveSegmentsMax
-	MarkBackpressureOffset  // a unit was refused: its offset key has an unanswered unit
-	MarkBackpressureQueue   // a unit was refused: snapshot limits reached and the queue full
-	MarkBackpressureView    // a unit was refused: the offsets view is full
-	MarkDuplicateCommitted  // a retried idempotency key was answered from the offsets view
-	MarkDuplicateJoined     // a retry joined its pending unit's answer
-	MarkOffsetsCovered      // a replayed unit was already covered by the offsets: acked, not stored
-	MarkIdempotencyExpired  // idempotency keys past their window were dropped
+	MarkBackpressureMemory // a unit was refused: admission memory full
+	MarkBackpressureWAL    // a unit was refused: the WAL backlog is at LiveSegmentsMax
+	MarkBackpressureOffset // a unit was refused: its offset key has an unanswered unit
+	MarkBackpressureQueue  // a unit was refused: snapshot limits reached and the queue full
+	MarkBackpressureView   // a unit was refused: the offsets view is full
+	MarkDuplicateCommitted // a retried idempotency key was answered from the offsets view
+	MarkDuplicateJoined    // a retry joined its pending unit's answer
+	MarkOffsetsCovered     // a replayed unit was already covered by the offsets: acked, not stored
+	MarkIdempotencyExpired // idempotency keys past their window were dropped
 	NumMarks
 )
 

@@ -35,7 +35,7 @@ type Scheduler struct {
 	trace          *Trace
 	// rand draws executor delays; ties draws same-instant order.
 	rand, ties *Rand
-	cfg  SchedulerConfig
+	cfg        SchedulerConfig
 	// incarnations is every incarnation ever started, by id-1.
 	// INVARIANT: incarnations[i].id == i+1.
 	incarnations []*Incarnation
