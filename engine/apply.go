@@ -79,7 +79,7 @@ func (e *Engine) jobFailed(j *job, err error) {
 		return
 	}
 	if errors.Is(err, segment.ErrCorrupt) || errors.Is(err, ErrCorrupt) {
-		e.refuseJob(j, fmt.Errorf("compaction job %s of segment %s refused: %w", j.id, j.seg.ID, err))
+		e.refuseJob(j, fmt.Errorf("%w: compaction job %s of segment %s refused: %w", ErrCorrupt, j.id, j.seg.ID, err))
 		return
 	}
 	e.retryJob(j)
@@ -136,26 +136,45 @@ func (e *Engine) withBody(j *job, done func(*segment.Body, func(), error)) {
 // fetchBody GETs a whole body and checks it against its marker.
 func (e *Engine) fetchBody(st *segState, done func(*segment.Body, error)) {
 	key := e.layout.Key(st.Dir, st.ID, KindBody)
-	var raw []byte
+	var b *segment.Body
 	e.mark(MarkBodyFetched)
-	e.retry(func(d func(error)) {
-		e.p.Store.GetObject(GetObjectInput{Key: key, Limit: st.Index.BodyBytes}, func(b []byte, _ ObjectInfo, err error) {
-			raw = b
-			d(err)
-		})
-	}, func(err error, _ bool) {
+	in := GetObjectInput{Key: key, Limit: st.Index.BodyBytes}
+	e.getVerified(in, MarkBodyMismatch, func(raw []byte, _ ObjectInfo) (err error) {
+		b, err = segment.CheckBody(st.Index, key, segment.Bytes(raw), int64(len(raw)))
+		return err
+	}, func(_ []byte, _ ObjectInfo, err error) {
 		if err != nil {
 			done(nil, fmt.Errorf("read body %s: %w", key, err))
 			return
 		}
-		b, err := segment.CheckBody(st.Index, key, segment.Bytes(raw), int64(len(raw)))
-		done(b, err)
+		done(b, nil)
 	})
 }
 
 // streamBody reads a body in ranged chunks, hashing every byte and keeping
-// only the windows of j's PARTs, and opens it once the hash matches.
+// only the windows of j's PARTs, and opens it once the hash matches. A
+// pass whose hash does not match (a chunk damaged on the way) is read
+// again, up to AttemptsMax passes; then the body is corrupt.
 func (e *Engine) streamBody(j *job, done func(*segment.Body, func(), error)) {
+	var pass func(n int)
+	pass = func(n int) {
+		e.streamOnce(j, func(b *segment.Body, err error) {
+			switch {
+			case err == nil:
+				done(b, func() { e.compact() }, nil)
+			case errors.Is(err, segment.ErrCorrupt) && n+1 < AttemptsMax:
+				e.mark(MarkBodyMismatch)
+				e.p.Timers.AfterFunc(e.backoff(n), func() { pass(n + 1) })
+			default:
+				done(nil, nil, err)
+			}
+		})
+	}
+	pass(0)
+}
+
+// streamOnce is one pass of streamBody.
+func (e *Engine) streamOnce(j *job, done func(*segment.Body, error)) {
 	st := j.seg
 	key := e.layout.Key(st.Dir, st.ID, KindBody)
 	check := segment.NewStreamCheck(key, st.Index)
@@ -169,25 +188,22 @@ func (e *Engine) streamBody(j *job, done func(*segment.Body, func(), error)) {
 	next = func(at int64) {
 		if at >= st.Index.BodyBytes {
 			if err := check.Done(); err != nil {
-				done(nil, nil, err)
+				done(nil, err)
 				return
 			}
-			done(segment.WindowBody(key, st.Index, windows), func() { e.compact() }, nil)
+			done(segment.WindowBody(key, st.Index, windows), nil)
 			return
 		}
 		rng := &ByteRange{Start: at, Length: min(chunk, st.Index.BodyBytes-at)}
-		var got []byte
-		e.retry(func(d func(error)) {
-			e.p.Store.GetObject(GetObjectInput{Key: key, Range: rng, Limit: rng.Length}, func(b []byte, _ ObjectInfo, err error) {
-				got = b
-				d(err)
-			})
-		}, func(err error, _ bool) {
-			if err == nil && int64(len(got)) != rng.Length {
-				err = fmt.Errorf("%w: range [%d,+%d) of %s returned %d bytes", ErrCorrupt, at, rng.Length, key, len(got))
+		in := GetObjectInput{Key: key, Range: rng, Limit: rng.Length}
+		e.getVerified(in, MarkBodyMismatch, func(b []byte, _ ObjectInfo) error {
+			if int64(len(b)) != rng.Length {
+				return fmt.Errorf("range [%d,+%d) of %s returned %d bytes", at, rng.Length, key, len(b))
 			}
+			return nil
+		}, func(got []byte, _ ObjectInfo, err error) {
 			if err != nil {
-				done(nil, nil, fmt.Errorf("stream body %s: %w", key, err))
+				done(nil, fmt.Errorf("stream body %s: %w", key, err))
 				return
 			}
 			check.Write(got)

@@ -63,6 +63,8 @@ const (
 	MarkDuplicateJoined    // a retry joined its pending unit's answer
 	MarkOffsetsCovered     // a replayed unit was already covered by the offsets: acked, not stored
 	MarkIdempotencyExpired // idempotency keys past their window were dropped
+	// Verified reads (read.go).
+	MarkReadDamaged // a marker, bitmap, checkpoint or writer object failed its check and was read again
 	NumMarks
 )
 
@@ -78,7 +80,7 @@ var markNames = [NumMarks]string{
 	"close-sink-failing",
 	"backpressure-memory", "backpressure-wal", "backpressure-offset", "backpressure-queue",
 	"backpressure-view", "duplicate-committed", "duplicate-joined", "offsets-covered",
-	"idempotency-expired",
+	"idempotency-expired", "read-damaged",
 }
 
 // String returns the mark's name.

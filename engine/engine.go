@@ -69,6 +69,9 @@ type Engine struct {
 	ckptWaiters   []checkpointWaiter
 	lastExpiry    time.Duration // last expiry of idempotency keys at admission
 
+	// answering counts unit answers scheduled and not yet delivered.
+	// INVARIANT: answering ≥ 0.
+	answering      int
 	lastAlert      error
 	marks          Marks // coverage marks passed (coverage.go)
 	closeDone      func(error)
@@ -137,6 +140,21 @@ func (e *Engine) Memory() (held, admission, cached, cache int64) {
 // later runs fn on the loop after the current callback returns.
 func (e *Engine) later(fn func()) { e.p.Timers.AfterFunc(0, fn) }
 
+// answer tells a submitter err, later on the loop. A graceful close
+// waits for every answer on its way (answering), so that its done comes
+// after them: two callbacks due at once run in either order.
+func (e *Engine) answer(done func(error), err error) {
+	e.answering++
+	e.later(func() {
+		e.answering--
+		if e.answering < 0 {
+			panic(fmt.Sprintf("engine: %d answers in flight", e.answering))
+		}
+		done(err)
+		e.checkClosed()
+	})
+}
+
 func (e *Engine) now() time.Duration { return e.p.Clock.Monotonic() }
 
 // failClosed stops the engine: nothing more is acked until a restart runs
@@ -162,7 +180,7 @@ func (e *Engine) failClosed(err error) {
 	for _, s := range sets {
 		for _, u := range s.units {
 			for _, d := range u.dones {
-				e.later(func() { d(fmt.Errorf("%w: %v", ErrClosed, err)) })
+				e.answer(d, fmt.Errorf("%w: %v", ErrClosed, err))
 			}
 		}
 	}
@@ -206,7 +224,7 @@ func (e *Engine) Close(done func(error)) {
 }
 
 func (e *Engine) checkClosed() {
-	if e.state == stateClosing && e.closeDone != nil && e.Idle() && !e.drainPending() {
+	if e.state == stateClosing && e.closeDone != nil && e.Idle() && e.answering == 0 && !e.drainPending() {
 		done := e.closeDone
 		e.closeDone = nil
 		e.later(func() { done(nil) })

@@ -47,22 +47,20 @@ func (e *Engine) claimRound(nonce uint64, round int, done func(writerRecord, str
 	})
 }
 
-// readWriter GETs and parses the writer object (retrying failures).
-// ErrNotFound means no writer ever claimed the pipeline.
+// readWriter GETs and parses the writer object (retrying failures and
+// answers that fail their checksum). ErrNotFound means no writer ever
+// claimed the pipeline; ErrCorrupt, that the object itself is damaged.
 func (e *Engine) readWriter(done func(writerRecord, ObjectInfo, error)) {
-	var body []byte
-	var info ObjectInfo
-	e.retry(func(d func(error)) {
-		e.p.Store.GetObject(GetObjectInput{Key: e.layout.WriterKey(), Limit: writerObjectLimit}, func(b []byte, i ObjectInfo, err error) {
-			body, info = b, i
-			d(err)
-		})
-	}, func(err error, _ bool) {
+	var rec writerRecord
+	in := GetObjectInput{Key: e.layout.WriterKey(), Limit: writerObjectLimit}
+	e.getVerified(in, MarkReadDamaged, func(b []byte, _ ObjectInfo) (err error) {
+		rec, err = parseWriterRecord(b)
+		return err
+	}, func(_ []byte, info ObjectInfo, err error) {
 		if err != nil {
 			done(writerRecord{}, info, fmt.Errorf("read writer object: %w", err))
 			return
 		}
-		rec, err := parseWriterRecord(body)
-		done(rec, info, err)
+		done(rec, info, nil)
 	})
 }

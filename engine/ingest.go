@@ -53,7 +53,7 @@ func (e *Engine) Submit(in Unit, done func(error)) {
 	e.stats.UnitsSubmitted++
 	if err := e.admit(in); err != nil {
 		e.stats.UnitsRejected++
-		e.later(func() { done(err) })
+		e.answer(done, err)
 		return
 	}
 	if e.joinDuplicate(in, done) {
@@ -62,7 +62,7 @@ func (e *Engine) Submit(in Unit, done func(error)) {
 	}
 	if err := e.viewRoom(in); err != nil {
 		e.stats.UnitsRejected++
-		e.later(func() { done(err) })
+		e.answer(done, err)
 		return
 	}
 	if !e.roomFor(in) {
@@ -71,9 +71,7 @@ func (e *Engine) Submit(in Unit, done func(error)) {
 		if !e.roomFor(in) {
 			e.mark(MarkBackpressureQueue)
 			e.stats.UnitsRejected++
-			e.later(func() {
-				done(fmt.Errorf("%w: snapshot limits reached and the writer queue is full", ErrResourceExhausted))
-			})
+			e.answer(done, fmt.Errorf("%w: snapshot limits reached and the writer queue is full", ErrResourceExhausted))
 			return
 		}
 	}
@@ -183,7 +181,7 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 	if k := in.IdempotencyKey; k != "" {
 		if _, ok := e.committed.get(idemPrefix + k); ok {
 			e.mark(MarkDuplicateCommitted)
-			e.later(func() { done(nil) })
+			e.answer(done, nil)
 			return true
 		}
 		if u, ok := e.idemPending[k]; ok {
@@ -198,7 +196,7 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 	}
 	if e.committed.covers(in.Offsets) {
 		e.mark(MarkOffsetsCovered)
-		e.later(func() { done(nil) })
+		e.answer(done, nil)
 		return true
 	}
 	if u := e.offsetPending[in.Offsets[0].Key]; u != nil {

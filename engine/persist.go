@@ -206,11 +206,10 @@ func (e *Engine) putMarker(s *snapshot) {
 // settle reads the marker key of an in-doubt snapshot until it knows.
 // While it cannot know, the snapshot's units wait (fail closed).
 func (e *Engine) settle(s *snapshot) {
-	var got []byte
-	e.retry(func(d func(error)) {
-		in := GetObjectInput{Key: e.key(s, KindMarker), Limit: markerReadLimit}
-		e.p.Store.GetObject(in, func(body []byte, _ ObjectInfo, err error) { got = body; d(err) })
-	}, func(err error, _ bool) {
+	key := e.key(s, KindMarker)
+	in := GetObjectInput{Key: key, Limit: markerReadLimit}
+	check := func(b []byte, _ ObjectInfo) error { _, err := segment.DecodeMarker(key, b); return err }
+	e.getVerified(in, MarkReadDamaged, check, func(got []byte, _ ObjectInfo, err error) {
 		switch {
 		case err == nil && bytes.Equal(got, s.marker):
 			e.mark(MarkInDoubtCommitted)
@@ -220,6 +219,8 @@ func (e *Engine) settle(s *snapshot) {
 		case errors.Is(err, ErrNotFound):
 			e.mark(MarkInDoubtAbsent)
 			e.persistFailed(s, fmt.Errorf("marker did not land"))
+		case errors.Is(err, ErrCorrupt):
+			e.failClosed(fmt.Errorf("settle in-doubt snapshot %s: %w", s.id, err))
 		default:
 			e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() { e.settle(s) })
 		}
@@ -235,7 +236,9 @@ func (e *Engine) fenceThenCommit(s *snapshot) {
 		switch {
 		case err == nil && cur.epoch == e.epoch && cur.nonce == e.writerNonce:
 			e.commit(s)
-		case err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt):
+		case errors.Is(err, ErrCorrupt):
+			e.failClosed(fmt.Errorf("fence check of snapshot %s: %w", s.id, err))
+		case err == nil || errors.Is(err, ErrNotFound):
 			e.mark(MarkFencedLive)
 			e.failClosed(fmt.Errorf("%w: snapshot %s committed after epoch %d was superseded (writer object: epoch %d)", ErrFenced, s.id, e.epoch, cur.epoch))
 		default:

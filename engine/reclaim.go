@@ -234,25 +234,19 @@ func (e *Engine) checkpointWritten(etag string, view segment.Offsets) {
 // readCheckpoint GETs the checkpoint and max-merges it into the view. A
 // missing checkpoint is an empty one (etag "").
 func (e *Engine) readCheckpoint(done func(etag string, o segment.Offsets, err error)) {
-	var raw []byte
-	var info ObjectInfo
-	e.retry(func(d func(error)) {
-		e.p.Store.GetObject(GetObjectInput{Key: e.layout.CheckpointKey(), Limit: segment.CheckpointBytesMax}, func(b []byte, i ObjectInfo, err error) {
-			raw, info = b, i
-			d(err)
-		})
-	}, func(err error, _ bool) {
+	var o segment.Offsets
+	key := e.layout.CheckpointKey()
+	in := GetObjectInput{Key: key, Limit: segment.CheckpointBytesMax}
+	e.getVerified(in, MarkReadDamaged, func(raw []byte, _ ObjectInfo) (err error) {
+		_, o, err = segment.DecodeCheckpoint(key, raw)
+		return err
+	}, func(_ []byte, info ObjectInfo, err error) {
 		switch {
 		case errors.Is(err, ErrNotFound):
 			done("", nil, nil)
 			return
 		case err != nil:
 			done("", nil, fmt.Errorf("read offsets checkpoint: %w", err))
-			return
-		}
-		_, o, err := segment.DecodeCheckpoint(e.layout.CheckpointKey(), raw)
-		if err != nil {
-			done("", nil, fmt.Errorf("%w: %v", ErrCorrupt, err))
 			return
 		}
 		e.committed.merge(o)

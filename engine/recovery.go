@@ -227,25 +227,22 @@ func (e *Engine) readBitmaps(owned []Segment, listing []*listedSegment, done fun
 // and "" if there is none; nil (and no error) if it is unreadable.
 func (e *Engine) readBitmap(s Segment, done func(*segment.Bitmap, string, error)) {
 	key := e.layout.Key(s.Dir, s.ID, KindBitmap)
-	var raw []byte
-	var info ObjectInfo
-	e.retry(func(d func(error)) {
-		e.p.Store.GetObject(GetObjectInput{Key: key, Limit: segment.BitmapBytesMax}, func(b []byte, i ObjectInfo, err error) {
-			raw, info = b, i
-			d(err)
-		})
-	}, func(err error, _ bool) {
+	var b *segment.Bitmap
+	in := GetObjectInput{Key: key, Limit: segment.BitmapBytesMax}
+	e.getVerified(in, MarkReadDamaged, func(raw []byte, _ ObjectInfo) (err error) {
+		if b, err = segment.DecodeBitmap(key, raw); err == nil && b.Len() != len(s.Index.Entries) {
+			err = fmt.Errorf("bitmap %s has %d bits, its segment %d parts", key, b.Len(), len(s.Index.Entries))
+		}
+		return err
+	}, func(_ []byte, info ObjectInfo, err error) {
 		switch {
 		case errors.Is(err, ErrNotFound):
 			done(segment.NewBitmap(len(s.Index.Entries)), "", nil)
+		case errors.Is(err, ErrCorrupt):
+			done(nil, info.ETag, nil) // unreadable: keep the segment
 		case err != nil:
 			done(nil, "", fmt.Errorf("read bitmap %s: %w", key, err))
 		default:
-			b, derr := segment.DecodeBitmap(key, raw)
-			if derr != nil || b.Len() != len(s.Index.Entries) {
-				done(nil, info.ETag, nil) // unreadable: keep the segment
-				return
-			}
 			done(b, info.ETag, nil)
 		}
 	})
@@ -345,10 +342,12 @@ func (e *Engine) readMarkers(withMarker []*listedSegment, done func([]Segment, e
 // gone (a deleted key the listing still showed).
 func (e *Engine) readMarker(ls *listedSegment, done func(*Segment, error)) {
 	key := e.layout.Key(ls.dir, ls.id, KindMarker)
-	var body []byte
-	e.retry(func(d func(error)) {
-		e.p.Store.GetObject(GetObjectInput{Key: key, Limit: markerReadLimit}, func(b []byte, _ ObjectInfo, err error) { body = b; d(err) })
-	}, func(err error, _ bool) {
+	var ix *segment.Index
+	in := GetObjectInput{Key: key, Limit: markerReadLimit}
+	e.getVerified(in, MarkReadDamaged, func(b []byte, _ ObjectInfo) (err error) {
+		ix, err = segment.DecodeMarker(key, b)
+		return err
+	}, func(_ []byte, _ ObjectInfo, err error) {
 		switch {
 		case errors.Is(err, ErrNotFound):
 			e.mark(MarkListedMarkerGone)
@@ -356,11 +355,6 @@ func (e *Engine) readMarker(ls *listedSegment, done func(*Segment, error)) {
 			return
 		case err != nil:
 			done(nil, fmt.Errorf("read marker %s: %w", key, err))
-			return
-		}
-		ix, err := segment.DecodeMarker(key, body)
-		if err != nil {
-			done(nil, fmt.Errorf("%w: %v", ErrCorrupt, err))
 			return
 		}
 		s := &Segment{ID: ls.id, Dir: ls.dir, Index: ix}

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"slices"
 	"strconv"
@@ -9,11 +12,17 @@ import (
 
 // The writer object ({root}/_writer) is the pipeline's fence:
 //
-//	skipprd-writer 1
+//	skipprd-writer 2
 //	epoch <decimal>
 //	nonce <16 hex digits>
 //	floor <epoch>
 //	sealed <epoch> <last valid sequence>      (zero or more, ascending epoch)
+//	sha256 <64 hex digits: SHA-256 of every byte before this line>
+//
+// The checksum makes a damaged read (a flipped digit in an epoch would
+// otherwise parse) a detectable error: readers re-read, and only a
+// consistently bad object is corruption. Version 1 (no sha256 line) is
+// still read, so a log written before version 2 recovers.
 //
 // Epochs: every incarnation claims epoch+1 with a conditional PUT
 // (If-Match on the ETag it read, If-None-Match: * for the first), so
@@ -38,8 +47,9 @@ import (
 // dropped, so the object stays small.
 
 const (
-	writerMagic = "skipprd-writer 1"
-	sealsMax    = 4096 // bounds the object (writerObjectLimit)
+	writerMagic   = "skipprd-writer 2"
+	writerMagicV1 = "skipprd-writer 1"
+	sealsMax      = 4096 // bounds the object (writerObjectLimit)
 )
 
 type seal struct {
@@ -58,19 +68,41 @@ func (w writerRecord) encode() []byte {
 	for _, s := range w.seals {
 		b = fmt.Appendf(b, "sealed %d %d\n", s.epoch, s.seq)
 	}
-	return b
+	sum := sha256.Sum256(b)
+	return fmt.Appendf(b, "sha256 %s\n", hex.EncodeToString(sum[:]))
 }
 
-func parseWriterRecord(b []byte) (writerRecord, error) {
+// checkWriterSum verifies and strips a version 2 object's checksum line;
+// a version 1 object is returned as it is.
+func checkWriterSum(b []byte) ([]byte, error) {
+	if bytes.HasPrefix(b, []byte(writerMagicV1+"\n")) {
+		return b, nil
+	}
+	body, line, ok := bytes.Cut(bytes.TrimSuffix(b, []byte("\n")), []byte("\nsha256 "))
+	if !ok || bytes.Contains(line, []byte("\n")) {
+		return nil, fmt.Errorf("%w: writer object: no checksum line", ErrCorrupt)
+	}
+	body = append(body, '\n')
+	sum := sha256.Sum256(body)
+	if want := hex.EncodeToString(sum[:]); string(line) != want {
+		return nil, fmt.Errorf("%w: writer object: checksum %.16s…, content hashes to %.16s…", ErrCorrupt, line, want)
+	}
+	return body, nil
+}
+
+func parseWriterRecord(raw []byte) (writerRecord, error) {
 	bad := func(format string, args ...any) (writerRecord, error) {
 		return writerRecord{}, fmt.Errorf("%w: writer object: "+format, append([]any{ErrCorrupt}, args...)...)
 	}
+	b, err := checkWriterSum(raw)
+	if err != nil {
+		return writerRecord{}, err
+	}
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if len(lines) < 4 || lines[0] != writerMagic || len(lines) > 4+sealsMax {
+	if len(lines) < 4 || (lines[0] != writerMagic && lines[0] != writerMagicV1) || len(lines) > 4+sealsMax {
 		return bad("unknown format (%d lines)", len(lines))
 	}
 	var w writerRecord
-	var err error
 	if w.epoch, err = field(lines[1], "epoch ", 10); err != nil {
 		return bad("%v", err)
 	}
@@ -153,4 +185,43 @@ func (w writerRecord) sealed(listing []*listedSegment) writerRecord {
 	}
 	slices.SortFunc(out.seals, func(a, b seal) int { return cmpUint(a.epoch, b.epoch) })
 	return out
+}
+
+// WriterRecord is the writer object as an outside reader (an oracle, an
+// operator tool) sees it: the current epoch, how far sealing has gone,
+// and which markers of earlier epochs count.
+type WriterRecord struct{ w writerRecord }
+
+// ParseWriterObject parses the bytes of {root}/_writer.
+func ParseWriterObject(b []byte) (WriterRecord, error) {
+	w, err := parseWriterRecord(b)
+	return WriterRecord{w}, err
+}
+
+// Epoch is the epoch of the latest claim.
+func (r WriterRecord) Epoch() uint64 { return r.w.epoch }
+
+// Floor: every epoch below it was sealed by some recovery.
+func (r WriterRecord) Floor() uint64 { return r.w.floor }
+
+// Decided reports whether the validity of a marker of id is final: its
+// epoch was sealed (below the floor), or it is the current epoch with
+// sealing done (floor = epoch). A marker of an epoch between the floor
+// and the current one awaits the recovery in progress.
+func (r WriterRecord) Decided(id SnapshotID) bool {
+	return id.Epoch < r.w.floor || id.Epoch >= r.w.epoch && r.w.floor == r.w.epoch
+}
+
+// Valid reports whether a marker of id counts as a commit (see writer.go).
+func (r WriterRecord) Valid(id SnapshotID) bool { return r.w.valid(id) }
+
+// EncodeWriterObject returns the bytes of a writer object (for tests and
+// tools that need one): epoch, nonce, floor and seals as {epoch, last
+// valid sequence} pairs in ascending epoch, all below the floor.
+func EncodeWriterObject(epoch, nonce, floor uint64, seals [][2]uint64) []byte {
+	w := writerRecord{epoch: epoch, nonce: nonce, floor: floor}
+	for _, s := range seals {
+		w.seals = append(w.seals, seal{s[0], s[1]})
+	}
+	return w.encode()
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+	"errors"
 	"slices"
 	"testing"
 )
@@ -14,7 +16,8 @@ func TestWriterRecordRoundTrip(t *testing.T) {
 	const head = "skipprd-writer 1\nepoch 5\nnonce 00\n"
 	for _, bad := range []string{
 		"",
-		"skipprd-writer 2\nepoch 1\nnonce 00\nfloor 0\n",
+		"skipprd-writer 3\nepoch 1\nnonce 00\nfloor 0\n",
+		"skipprd-writer 2\nepoch 1\nnonce 00\nfloor 0\n", // no checksum
 		"skipprd-writer 1\nepoch x\nnonce 00\nfloor 0\n",
 		head,                           // no floor
 		head + "floor 6\n",             // floor above the epoch
@@ -25,6 +28,32 @@ func TestWriterRecordRoundTrip(t *testing.T) {
 	} {
 		if _, err := parseWriterRecord([]byte(bad)); err == nil {
 			t.Errorf("accepted %q", bad)
+		}
+	}
+}
+
+// Version 1 objects (no checksum) are still read; a version 2 object
+// whose bytes changed anywhere fails its checksum — in particular a digit
+// that flipped into another digit, which would otherwise parse.
+func TestWriterObjectChecksum(t *testing.T) {
+	w := writerRecord{epoch: 15, nonce: 3, floor: 12, seals: []seal{{11, 4}}}
+	good := w.encode()
+	if _, err := parseWriterRecord(good); err != nil {
+		t.Fatal(err)
+	}
+	v1 := []byte("skipprd-writer 1\nepoch 15\nnonce 0000000000000003\nfloor 12\nsealed 11 4\n")
+	if got, err := parseWriterRecord(v1); err != nil || got.epoch != 15 || len(got.seals) != 1 {
+		t.Fatalf("version 1: %+v %v", got, err)
+	}
+	flipped := bytes.Replace(good, []byte("epoch 15"), []byte("epoch 14"), 1)
+	if _, err := parseWriterRecord(flipped); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a changed epoch digit parsed: %v", err)
+	}
+	for i := range len(good) - 1 {
+		b := bytes.Clone(good)
+		b[i] ^= 0x04
+		if got, err := parseWriterRecord(b); err == nil {
+			t.Fatalf("a flip at byte %d parsed (epoch %d floor %d)", i, got.epoch, got.floor)
 		}
 	}
 }

@@ -8,20 +8,61 @@ import (
 	"github.com/skipprd/skipprd/sim"
 )
 
-// Injector carries out a plan inside one simulated world. It implements
-// sim.StoreFaults and decides crash points. Heal turns every fault off
-// (the quiet phase in which the run must converge).
+// Injector carries out a plan inside one simulated world: the world asks
+// it at every decision point (a store request, a step, a sink apply, …)
+// whether a fault fires. It implements sim.Faults.
+//
+// Two modes. Recording (NewInjector) draws each decision from the
+// injector's own stream — never from the world's, so the world's
+// latencies, lags and sources are the same whatever the injector draws —
+// and records every decision that fired. Replaying (NewReplay) draws
+// nothing and fires exactly the decisions of a Schedule. A recorded run's
+// Schedule replayed in the same world reproduces it event for event.
+//
+// Decision points are numbered per kind in the order the world reaches
+// them; every point where a kind could fire counts, whether or not it
+// does, and a store request asks every kind that applies to it (then the
+// most severe one that fired wins). So removing one decision from a
+// schedule never renumbers the points of another kind on the same path.
+//
+// Heal turns every fault off (the quiet phase in which the run must
+// converge).
 type Injector struct {
-	plan   Plan
-	healed bool
-	counts [NumKinds]uint64
+	plan      Plan
+	rand      *sim.Rand // nil when replaying
+	replay    Schedule  // in (kind, n) order, when replaying
+	replaying bool
+	start     [NumKinds]int // index of each kind's first decision in replay
+	next      [NumKinds]int // replay cursor per kind, from start
+	healed    bool
+	points    [NumKinds]uint64 // decision points reached, by kind
+	counts    [NumKinds]uint64 // decisions fired, by kind
+	fired     Schedule
 }
 
-// NewInjector returns an injector for p.
-func NewInjector(p Plan) *Injector { return &Injector{plan: p} }
+// NewInjector returns a recording injector for p, drawing from r (give it
+// a stream of its own, split from the root seed).
+func NewInjector(p Plan, r *sim.Rand) *Injector { return &Injector{plan: p, rand: r} }
+
+// NewReplay returns an injector that fires exactly the decisions of s.
+// p supplies the parameters the world reads (listing lag, spike bound,
+// outage windows); its rates are ignored.
+func NewReplay(p Plan, s Schedule) *Injector {
+	in := &Injector{plan: p, replay: s.sorted(), replaying: true}
+	for k := range NumKinds {
+		in.start[k] = len(in.replay) // a kind without decisions: past the end
+	}
+	for i := len(in.replay) - 1; i >= 0; i-- {
+		in.start[in.replay[i].Kind] = i
+	}
+	return in
+}
 
 // Plan returns the plan being carried out.
 func (in *Injector) Plan() Plan { return in.plan }
+
+// Schedule returns every decision that fired so far.
+func (in *Injector) Schedule() Schedule { return in.fired.sorted() }
 
 // Heal stops all faults.
 func (in *Injector) Heal() { in.healed = true }
@@ -29,74 +70,123 @@ func (in *Injector) Heal() { in.healed = true }
 // Healed reports whether Heal was called.
 func (in *Injector) Healed() bool { return in.healed }
 
-// Counts returns how many faults of each kind were injected.
+// Counts returns how many faults of each kind fired.
 func (in *Injector) Counts() [NumKinds]uint64 { return in.counts }
 
-func (in *Injector) fire(k Kind, r *sim.Rand) bool {
-	if in.healed || in.plan.Rate[k] == 0 || !r.Chance(in.plan.Rate[k]) {
-		return false
+// decide is one decision point of kind k: it counts the point and
+// reports whether the kind fires there, with its parameter. Recording, a
+// window kind fires at every point inside its window and any other kind
+// with the plan's rate; draw (nil: no parameter) draws the parameter.
+// Replaying, it fires iff the schedule holds (k, point).
+func (in *Injector) decide(k Kind, inWindow bool, draw func(r *sim.Rand) int64) (int64, bool) {
+	n := in.points[k]
+	in.points[k]++
+	if in.healed {
+		return 0, false
 	}
+	var param int64
+	if in.replaying {
+		d, ok := in.scheduled(k, n)
+		if !ok {
+			return 0, false
+		}
+		param = d.Param
+	} else {
+		rate := in.plan.Rate[k]
+		if k == SinkOutage || k == StoreOutage {
+			if rate == 0 || !inWindow {
+				return 0, false
+			}
+		} else if rate == 0 || !in.rand.Chance(rate) {
+			return 0, false
+		}
+		if draw != nil {
+			param = draw(in.rand)
+		}
+	}
+	in.fired = append(in.fired, Decision{Kind: k, N: n, Param: param})
 	in.counts[k]++
-	return true
+	return param, true
+}
+
+// scheduled finds (k, n) in the replay schedule. Points of one kind come
+// in increasing n, so a cursor per kind makes it O(1).
+func (in *Injector) scheduled(k Kind, n uint64) (Decision, bool) {
+	for {
+		j := in.start[k] + in.next[k]
+		if j >= len(in.replay) || in.replay[j].Kind != k || in.replay[j].N > n {
+			return Decision{}, false
+		}
+		in.next[k]++
+		if in.replay[j].N == n {
+			return in.replay[j], true
+		}
+	}
+}
+
+func (in *Injector) fires(k Kind) bool {
+	_, ok := in.decide(k, false, nil)
+	return ok
 }
 
 // CrashNow decides whether the engine is killed at this step.
-func (in *Injector) CrashNow(r *sim.Rand) bool { return in.fire(Crash, r) }
+func (in *Injector) CrashNow() bool { return in.fires(Crash) }
 
-// Decide implements sim.StoreFaults.
-func (in *Injector) Decide(op sim.Op, key string, r *sim.Rand) (sim.Outcome, time.Duration) {
-	var extra time.Duration
-	if in.fire(LatencySpike, r) {
-		extra = r.Duration(0, in.plan.SpikeMax)
-	}
-	if in.fire(Throttle, r) {
-		return sim.Throttle, extra
-	}
-	return in.outcome(op, r), extra
+// RestartNow decides whether the engine is stopped gracefully at this step.
+func (in *Injector) RestartNow() bool { return in.fires(Restart) }
+
+// CrashAtPoint decides a crash right after a compaction or upload step.
+func (in *Injector) CrashAtPoint() bool { return in.fires(CrashPoint) }
+
+// ZombieNow decides whether the engine pauses at this step (and a new
+// one takes over), and for how long.
+func (in *Injector) ZombieNow() (time.Duration, bool) {
+	p, ok := in.decide(Zombie, false, func(r *sim.Rand) int64 {
+		return int64(r.Duration(100*time.Millisecond, max(in.plan.PauseMax, 100*time.Millisecond)))
+	})
+	return time.Duration(p), ok
 }
 
-func (in *Injector) outcome(op sim.Op, r *sim.Rand) sim.Outcome {
-	switch op {
-	case sim.OpPut:
-		if in.fire(PutError, r) {
-			return sim.Fail
-		}
-	case sim.OpGet, sim.OpHead:
-		if in.fire(GetError, r) {
-			return sim.Fail
-		}
-	case sim.OpList, sim.OpListUploads:
-		if in.fire(ListError, r) {
-			return sim.Fail
-		}
-	case sim.OpDelete:
-		if in.fire(DeleteError, r) {
-			return sim.Fail
-		}
-	case sim.OpUploadPart:
-		if in.fire(MultipartPart, r) {
-			return pick(r, sim.Fail, sim.AmbiguousApplied)
-		}
-	case sim.OpComplete:
-		if in.fire(MultipartComplete, r) {
-			return pick(r, sim.Fail, sim.AmbiguousApplied, sim.AmbiguousLost)
-		}
-	case sim.OpAbort:
-		if in.fire(MultipartAbort, r) {
-			return pick(r, sim.Fail, sim.AmbiguousApplied)
-		}
-	}
-	if op.Mutates() && in.fire(Ambiguous, r) {
-		return pick(r, sim.AmbiguousApplied, sim.AmbiguousLost)
-	}
-	return sim.OK
+// MemoryChange decides a new memory hint, as eighths of the world's base
+// hint: from a pool too small to cache one body to a roomy one.
+func (in *Injector) MemoryChange() (int64, bool) {
+	return in.decide(MemoryHint, false, func(r *sim.Rand) int64 { return memoryEighths[r.Intn(len(memoryEighths))] })
 }
 
-func pick(r *sim.Rand, outcomes ...sim.Outcome) sim.Outcome {
-	return outcomes[r.Intn(len(outcomes))]
+var memoryEighths = []int64{1, 4, 8, 32}
+
+// Rewind decides whether a replayable partition resumes from earlier
+// offsets than recovered, and by how many units.
+func (in *Injector) Rewind() (uint64, bool) {
+	p, ok := in.decide(SourceRewind, false, func(r *sim.Rand) int64 {
+		return int64(1 + r.Uint64n(max(in.plan.RewindMax, 1)))
+	})
+	return uint64(p), ok
 }
 
-var _ sim.StoreFaults = (*Injector)(nil)
+// CorruptAtRest decides, as a commit marker lands, whether the segment's
+// body changes in the store from then on. At most once per world.
+func (in *Injector) CorruptAtRest() (int64, bool) {
+	if !in.replaying && in.counts[CorruptAtRest] > 0 {
+		in.points[CorruptAtRest]++
+		return 0, false
+	}
+	return in.decide(CorruptAtRest, false, randomParam)
+}
+
+// CorruptRead decides whether a GET's answer is corrupted on the way
+// back; the parameter says how (sim.CorruptBytes).
+func (in *Injector) CorruptRead() (int64, bool) { return in.decide(CorruptRead, false, randomParam) }
+
+func randomParam(r *sim.Rand) int64 { return int64(r.Uint64() >> 1) }
+
+// DecideSink implements sim.SinkFaults.
+func (in *Injector) DecideSink(now time.Duration) (failBefore, ambiguous bool) {
+	_, down := in.decide(SinkOutage, in.plan.SinkOutage.In(now), nil)
+	fail := in.fires(SinkError)
+	amb := in.fires(SinkAmbiguous)
+	return down || fail, amb && !(down || fail)
+}
 
 // ConfigureStore applies the plan's listing lag to a store config.
 func (in *Injector) ConfigureStore(c sim.StoreConfig) sim.StoreConfig { return in.plan.StoreConfig(c) }
@@ -119,55 +209,3 @@ func (in *Injector) Injected() string {
 }
 
 var _ sim.Faults = (*Injector)(nil)
-
-// DiskFaults returns the plan's disk injector.
-func (in *Injector) DiskFaults() sim.DiskFaults {
-	return sim.DiskFaultsFunc(func(op sim.DiskOp, _ string, r *sim.Rand) (sim.DiskOutcome, time.Duration) {
-		var extra time.Duration
-		if in.fire(SlowIO, r) {
-			extra = r.Duration(0, in.plan.SpikeMax+time.Second)
-		}
-		switch {
-		case op == sim.DiskSync && in.fire(FsyncError, r):
-			return sim.DiskIOError, extra
-		case op == sim.DiskWrite && in.fire(DiskWriteError, r):
-			return sim.DiskIOError, extra
-		case (op == sim.DiskWrite || op == sim.DiskOpen || op == sim.DiskMkdirAll) && in.fire(DiskFull, r):
-			return sim.DiskNoSpace, extra
-		case (op == sim.DiskRead || op == sim.DiskSync) && in.fire(BitFlip, r):
-			return sim.DiskBitFlip, extra
-		}
-		return sim.DiskOK, extra
-	})
-}
-
-// DecideSink implements sim.SinkFaults.
-func (in *Injector) DecideSink(r *sim.Rand) (failBefore, ambiguous bool) {
-	if in.fire(SinkError, r) {
-		return true, false
-	}
-	return false, in.fire(SinkAmbiguous, r)
-}
-
-// SinkDown implements sim.SinkFaults: the outage windows of the plan.
-func (in *Injector) SinkDown(now time.Duration) bool {
-	p := in.plan
-	if in.healed || p.Rate[SinkOutage] == 0 || p.OutagePeriod <= 0 {
-		return false
-	}
-	return (now+p.OutagePhase)%p.OutagePeriod < p.OutageLength
-}
-
-// RestartNow decides whether the engine is stopped gracefully at this step.
-func (in *Injector) RestartNow(r *sim.Rand) bool { return in.fire(Restart, r) }
-
-// CrashAtPoint decides a crash right after a compaction step.
-func (in *Injector) CrashAtPoint(r *sim.Rand) bool { return in.fire(CrashPoint, r) }
-
-// MemoryChange decides a new memory hint, now and then.
-func (in *Injector) MemoryChange(r *sim.Rand) (int64, bool) {
-	if !in.fire(MemoryHint, r) {
-		return 0, false
-	}
-	return memoryHints[r.Intn(len(memoryHints))], true
-}

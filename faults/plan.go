@@ -1,76 +1,43 @@
 package faults
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/skipprd/skipprd/sim"
 )
 
-// Kind is one kind of fault.
-type Kind uint8
-
-// Fault kinds. The values index rates and counters: append only.
-const (
-	Crash             Kind = iota // SIGKILL of the engine at a step
-	ListLag                       // new keys invisible / deleted keys lingering in LIST
-	PutError                      // PutObject fails, no effect
-	Ambiguous                     // a mutating request's outcome is unknown (applied or not)
-	GetError                      // GetObject / HeadObject fail
-	ListError                     // ListObjects / ListMultipartUploads fail
-	DeleteError                   // DeleteObject fails
-	Throttle                      // 503 SlowDown on any request
-	LatencySpike                  // a request takes much longer
-	MultipartPart                 // UploadPart fails (sometimes after applying)
-	MultipartComplete             // CompleteMultipartUpload fails (sometimes after applying)
-	MultipartAbort                // AbortMultipartUpload fails
-	FsyncError                    // an fsync fails: the file is poisoned
-	DiskWriteError                // a disk write fails (EIO)
-	DiskFull                      // an allocating disk operation fails (ENOSPC)
-	BitFlip                       // a bit flips on read or in the durable image
-	SlowIO                        // a disk operation takes much longer
-	SinkError                     // a sink apply fails, nothing applied
-	SinkAmbiguous                 // a sink apply lands but reports failure
-	SinkOutage                    // the sink is down for a window of time
-	CrashPoint                    // SIGKILL right after a compaction step (apply, bitmap write, delete)
-	MemoryHint                    // the memory available changes (the pool resizes)
-	Restart                       // a graceful stop (Close), then a new process
-	NumKinds
-)
-
-var kindNames = [NumKinds]string{
-	"crash", "list-lag", "put-error", "ambiguous", "get-error", "list-error",
-	"delete-error", "throttle", "latency-spike", "mpu-part", "mpu-complete", "mpu-abort",
-	"fsync-error", "disk-write-error", "disk-full", "bit-flip", "slow-io",
-	"sink-error", "sink-ambiguous", "sink-outage", "crash-point", "memory-hint",
-	"restart",
-}
-
-func (k Kind) String() string {
-	if k < NumKinds {
-		return kindNames[k]
-	}
-	return "kind?"
-}
-
-// Plan is which faults one seed injects and how often. Rates are
-// probabilities per request (per step for Crash); 0 disables a kind.
+// Plan is which faults one world injects and how often, with the
+// parameters of the kinds that need them. Rates are probabilities per
+// decision: per request for store kinds, per step for Crash and Zombie,
+// per apply for sink kinds, per resume for SourceRewind. 0 disables a
+// kind. Window kinds (SinkOutage, StoreOutage) fire on every decision
+// that falls inside one of their windows.
 type Plan struct {
 	Name          string
 	Rate          [NumKinds]float64
 	ListLagMax    time.Duration // new keys invisible for up to this long
 	ListLingerMax time.Duration // deleted keys listed for up to this long
 	SpikeMax      time.Duration // extra latency of a spike
-	// Sink outages: down for OutageLength every OutagePeriod (phase
-	// OutagePhase), while SinkOutage is enabled.
-	OutagePeriod, OutageLength, OutagePhase time.Duration
+	// Windows: down for Length every Period, starting at Phase.
+	SinkOutage, StoreOutage Window
+	PauseMax                time.Duration // how long a zombie stays paused, at most
+	RewindMax               uint64        // how many units a rewinding source replays, at most
 }
 
-// Memory hints a MemoryHint fault switches between: from a pool too small
-// to cache one body (compaction streams) to a roomy one.
-var memoryHints = []int64{2 << 20, 8 << 20, 64 << 20, 1 << 30}
+// Window is a periodic outage.
+type Window struct {
+	Period, Length, Phase time.Duration
+}
+
+// In reports whether now falls inside the window.
+func (w Window) In(now time.Duration) bool {
+	return w.Period > 0 && (now+w.Phase)%w.Period < w.Length
+}
 
 // Bounds of the swarm's draws.
 const (
@@ -78,58 +45,95 @@ const (
 	rateMax      = 0.08
 	crashRateMin = 2e-5
 	crashRateMax = 5e-4
-	// per compaction step (several per segment)
+	// per compaction or upload step (several per segment)
 	crashPointRateMin = 1e-4
 	crashPointRateMax = 5e-3
-	listLagCap        = 5 * time.Second
-	spikeCap          = 8 * time.Second
-	enableChance      = 0.5
-	swarmAttempts     = 8
+	// per committed segment: it halts a lane, so it is rare
+	atRestRateMin = 2e-4
+	atRestRateMax = 2e-3
+	// per resume of a replayable partition
+	rewindRateMin = 0.05
+	rewindRateMax = 0.5
+	// listing lag: in some seeds longer than the sim's orphan grace (10 s)
+	listLagCap   = 30 * time.Second
+	spikeCap     = 8 * time.Second
+	pauseCap     = 2 * time.Minute
+	enableChance = 0.5
+	// corrupt-at-rest halts a lane for good: fewer worlds enable it
+	atRestChance  = 0.15
+	swarmAttempts = 8
 )
 
 // None injects nothing.
 func None() Plan { return Plan{Name: "none"} }
 
-// Swarm draws a plan: every kind is enabled with probability 1/2, at a
-// rate drawn log-uniformly, so that across seeds faults meet in every
-// combination and at every intensity (swarm testing). A plan with nothing
-// enabled is redrawn a few times.
+// Swarm draws a plan: every kind is enabled with probability 1/2 (a few
+// rarer), at a rate drawn log-uniformly, so that across seeds faults meet
+// in every combination and at every intensity (swarm testing). A plan
+// with nothing enabled is redrawn a few times.
 func Swarm(r *sim.Rand) Plan {
 	for range swarmAttempts {
 		p := Plan{Name: "swarm"}
-		for k := range Restart {
-			if r.Chance(enableChance) {
-				p.Rate[k] = logUniform(r, rateMin, rateMax)
+		for k := range NumKinds {
+			chance := enableChance
+			if k == CorruptAtRest {
+				chance = atRestChance
+			}
+			if r.Chance(chance) {
+				lo, hi := rateBounds(k)
+				p.Rate[k] = logUniform(r, lo, hi)
 			}
 		}
-		if p.Rate[Crash] > 0 {
-			p.Rate[Crash] = logUniform(r, crashRateMin, crashRateMax)
-		}
-		if p.Rate[CrashPoint] > 0 {
-			p.Rate[CrashPoint] = logUniform(r, crashPointRateMin, crashPointRateMax)
-		}
-		if p.Rate[ListLag] > 0 {
-			p.ListLagMax = r.Duration(10*time.Millisecond, listLagCap)
-			p.ListLingerMax = r.Duration(10*time.Millisecond, listLagCap)
-		}
-		if p.Rate[LatencySpike] > 0 {
-			p.SpikeMax = r.Duration(100*time.Millisecond, spikeCap)
-		}
-		if p.Rate[SinkOutage] > 0 {
-			p.OutagePeriod = r.Duration(20*time.Second, 3*time.Minute)
-			p.OutageLength = r.Duration(time.Second, p.OutagePeriod/3)
-			p.OutagePhase = r.Duration(0, p.OutagePeriod)
-		}
-		// Drawn last, from its own stream: kinds added later must not
-		// change the plans (and regression seeds) drawn before them.
-		if rr := r.Split("restart"); rr.Chance(enableChance) {
-			p.Rate[Restart] = logUniform(rr, crashRateMin, crashRateMax)
-		}
+		p.drawParams(r)
 		if p.enabled() > 0 {
 			return p
 		}
 	}
 	return Plan{Name: "swarm", Rate: [NumKinds]float64{Crash: crashRateMax}}
+}
+
+func rateBounds(k Kind) (lo, hi float64) {
+	switch k {
+	case Crash, Restart, Zombie:
+		return crashRateMin, crashRateMax
+	case CrashPoint:
+		return crashPointRateMin, crashPointRateMax
+	case CorruptAtRest:
+		return atRestRateMin, atRestRateMax
+	case SourceRewind:
+		return rewindRateMin, rewindRateMax
+	case SinkOutage, StoreOutage:
+		return 1, 1 // every decision inside a window
+	}
+	return rateMin, rateMax
+}
+
+func (p *Plan) drawParams(r *sim.Rand) {
+	if p.Rate[ListLag] > 0 {
+		p.ListLagMax = r.Duration(10*time.Millisecond, listLagCap)
+		p.ListLingerMax = r.Duration(10*time.Millisecond, listLagCap)
+	}
+	if p.Rate[LatencySpike] > 0 {
+		p.SpikeMax = r.Duration(100*time.Millisecond, spikeCap)
+	}
+	if p.Rate[SinkOutage] > 0 {
+		p.SinkOutage = drawWindow(r, time.Second)
+	}
+	if p.Rate[StoreOutage] > 0 {
+		// Long enough, in some seeds, that every retry of a step runs out.
+		p.StoreOutage = drawWindow(r, 5*time.Second)
+	}
+	if p.Rate[Zombie] > 0 {
+		p.PauseMax = r.Duration(time.Second, pauseCap)
+	}
+	if p.Rate[SourceRewind] > 0 {
+		p.RewindMax = 1 + r.Uint64n(20)
+	}
+}
+
+func drawWindow(r *sim.Rand, lengthMin time.Duration) Window {
+	period := r.Duration(30*time.Second, 4*time.Minute)
+	return Window{Period: period, Length: r.Duration(lengthMin, period/3), Phase: r.Duration(0, period)}
 }
 
 // Named returns a named profile: none, swarm, crash (crashes only),
@@ -144,20 +148,37 @@ func Named(name string, r *sim.Rand) (Plan, error) {
 		return Plan{Name: name, Rate: [NumKinds]float64{Crash: crashRateMax}}, nil
 	case "flaky", "all":
 		p := Plan{Name: name, ListLagMax: time.Second, ListLingerMax: time.Second, SpikeMax: 2 * time.Second,
-			OutagePeriod: time.Minute, OutageLength: 10 * time.Second}
+			SinkOutage:  Window{Period: time.Minute, Length: 10 * time.Second},
+			StoreOutage: Window{Period: 3 * time.Minute, Length: 15 * time.Second, Phase: time.Minute},
+			PauseMax:    30 * time.Second, RewindMax: 8}
 		for k := range NumKinds {
 			p.Rate[k] = 0.02
 		}
-		p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart] = 0, 0, 0
+		p.Rate[SinkOutage], p.Rate[StoreOutage], p.Rate[SourceRewind] = 1, 1, 0.2
+		p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie], p.Rate[CorruptAtRest] = 0, 0, 0, 0, 0
 		if name == "all" {
-			p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart] = 1e-4, 0.01, 1e-4
+			p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie] = 1e-4, 0.01, 1e-4, 1e-4
+			p.Rate[CorruptAtRest] = 5e-4
 		}
 		return p, nil
 	}
 	return Plan{}, fmt.Errorf("faults: unknown profile %q (none, swarm, crash, flaky, all)", name)
 }
 
+// Restrict returns the plan without the kinds w cannot exercise.
+func (p Plan) Restrict(w World) Plan {
+	for k := range NumKinds {
+		if !w.has(kindNeeds[k]) {
+			p.Rate[k] = 0
+		}
+	}
+	return p
+}
+
 func logUniform(r *sim.Rand, lo, hi float64) float64 {
+	if lo == hi {
+		return lo
+	}
 	return math.Exp(math.Log(lo) + r.Float64()*(math.Log(hi)-math.Log(lo)))
 }
 
@@ -169,6 +190,9 @@ func (p Plan) enabled() (n int) {
 	}
 	return n
 }
+
+// Enabled reports whether kind k can fire.
+func (p Plan) Enabled(k Kind) bool { return p.Rate[k] > 0 }
 
 // String lists the enabled kinds and rates, e.g. "swarm[crash=3e-04 throttle=0.012]".
 func (p Plan) String() string {
@@ -196,4 +220,56 @@ func (p Plan) MaxExtraLatency() time.Duration {
 		return p.SpikeMax
 	}
 	return 0
+}
+
+// planJSON is a Plan as seed files hold it: rates by kind name, so that
+// adding a kind never changes what an old file means.
+type planJSON struct {
+	Name          string             `json:"name"`
+	Rates         map[string]float64 `json:"rates"`
+	ListLagMax    time.Duration      `json:"list_lag_max,omitempty"`
+	ListLingerMax time.Duration      `json:"list_linger_max,omitempty"`
+	SpikeMax      time.Duration      `json:"spike_max,omitempty"`
+	SinkOutage    Window             `json:"sink_outage,omitzero"`
+	StoreOutage   Window             `json:"store_outage,omitzero"`
+	PauseMax      time.Duration      `json:"pause_max,omitempty"`
+	RewindMax     uint64             `json:"rewind_max,omitempty"`
+}
+
+// MarshalJSON implements json.Marshaler.
+func (p Plan) MarshalJSON() ([]byte, error) {
+	j := planJSON{Name: p.Name, Rates: map[string]float64{}, ListLagMax: p.ListLagMax, ListLingerMax: p.ListLingerMax,
+		SpikeMax: p.SpikeMax, SinkOutage: p.SinkOutage, StoreOutage: p.StoreOutage, PauseMax: p.PauseMax, RewindMax: p.RewindMax}
+	for k := range NumKinds {
+		if p.Rate[k] > 0 {
+			j.Rates[k.String()] = p.Rate[k]
+		}
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON implements json.Unmarshaler; an unknown kind is an error.
+func (p *Plan) UnmarshalJSON(b []byte) error {
+	var j planJSON
+	if err := strictJSON(b, &j); err != nil {
+		return fmt.Errorf("faults: plan: %w", err)
+	}
+	*p = Plan{Name: j.Name, ListLagMax: j.ListLagMax, ListLingerMax: j.ListLingerMax, SpikeMax: j.SpikeMax,
+		SinkOutage: j.SinkOutage, StoreOutage: j.StoreOutage, PauseMax: j.PauseMax, RewindMax: j.RewindMax}
+	names := make([]string, 0, len(j.Rates))
+	for n := range j.Rates {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		k, ok := KindByName(n)
+		if !ok {
+			return fmt.Errorf("faults: plan: unknown fault kind %q", n)
+		}
+		if r := j.Rates[n]; r < 0 || r > 1 {
+			return fmt.Errorf("faults: plan: rate %g of %s outside [0, 1]", r, n)
+		}
+		p.Rate[k] = j.Rates[n]
+	}
+	return nil
 }

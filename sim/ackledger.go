@@ -3,7 +3,6 @@ package sim
 import (
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
 )
@@ -61,31 +60,23 @@ func (l *ackLedger) uncovered(offsets segment.Offsets, expired func(UID) bool, b
 	if len(l.idem) == 0 {
 		return
 	}
-	present := idemSeqs(offsets)
+	present := idemKeys(offsets)
 	for _, uid := range l.idem {
-		if !present[uid.seq()] && !expired(uid) {
+		if !present[idemKey(uid)] && !expired(uid) {
 			bad("unit " + uid.String() + " (idempotency key " + idemKey(uid) + ")")
 		}
 	}
 }
 
-// idemSeqs is the set of unit seqs whose idempotency key is in offsets.
-// Offsets are sorted, so the keys sit in one run.
-func idemSeqs(offsets segment.Offsets) map[uint64]bool {
-	const prefix = "idem/" + idemKeyPrefix
-	out := map[uint64]bool{}
+// idemKeys is the set of idempotency keys in offsets. Offsets are sorted,
+// so the keys sit in one run.
+func idemKeys(offsets segment.Offsets) map[string]bool {
+	const prefix = "idem/"
+	out := map[string]bool{}
 	for _, e := range offsets {
-		rest, ok := strings.CutPrefix(e.Key, prefix)
-		if !ok {
-			continue
-		}
-		if seq, err := strconv.ParseUint(rest, 10, 64); err == nil {
-			out[seq] = true
+		if rest, ok := strings.CutPrefix(e.Key, prefix); ok {
+			out[rest] = true
 		}
 	}
 	return out
 }
-
-// expiredAfter reports whether a unit first seen at seen may have had its
-// key expired by now.
-func expiredAfter(now, seen, window time.Duration) bool { return now-seen > window }

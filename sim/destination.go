@@ -30,28 +30,30 @@ type DestJob struct {
 	// Order is the position at which the destination first applied the
 	// job, or -1 when the destination cannot tell (objects in a bucket).
 	Order int
-	// UIDs is the uid column of the job's rows, in row order.
-	UIDs []int64
+	// Digest covers the job's rows in order, every column (RowDigest).
+	Digest RowDigest
 }
 
-// DestinationFactory builds a destination inside a world (it may use the
-// world's object store).
-type DestinationFactory func(w *World) Destination
+// DestinationFactory builds the destination for sink_ref ref inside a
+// world (it may use the world's object store or disk).
+type DestinationFactory func(w *World, ref string) Destination
 
 // Store returns the world's object store (for destinations that write
 // into it, such as Parquet on object storage).
 func (w *World) Store() *Store { return w.store }
+
+// Disk returns the world's disk (for destinations that write files).
+func (w *World) Disk() *Disk { return w.disk }
 
 // ErrSinkDown is what a sink answers during a simulated outage.
 var ErrSinkDown = errors.New("sim: sink unavailable")
 
 // SinkFaults decides what goes wrong with one Apply.
 type SinkFaults interface {
-	// DecideSink returns: fail before applying (no effect), apply but
-	// report failure (ambiguous), or neither.
-	DecideSink(r *Rand) (failBefore, ambiguous bool)
-	// SinkDown reports whether the destination is in an outage at now.
-	SinkDown(now time.Duration) bool
+	// DecideSink returns, for an apply at now: fail before applying (no
+	// effect: an error or an outage), apply but report failure
+	// (ambiguous), or neither.
+	DecideSink(now time.Duration) (failBefore, ambiguous bool)
 }
 
 // faultySink injects sink faults in front of a destination's sink.
@@ -59,16 +61,14 @@ type faultySink struct {
 	w      *World
 	inner  engine.Sink
 	timers engine.Timers
-	rand   *Rand
 }
 
 func (s *faultySink) Apply(job *engine.Job, done func(error)) {
-	failBefore, ambiguous := s.w.faults.DecideSink(s.rand)
-	down := s.w.faults.SinkDown(s.w.sched.Now())
-	if down || failBefore || ambiguous {
+	failBefore, ambiguous := s.w.faults.DecideSink(s.w.sched.Now())
+	if failBefore || ambiguous {
 		s.w.trouble()
 	}
-	if down || failBefore {
+	if failBefore {
 		s.timers.AfterFunc(time.Millisecond, func() { done(ErrSinkDown) })
 		return
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
@@ -21,6 +22,10 @@ type Incarnation struct {
 	// alive is true until Kill.
 	// INVARIANT: once false, stays false.
 	alive bool
+	// paused: the process is frozen (a GC pause, a stopped VM, a network
+	// partition). Its events come due but wait in held until Resume.
+	paused bool
+	held   []event
 }
 
 // NewIncarnation starts a new engine process lifetime.
@@ -48,8 +53,47 @@ func (inc *Incarnation) Kill() {
 		return
 	}
 	inc.alive = false
+	inc.held = nil
 	inc.sched.trace.Begin(inc.sched.now, KindIncarnationKill).U("inc", inc.id).End()
 }
+
+// Pause freezes the incarnation: none of its events runs, and no store
+// answer reaches it, until Resume. Requests it issued before keep going
+// (and land) as world events. A paused process is exactly what a zombie
+// writer is: superseded while it cannot notice.
+func (inc *Incarnation) Pause() {
+	if !inc.alive || inc.paused {
+		return
+	}
+	inc.paused = true
+	inc.sched.trace.Begin(inc.sched.now, KindIncarnationPause).U("inc", inc.id).End()
+}
+
+// Resume unfreezes a paused incarnation: every event that came due while
+// it was paused runs now, in the order it would have run, one nanosecond
+// apart (so one File's calls still complete in issue order).
+func (inc *Incarnation) Resume() {
+	if !inc.alive || !inc.paused {
+		return
+	}
+	inc.paused = false
+	held := inc.held
+	inc.held = nil
+	slices.SortFunc(held, func(a, b event) int {
+		if a.before(&b) {
+			return -1
+		}
+		return 1
+	})
+	s := inc.sched
+	s.trace.Begin(s.now, KindIncarnationResume).U("inc", inc.id).U("held", uint64(len(held))).End()
+	for i, ev := range held {
+		s.push(s.now+time.Duration(i+1), ev.inc, ev.timer, ev.fn)
+	}
+}
+
+// Paused reports whether the incarnation is paused.
+func (inc *Incarnation) Paused() bool { return inc.paused }
 
 // At schedules fn at time t as an event this incarnation owns: it is
 // dropped if the incarnation is dead when it comes due.

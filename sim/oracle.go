@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/skipprd/skipprd/engine"
@@ -16,61 +16,119 @@ import (
 // Oracle checks the WAL's guarantees against the world's truth, never
 // against what the engine says about itself:
 //
-//   - no ACK before its commit marker landed;
-//   - no unit committed twice (in two segments with markers);
+//   - no ACK before a marker holding the unit landed;
+//   - every committed unit holds exactly the rows its source produced,
+//     every column compared (RowDigest);
+//   - a marker counts only if the writer object says so (zombie commits
+//     beyond their epoch's seal do not): no unit is in two markers that
+//     count, and every acked unit is in one that counts;
 //   - after every recovery: every acked unit lies in a segment the new
-//     engine owns, the recovered offsets cover it, every owned segment
-//     has its marker (an orphan is never owned), recovery read no body,
-//     and its request count is bounded by the live segments;
-//   - at the end: every unit a source produced is committed exactly once.
+//     engine owns (or that was reclaimed), the recovered offsets cover
+//     it, every owned segment has its marker, recovery read no body, and
+//     its request count is bounded by the live segments;
+//   - every completion-bitmap version written holds every bit of the
+//     version before it;
+//   - at the end: every unit a source produced is committed exactly once,
+//     and each destination holds every committed job once, row for row.
 //
 // It learns what a segment holds by decoding the body when its marker
 // lands (Store.OnApply), outside the engine.
 type Oracle struct {
-	w          *World
-	mem        memory.Allocator
-	committed  map[UID]string  // unit → marker key of the segment holding it
-	markers    map[string]int  // marker key → units in it
-	reclaimed  map[string]bool // marker keys deleted after landing
-	order      []*committedSeg // committed segments, in id order
-	acked      map[UID]bool
-	ledger     ackLedger             // what every recovery must preserve
-	rows       map[UID]int           // rows each produced unit has
-	firstSeen  map[UID]time.Duration // when a source first submitted each unit
-	violations []string
+	w         *World
+	mem       memory.Allocator
+	units     map[UID]*unitInfo
+	markers   map[string]*markerInfo // landed markers by key
+	order     []*markerInfo          // landed markers, in id order
+	pending   []*markerInfo          // validity not decided yet
+	multi     []UID                  // units in more than one landed marker
+	reclaimed map[string]bool        // marker keys deleted after landing
+	acked     map[UID]bool
+	ledger    ackLedger
+	bitmaps   map[string]*segment.Bitmap // last version of each bitmap key
+	// writerEpoch is the epoch of the writer object's last version (0:
+	// none yet): pending markers of that epoch or later are the current
+	// writer's, and count.
+	writerEpoch uint64
+	// corruptAtRest: segments whose body the fault plan changed in the
+	// store after their marker landed.
+	corruptAtRest []engine.SnapshotID
+	violations    []string
+	classes       []string // each violation's format string
 }
 
+// unitInfo is what a source produced as one unit, and where it landed.
+type unitInfo struct {
+	digest    RowDigest
+	firstSeen time.Duration
+	markers   []*markerInfo
+}
+
+type validity uint8
+
+const (
+	validityPending validity = iota
+	validityValid
+	validityInvalid
+)
+
+// markerInfo is one landed commit marker and what its segment holds.
+type markerInfo struct {
+	key      string
+	id       engine.SnapshotID
+	uids     []UID
+	jobs     map[jobKey]RowDigest // expected content of each (sink, namespace) job
+	validity validity
+	bodiless bool // landed when its body no longer existed
+}
+
+type jobKey struct{ sink, namespace string }
+
 func newOracle(w *World) *Oracle {
-	return &Oracle{w: w, mem: memory.DefaultAllocator, committed: map[UID]string{}, markers: map[string]int{}, reclaimed: map[string]bool{},
-		acked: map[UID]bool{}, ledger: newAckLedger(), rows: map[UID]int{}, firstSeen: map[UID]time.Duration{}}
+	return &Oracle{w: w, mem: memory.DefaultAllocator, units: map[UID]*unitInfo{}, markers: map[string]*markerInfo{},
+		reclaimed: map[string]bool{}, acked: map[UID]bool{}, ledger: newAckLedger(), bitmaps: map[string]*segment.Bitmap{}}
 }
 
 func (o *Oracle) fail(format string, args ...any) {
 	o.violations = append(o.violations, fmt.Sprintf(format, args...))
+	o.classes = append(o.classes, format)
 }
 
 // Violations returns what broke, in order.
 func (o *Oracle) Violations() []string { return o.violations }
 
-func (o *Oracle) produced(uid UID, rows int) {
-	o.rows[uid] = rows
-	if _, ok := o.firstSeen[uid]; !ok {
-		o.firstSeen[uid] = o.w.sched.Now()
+// produced records a unit as its source builds it (the first time).
+func (o *Oracle) produced(uid UID, b arrow.RecordBatch, sidecar *segment.Sidecar) {
+	if _, ok := o.units[uid]; ok {
+		return
 	}
+	u := &unitInfo{firstSeen: o.w.sched.Now()}
+	var rows []segment.CDCRow
+	if sidecar != nil {
+		rows = sidecar.Rows
+	}
+	if err := u.digest.AddBatch(b, rows); err != nil {
+		panic(fmt.Sprintf("sim: unit %s: %v", uid, err))
+	}
+	o.units[uid] = u
 }
 
 // onApply sees every mutation land in the store.
 func (o *Oracle) onApply(op Op, key string) {
-	if !strings.HasSuffix(key, ".seg.commit") || !strings.HasPrefix(key, o.w.layout.Root()) {
+	if !strings.HasPrefix(key, o.w.layout.Root()) {
 		return
 	}
-	switch op {
-	case OpPut:
+	switch {
+	case key == o.w.layout.WriterKey() && op == OpPut:
+		o.decideValidity()
+	case strings.HasSuffix(key, ".seg.commit") && op == OpPut:
 		o.markerLanded(key)
-	case OpDelete:
-		if _, ok := o.markers[key]; ok {
+	case strings.HasSuffix(key, ".seg.commit") && op == OpDelete:
+		if m, ok := o.markers[key]; ok {
 			o.reclaimed[key] = true
+			o.markerDeleted(m)
 		}
+	case strings.HasSuffix(key, ".seg.scbl"):
+		o.bitmapChanged(op, key)
 	}
 }
 
@@ -86,10 +144,19 @@ func (o *Oracle) markerLanded(key string) {
 		o.fail("marker %s does not decode: %v", key, err)
 		return
 	}
+	_, id, _, _ := o.w.layout.ParseKey(key)
+	m := &markerInfo{key: key, id: id, jobs: map[jobKey]RowDigest{}}
+	o.markers[key] = m
+	i, _ := slices.BinarySearchFunc(o.order, id, func(s *markerInfo, id engine.SnapshotID) int { return s.id.Compare(id) })
+	o.order = slices.Insert(o.order, i, m)
+	o.pending = append(o.pending, m)
+	defer o.decideValidity()
 	bodyKey := strings.TrimSuffix(key, ".commit")
 	body, ok := o.w.store.Object(bodyKey)
 	if !ok {
-		o.fail("marker %s landed before its body", key)
+		// A zombie's marker beyond its epoch's seal may land after the
+		// sweeper removed its orphan body; a marker that counts may not.
+		m.bodiless = true
 		return
 	}
 	b, err := segment.CheckBody(ix, bodyKey, segment.Bytes(body), int64(len(body)))
@@ -97,65 +164,242 @@ func (o *Oracle) markerLanded(key string) {
 		o.fail("segment %s fails its marker: %v", bodyKey, err)
 		return
 	}
-	o.markers[key] = 0
-	_, id, _, _ := o.w.layout.ParseKey(key)
-	seg := &committedSeg{id: id}
 	for i := range b.Index.Entries {
-		seg.uids = append(seg.uids, o.readSlice(key, b, segment.SliceOrdinal(i))...)
+		o.readSlice(m, b, segment.SliceOrdinal(i))
 	}
-	i, _ := slices.BinarySearchFunc(o.order, id, func(s *committedSeg, id engine.SnapshotID) int { return compareIDs(s.id, id) })
-	o.order = slices.Insert(o.order, i, seg)
 }
 
-// committedSeg is a segment whose marker landed, with its units in body
-// order.
-type committedSeg struct {
-	id   engine.SnapshotID
-	uids []UID
-}
-
-func (o *Oracle) readSlice(key string, b *segment.Body, ord segment.SliceOrdinal) []UID {
+// readSlice checks each unit in a slice against what its source produced
+// and adds the slice's rows to its job's expected digest.
+func (o *Oracle) readSlice(m *markerInfo, b *segment.Body, ord segment.SliceOrdinal) {
 	s, err := b.ReadSlice(ord, o.mem)
 	if err != nil {
-		o.fail("segment %s slice %d: %v", key, ord, err)
-		return nil
+		o.fail("segment %s slice %d: %v", m.key, ord, err)
+		return
 	}
 	defer s.Release()
-	counts := map[UID]int{}
+	k := jobKey{s.Entry.Key.SinkRef, s.Entry.Key.Namespace}
+	job := m.jobs[k]
+	units := map[UID]*RowDigest{}
 	var order []UID
-	for _, batch := range s.Batches {
-		for _, v := range batch.Column(0).(*array.Int64).Int64Values() {
-			uid := UID(v)
-			if counts[uid] == 0 {
-				order = append(order, uid)
-			}
-			counts[uid]++
-		}
+	var cdc []segment.CDCRow
+	if s.Sidecar != nil {
+		cdc = s.Sidecar.Rows
 	}
+	for _, batch := range s.Batches {
+		n := int(batch.NumRows())
+		var rows []segment.CDCRow
+		if cdc != nil {
+			rows, cdc = cdc[:n], cdc[n:]
+		}
+		if err := job.AddBatch(batch, rows); err != nil {
+			o.fail("segment %s slice %d: %v", m.key, ord, err)
+			return
+		}
+		order = o.unitDigests(batch, rows, units, order)
+	}
+	m.jobs[k] = job
 	for _, uid := range order {
-		if prev, dup := o.committed[uid]; dup {
-			o.fail("unit %s committed twice: in %s and %s", uid, prev, key)
-			continue
+		o.unitCommitted(m, uid, *units[uid])
+	}
+}
+
+// unitDigests splits a batch's rows by unit (a unit's rows are
+// consecutive) and digests each unit's rows.
+func (o *Oracle) unitDigests(b arrow.RecordBatch, cdc []segment.CDCRow, units map[UID]*RowDigest, order []UID) []UID {
+	uids, rows, payloads, err := unitColumns(b)
+	if err != nil {
+		o.fail("%v", err)
+		return order
+	}
+	for i := range uids.Len() {
+		uid := UID(uids.Value(i))
+		d := units[uid]
+		if d == nil {
+			d = &RowDigest{}
+			units[uid] = d
+			order = append(order, uid)
 		}
-		if want := o.rows[uid]; counts[uid] != want {
-			o.fail("unit %s has %d rows in %s, produced %d", uid, counts[uid], key, want)
+		d.AddRow(uids.Value(i), rows.Value(i), payloads.Value(i))
+		if cdc != nil {
+			d.AddChange(cdc[i].Kind.String(), cdc[i].Identity, cdc[i].Order)
 		}
-		o.committed[uid] = key
-		o.markers[key]++
 	}
 	return order
 }
 
-// onAck: an ACK must follow its commit.
-func (o *Oracle) onAck(uid UID) {
-	key, ok := o.committed[uid]
+func (o *Oracle) unitCommitted(m *markerInfo, uid UID, got RowDigest) {
+	u, ok := o.units[uid]
+	switch {
+	case !ok:
+		o.fail("segment %s holds unit %s that no source produced", m.key, uid)
+		return
+	case got != u.digest:
+		o.fail("unit %s in %s: %d rows (digest %016x), produced %d rows (digest %016x)", uid, m.key, got.Rows, got.Sum, u.digest.Rows, u.digest.Sum)
+	}
+	if len(u.markers) == 1 {
+		o.multi = append(o.multi, uid)
+	}
+	u.markers = append(u.markers, m)
+	m.uids = append(m.uids, uid)
+}
+
+// decideValidity settles every pending marker whose epoch the writer
+// object now seals: the object's versions are seen as they land, so each
+// seal is read before a later recovery may drop it.
+func (o *Oracle) decideValidity() {
+	raw, ok := o.w.store.Object(o.w.layout.WriterKey())
 	if !ok {
+		return
+	}
+	rec, err := engine.ParseWriterObject(raw)
+	if err != nil {
+		o.fail("writer object does not parse: %v", err)
+		return
+	}
+	o.writerEpoch = rec.Epoch()
+	keep := o.pending[:0]
+	for _, m := range o.pending {
+		if m.id.Epoch >= rec.Floor() {
+			keep = append(keep, m)
+			continue
+		}
+		m.validity = validityInvalid
+		if rec.Valid(m.id) {
+			m.validity = validityValid
+			o.checkBody(m)
+		}
+	}
+	o.pending = keep
+}
+
+// checkBody: a marker that counts landed with its body.
+func (o *Oracle) checkBody(m *markerInfo) {
+	if m.bodiless {
+		o.fail("marker %s counts, but it landed when its body did not exist", m.key)
+	}
+}
+
+// markerDeleted settles a marker deleted while its validity was pending:
+// only its owner reclaims a marker before a recovery seals its epoch (the
+// sweeper deletes markers its writer object already rules out, which the
+// oracle decided when that object landed), so it counted. A recovery that
+// later finds nothing of that epoch leaves it no seal, rightly: nothing of
+// it is left to own.
+func (o *Oracle) markerDeleted(m *markerInfo) {
+	if m.validity != validityPending {
+		return
+	}
+	m.validity = validityValid
+	o.checkBody(m)
+	o.pending = slices.DeleteFunc(o.pending, func(p *markerInfo) bool { return p == m })
+}
+
+// counts reports whether a marker counts as a commit as far as the oracle
+// knows: decided valid, or pending and the current writer's (a marker of
+// an epoch a recovery in progress is about to seal does not count yet).
+func (o *Oracle) counts(m *markerInfo) bool {
+	switch m.validity {
+	case validityValid:
+		return true
+	case validityPending:
+		return o.writerEpoch == 0 || m.id.Epoch >= o.writerEpoch
+	}
+	return false
+}
+
+// onAck: an ACK must follow a marker holding the unit.
+func (o *Oracle) onAck(uid UID) {
+	u := o.units[uid]
+	if u == nil || len(u.markers) == 0 {
 		o.fail("unit %s acked before any marker holding it landed", uid)
 		return
 	}
-	if !o.acked[uid] { // a resubmitted unit can be acked again
-		o.acked[uid] = true
-		o.ledger.add(uid, o.w.sources[uid.source()].spec, key)
+	if o.acked[uid] { // a resubmitted unit can be acked again
+		return
+	}
+	o.acked[uid] = true
+	m := u.markers[len(u.markers)-1]
+	for _, c := range u.markers {
+		if o.counts(c) {
+			m = c
+		}
+	}
+	o.ledger.add(uid, o.w.sources[uid.source()].spec, m.key)
+}
+
+// checkCommits: no unit is in two markers that count, and every acked
+// unit is in one that counts. Cost: the units seen in several markers
+// plus the acked units of invalid markers — not every unit.
+func (o *Oracle) checkCommits() {
+	for _, m := range o.pending {
+		if m.bodiless && o.counts(m) {
+			o.fail("marker %s counts, but it landed when its body did not exist", m.key)
+		}
+	}
+	for _, uid := range o.multi {
+		var valid []string
+		for _, m := range o.units[uid].markers {
+			if o.counts(m) {
+				valid = append(valid, m.key)
+			}
+		}
+		if len(valid) > 1 {
+			o.fail("unit %s committed twice: in %s", uid, strings.Join(valid, " and "))
+		}
+	}
+	for _, m := range o.order {
+		if m.validity != validityInvalid {
+			continue
+		}
+		for _, uid := range m.uids {
+			if o.acked[uid] && !o.hasValidMarker(uid) {
+				o.fail("unit %s was acked, but the only markers holding it (%s) do not count (beyond their epoch's seal)", uid, m.key)
+			}
+		}
+	}
+}
+
+func (o *Oracle) hasValidMarker(uid UID) bool {
+	for _, m := range o.units[uid].markers {
+		if o.counts(m) {
+			return true
+		}
+	}
+	return false
+}
+
+// bitmapChanged: every version of a completion bitmap holds every bit
+// the previous one did (bits are only ever set). A deleted bitmap starts
+// over (its segment was reclaimed; a later one is an orphan).
+func (o *Oracle) bitmapChanged(op Op, key string) {
+	if op == OpDelete {
+		delete(o.bitmaps, key)
+		return
+	}
+	if op != OpPut {
+		return
+	}
+	raw, _ := o.w.store.Object(key)
+	b, err := segment.DecodeBitmap(key, raw)
+	if err != nil {
+		o.fail("bitmap %s written undecodable: %v", key, err)
+		return
+	}
+	prev := o.bitmaps[key]
+	o.bitmaps[key] = b
+	if prev == nil {
+		return
+	}
+	if prev.Len() != b.Len() {
+		o.fail("bitmap %s changed length from %d to %d bits", key, prev.Len(), b.Len())
+		return
+	}
+	for i := range prev.Len() {
+		if prev.IsSet(segment.SliceOrdinal(i)) && !b.IsSet(segment.SliceOrdinal(i)) {
+			o.fail("bitmap %s: bit %d was set and a later version cleared it (%d bits set before, %d after)", key, i, prev.Count(), b.Count())
+			return
+		}
 	}
 }
 
@@ -175,11 +419,13 @@ type engineView interface {
 
 // checkRecovery runs after every recovery.
 func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
+	o.decideValidity()
+	o.checkCommits()
 	owned := map[string]bool{}
 	for _, s := range eng.Segments() {
 		key := o.w.layout.Key(s.Dir, s.ID, engine.KindMarker)
 		owned[key] = true
-		if _, ok := o.w.store.Object(key); !ok {
+		if _, ok := o.w.store.Object(key); !ok && !o.reclaimed[key] {
 			o.fail("recovery owns %s, whose marker does not exist (an orphan)", s.ID)
 		}
 	}
@@ -189,7 +435,7 @@ func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
 		}
 	}
 	now, window := o.w.sched.Now(), o.w.engCfg.IdempotencyWindow
-	o.ledger.uncovered(eng.Offsets(), func(uid UID) bool { return expiredAfter(now, o.firstSeen[uid], window) },
+	o.ledger.uncovered(eng.Offsets(), func(uid UID) bool { return expiredAfter(now, o.units[uid].firstSeen, window) },
 		func(what string) { o.fail("acked %s not covered by the recovered offsets", what) })
 	if rs.bodyReads > 0 {
 		o.fail("recovery read %d segment bodies", rs.bodyReads)
@@ -215,29 +461,43 @@ func (o *Oracle) recoveryBound(eng engineView) uint64 {
 
 // checkFinal runs when the world has converged.
 func (o *Oracle) checkFinal(eng engineView) {
-	for _, uid := range sortedUIDs(boolSet(o.rows)) {
-		if _, ok := o.committed[uid]; !ok {
+	o.decideValidity()
+	o.checkCommits()
+	uids := make([]UID, 0, len(o.units))
+	for uid := range o.units {
+		uids = append(uids, uid)
+	}
+	slices.Sort(uids)
+	for _, uid := range uids {
+		if !o.hasValidMarker(uid) {
 			o.fail("unit %s produced but never committed", uid)
 		}
 	}
-	if n := len(eng.Segments()); n != len(o.markers)-len(o.reclaimed) {
-		o.fail("final engine owns %d segments; %d markers landed, %d reclaimed", n, len(o.markers), len(o.reclaimed))
+	live := 0
+	for _, m := range o.order {
+		if o.counts(m) && !o.reclaimed[m.key] {
+			live++
+		}
+	}
+	if n := len(eng.Segments()); n != live {
+		o.fail("final engine owns %d segments; %d markers that count are not reclaimed", n, live)
+	}
+	if len(o.w.dests) > 0 {
+		o.checkDestinations(false)
+		o.checkReclaimed()
 	}
 }
 
-func boolSet[V any](m map[UID]V) map[UID]bool {
-	out := make(map[UID]bool, len(m))
-	for k := range m {
-		out[k] = true
+// checkSafety runs when the run stopped early, as it should have (the
+// engine halted on corruption): what was acked is committed, nothing is
+// committed twice, and the destinations hold nothing but committed rows,
+// each at most once — the liveness checks do not apply.
+func (o *Oracle) checkSafety() {
+	o.decideValidity()
+	o.checkCommits()
+	if len(o.w.dests) > 0 {
+		o.checkDestinations(true)
 	}
-	return out
 }
 
-func sortedUIDs(m map[UID]bool) []UID {
-	out := make([]UID, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
-}
+func expiredAfter(now, seen, window time.Duration) bool { return now-seen > window }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/skipprd/skipprd/engine"
@@ -19,7 +20,16 @@ import (
 
 func testWorld(t *testing.T) *World {
 	t.Helper()
-	return NewWorld(Config{Seed: 1, Iters: 1})
+	spec := SmallSpec("")
+	return NewWorld(Config{Seed: 1, Iters: 1, World: &spec})
+}
+
+// unitOf builds unit uid (2 rows) as its source would, and tells the
+// oracle it was produced.
+func unitOf(w *World, uid UID) arrow.RecordBatch {
+	b := unitBatch(w.mem, w.spec.Sources[uid.source()], uid, 2)
+	w.oracle.produced(uid, b, nil)
+	return b
 }
 
 // commitSegment writes a body and marker holding the given units straight
@@ -27,13 +37,19 @@ func testWorld(t *testing.T) *World {
 // oracle the marker landed.
 func commitSegment(t *testing.T, w *World, seq uint64, uids ...UID) engine.Segment {
 	t.Helper()
+	return commitBatches(t, w, engine.SnapshotID{Epoch: 1, Seq: seq}, batchesOf(w, uids...))
+}
+
+func batchesOf(w *World, uids ...UID) []arrow.RecordBatch {
 	var batches []arrow.RecordBatch
 	for _, u := range uids {
-		if _, ok := w.oracle.rows[u]; !ok {
-			w.oracle.produced(u, 2)
-		}
-		batches = append(batches, w.builder.batch(u, 2))
+		batches = append(batches, unitOf(w, u))
 	}
+	return batches
+}
+
+func commitBatches(t *testing.T, w *World, id engine.SnapshotID, batches []arrow.RecordBatch) engine.Segment {
+	t.Helper()
 	part := segment.Part{Key: segment.PartitionKey{SinkRef: "lake", Namespace: "events", Schema: unitFingerprint},
 		Schema: unitSchema, Batches: batches}
 	var body bytes.Buffer
@@ -45,7 +61,6 @@ func commitSegment(t *testing.T, w *World, seq uint64, uids ...UID) engine.Segme
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := engine.SnapshotID{Epoch: 1, Seq: seq}
 	dir := w.layout.SegmentDir(0)
 	w.store.write(w.layout.Key(dir, id, engine.KindBody), body.Bytes(), "\"b\"")
 	key := w.layout.Key(dir, id, engine.KindMarker)
@@ -94,9 +109,77 @@ func TestOracleCommittedTwice(t *testing.T) {
 	w := testWorld(t)
 	commitSegment(t, w, 1, makeUID(0, 0, 1))
 	commitSegment(t, w, 2, makeUID(0, 0, 2))
+	w.oracle.checkCommits()
 	wantClean(t, w)
 	commitSegment(t, w, 3, makeUID(0, 0, 1))
+	w.oracle.checkCommits()
 	wantViolation(t, w, "committed twice")
+}
+
+// writeWriter stores a writer object: epoch, floor, and seals.
+func writeWriter(w *World, epoch, floor uint64, seals ...[2]uint64) {
+	w.store.write(w.layout.WriterKey(), engine.EncodeWriterObject(epoch, 7, floor, seals), "\"w\"")
+	w.oracle.onApply(OpPut, w.layout.WriterKey())
+}
+
+// A zombie's marker beyond its epoch's seal does not count: its units
+// committed again by the new writer are not duplicates, but a unit acked
+// only through such a marker is a violation.
+func TestOracleZombieMarkers(t *testing.T) {
+	u1, u2 := makeUID(0, 0, 1), makeUID(0, 0, 2)
+	zombie := func(w *World) {
+		writeWriter(w, 1, 1)
+		commitBatches(t, w, engine.SnapshotID{Epoch: 1, Seq: 1}, batchesOf(w, u1)) // listed: sealed at 1
+		writeWriter(w, 2, 1)
+		writeWriter(w, 2, 2, [2]uint64{1, 1})
+		commitBatches(t, w, engine.SnapshotID{Epoch: 1, Seq: 2}, batchesOf(w, u2)) // beyond the seal
+		commitBatches(t, w, engine.SnapshotID{Epoch: 2, Seq: 1}, batchesOf(w, u2)) // committed again
+	}
+	w := testWorld(t)
+	zombie(w)
+	w.oracle.checkCommits()
+	wantClean(t, w)
+	w.oracle.onAck(u1)
+	w.oracle.checkCommits()
+	wantClean(t, w)
+
+	w = testWorld(t)
+	writeWriter(w, 1, 1)
+	commitBatches(t, w, engine.SnapshotID{Epoch: 1, Seq: 1}, batchesOf(w, u1))
+	writeWriter(w, 2, 2) // epoch 1 sealed with nothing: its marker does not count
+	w.oracle.onAck(u1)
+	w.oracle.checkCommits()
+	wantViolation(t, w, "do not count")
+
+	w = testWorld(t)
+	zombie(w)
+	commitBatches(t, w, engine.SnapshotID{Epoch: 2, Seq: 2}, batchesOf(w, u1)) // u1 again, and both count
+	w.oracle.checkCommits()
+	wantViolation(t, w, "committed twice")
+}
+
+// Every version of a bitmap holds every bit of the one before.
+func TestOracleBitmapOnlyGrows(t *testing.T) {
+	w := testWorld(t)
+	key := w.layout.Key(w.layout.SegmentDir(0), engine.SnapshotID{Epoch: 1, Seq: 1}, engine.KindBitmap)
+	put := func(bits ...segment.SliceOrdinal) {
+		b := segment.NewBitmap(4)
+		for _, i := range bits {
+			b.Set(i)
+		}
+		w.store.write(key, b.Encode(), "\"x\"")
+		w.oracle.onApply(OpPut, key)
+	}
+	put(0)
+	put(0, 2)
+	put(0, 1, 2)
+	wantClean(t, w)
+	w.store.remove(key)
+	w.oracle.onApply(OpDelete, key)
+	put(3) // a new life of the key
+	wantClean(t, w)
+	put(0)
+	wantViolation(t, w, "cleared it")
 }
 
 func TestOracleRecovery(t *testing.T) {
@@ -140,20 +223,43 @@ func TestOracleFinal(t *testing.T) {
 	seg := commitSegment(t, w, 1, makeUID(0, 0, 1))
 	w.oracle.checkFinal(fakeView{segs: []engine.Segment{seg}})
 	wantClean(t, w)
-	w.oracle.produced(makeUID(0, 0, 2), 3)
+	unitOf(w, makeUID(0, 0, 2))
 	w.oracle.checkFinal(fakeView{segs: []engine.Segment{seg}})
 	wantViolation(t, w, "produced but never committed")
 	w.oracle.checkFinal(fakeView{})
 	wantViolation(t, w, "final engine owns 0 segments")
 }
 
-// A unit whose rows in the segment differ from what was produced (a
-// partial or padded unit) is caught when its marker lands.
-func TestOracleRowCount(t *testing.T) {
+// A unit whose rows in the segment differ from what was produced — fewer
+// rows, or one payload byte changed — is caught when its marker lands.
+func TestOracleUnitContent(t *testing.T) {
+	uid := makeUID(0, 0, 1)
 	w := testWorld(t)
-	w.oracle.produced(makeUID(0, 0, 1), 5) // commitSegment writes 2 rows
-	commitSegment(t, w, 1, makeUID(0, 0, 1))
-	wantViolation(t, w, "has 2 rows")
+	commitBatches(t, w, engine.SnapshotID{Epoch: 1, Seq: 1}, batchesOf(w, uid))
+	wantClean(t, w)
+
+	w = testWorld(t)
+	unitOf(w, uid) // produced with 2 rows
+	short := unitBatch(w.mem, w.spec.Sources[0], uid, 1)
+	commitBatches(t, w, engine.SnapshotID{Epoch: 1, Seq: 1}, []arrow.RecordBatch{short})
+	wantViolation(t, w, "produced 2 rows")
+
+	w = testWorld(t)
+	good := unitOf(w, uid)
+	flipped := flipPayload(good)
+	commitBatches(t, w, engine.SnapshotID{Epoch: 1, Seq: 1}, []arrow.RecordBatch{flipped})
+	wantViolation(t, w, "produced 2 rows (digest")
+}
+
+// flipPayload returns b with one payload byte changed.
+func flipPayload(b arrow.RecordBatch) arrow.RecordBatch {
+	p := b.Column(2).(*array.String)
+	data := bytes.Clone(p.ValueBytes())
+	data[0] ^= 1
+	offs := p.Data().Buffers()[1]
+	nd := array.NewData(arrow.BinaryTypes.String, p.Len(), []*memory.Buffer{nil, offs, memory.NewBufferBytes(data)}, nil, 0, 0)
+	cols := []arrow.Array{b.Column(0), b.Column(1), array.MakeFromData(nd)}
+	return array.NewRecordBatch(b.Schema(), cols, b.NumRows())
 }
 
 // Units of a source that cannot replay are covered by their idempotency
@@ -181,7 +287,7 @@ func TestOracleRecoveryIdempotent(t *testing.T) {
 			seg := commitSegment(t, w, 1, uid)
 			w.oracle.onAck(uid)
 			if c.expired {
-				w.oracle.firstSeen[uid] = -w.engCfg.IdempotencyWindow - time.Second
+				w.oracle.units[uid].firstSeen = -w.engCfg.IdempotencyWindow - time.Second
 			}
 			w.oracle.checkRecovery(fakeView{segs: []engine.Segment{seg}, offsets: c.offsets, runs: 1}, recoveryStats{ops: 3})
 			if c.want == "" {

@@ -11,14 +11,15 @@ type restartFaults struct {
 	yes bool
 }
 
-func (f *restartFaults) RestartNow(*Rand) bool { return f.yes }
+func (f *restartFaults) RestartNow() bool { return f.yes }
 
 // restartWorld is a world with an engine ready, a graceful close just
 // begun, and the fault plan quiet again.
 func restartWorld(t *testing.T) *World {
 	t.Helper()
 	f := &restartFaults{}
-	w := NewWorld(Config{Seed: 3, Iters: 1, Faults: f})
+	spec := SmallSpec("")
+	w := NewWorld(Config{Seed: 3, Iters: 1, Faults: f, World: &spec})
 	w.startIncarnation()
 	stepUntil(t, w, func() bool { return w.eng != nil && w.eng.Ready() }, "recovery")
 	f.yes = true

@@ -3,6 +3,7 @@ package sim
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
@@ -16,16 +17,13 @@ func (w *World) Run(wallNow func() time.Time) Result {
 	if wallNow != nil {
 		start = wallNow()
 	}
-	w.res = Result{Seed: w.cfg.Seed, Plan: w.faults.Describe()}
-	if w.dest != nil {
-		w.res.Destination = w.dest.Name()
-	}
+	w.res = Result{Seed: w.cfg.Seed, Plan: w.faults.Describe(), World: w.spec.Summary()}
+	w.res.Destination = w.destNames()
 	w.startIncarnation()
 	w.memoryTicks()
-	healAt := uint64(float64(w.cfg.Iters) * healFraction)
 	limit := w.cfg.Iters + uint64(float64(w.cfg.Iters)*drainExtra)
-	for w.sched.Steps() < limit && len(w.oracle.violations) == 0 {
-		if w.sched.Steps() >= healAt && w.producing {
+	for w.sched.Steps() < limit && len(w.oracle.violations) == 0 && w.halted == "" {
+		if w.sched.Steps() >= w.healAt && w.producing {
 			w.heal()
 		}
 		if !w.producing && w.sched.Steps() >= w.cfg.Iters && w.converged() {
@@ -34,12 +32,7 @@ func (w *World) Run(wallNow func() time.Time) Result {
 		if !w.sched.Step() {
 			break
 		}
-		w.checkEngine()
-		if w.producing && w.eng != nil && (w.crashSoon || w.faults.CrashNow(w.crashRnd)) {
-			w.crash()
-		}
-		w.crashSoon = false
-		w.maybeRestart()
+		w.step()
 	}
 	w.finish()
 	if wallNow != nil {
@@ -48,10 +41,29 @@ func (w *World) Run(wallNow func() time.Time) Result {
 	return w.res
 }
 
-// heal ends the fault phase: no more faults or crashes, no new units.
+// step runs the world's checks and decisions after one event.
+func (w *World) step() {
+	w.startDueSources()
+	w.checkEngine()
+	w.checkZombies()
+	if w.producing && w.eng != nil && (w.crashSoon || w.faults.CrashNow()) {
+		w.crash()
+	}
+	w.crashSoon = false
+	if pause, ok := w.faults.ZombieNow(); ok && w.producing && w.eng != nil && w.eng.Ready() && !w.closing {
+		w.makeZombie(pause)
+	}
+	w.maybeRestart()
+}
+
+// heal ends the fault phase: no more faults or crashes, no new units,
+// and every zombie dies.
 func (w *World) heal() {
 	w.faults.Heal()
 	w.producing = false
+	for _, z := range w.zombies {
+		w.killZombie(z)
+	}
 }
 
 // converged: the engine is up and idle, no source has work left, and —
@@ -65,7 +77,7 @@ func (w *World) converged() bool {
 			return false
 		}
 	}
-	if w.dest == nil {
+	if len(w.dests) == 0 {
 		return true
 	}
 	return w.eng.Drained() && len(w.store.Keys(w.layout.SegmentsPrefix())) == 0
@@ -78,13 +90,31 @@ func (w *World) checkEngine() {
 	if w.eng.Err() != nil {
 		w.oracle.fail("engine failed closed: %v", w.eng.Err())
 	}
+	w.checkAlerts(w.eng)
 	if w.eng.Ready() {
 		w.oracle.checkMemory(w.eng)
 		w.oracle.checkWAL(w.eng)
 	}
 }
 
-// trouble notes a sink fault, a crash or a memory change: the bounded-WAL
+// checkAlerts: an engine alerts only on what the fault plan corrupted at
+// rest — then it must stop that lane, and the run ends there, halted as
+// it should be. Any other alert is a violation.
+func (w *World) checkAlerts(eng *engine.Engine) {
+	err := eng.LastAlert()
+	if err == nil {
+		return
+	}
+	for _, id := range w.oracle.corruptAtRest {
+		if errors.Is(err, engine.ErrCorrupt) && strings.Contains(err.Error(), id.String()) {
+			w.halted = fmt.Sprintf("halted on the body corrupted at rest under segment %s: %v", id, err)
+			return
+		}
+	}
+	w.oracle.fail("engine alerted: %v", err)
+}
+
+// trouble notes a sink fault, a crash or a memory change: the progress
 // oracle waits for things to settle after one.
 func (w *World) trouble() { w.lastTrouble = w.sched.Now() }
 
@@ -92,7 +122,7 @@ func (w *World) trouble() { w.lastTrouble = w.sched.Now() }
 func (w *World) onSinkApplied() { w.maybeCrashAtPoint() }
 
 func (w *World) maybeCrashAtPoint() {
-	if w.producing && w.faults.CrashAtPoint(w.crashRnd) {
+	if w.faults.CrashAtPoint() && w.producing {
 		w.crashSoon = true
 	}
 }
@@ -100,11 +130,11 @@ func (w *World) maybeCrashAtPoint() {
 // memoryTicks lets the fault plan change the memory hint now and then.
 func (w *World) memoryTicks() {
 	w.sched.After(memoryTick, func() {
-		if v, ok := w.faults.MemoryChange(w.crashRnd); ok && w.producing {
-			w.memHint = v
+		if eighths, ok := w.faults.MemoryChange(); ok && w.producing {
+			w.memHint = w.spec.MemoryBytes / 8 * eighths
 			w.trouble()
 		} else if !w.producing {
-			w.memHint = defaultMemory
+			w.memHint = w.spec.MemoryBytes
 		}
 		w.memoryTicks()
 	})
@@ -115,34 +145,38 @@ type worldMemory struct{ w *World }
 
 func (m worldMemory) AvailableBytes() int64 { return m.w.memHint }
 
-type destSinks struct{ sink engine.Sink }
+// destSinks resolves sink_refs to the world's destinations, each behind
+// the fault injector.
+type destSinks map[string]engine.Sink
 
 func (d destSinks) Sink(ref string) (engine.Sink, bool) {
-	if ref != "lake" {
-		return nil, false
-	}
-	return d.sink, true
+	s, ok := d[ref]
+	return s, ok
 }
 
 func (w *World) finish() {
 	if len(w.oracle.violations) == 0 {
-		if !w.converged() {
-			w.oracle.fail("did not converge within %d steps after the fault phase", w.sched.Steps()-uint64(float64(w.cfg.Iters)*healFraction))
-			if w.dest != nil && w.eng != nil {
+		switch {
+		case w.halted != "":
+			w.res.Halted = w.halted
+			w.oracle.checkSafety()
+		case !w.converged():
+			w.oracle.fail("did not converge within %d steps after the fault phase", w.sched.Steps()-w.healAt)
+			if len(w.dests) > 0 && w.eng != nil {
 				st := w.eng.Stats()
 				w.oracle.fail("at the end: %d segments owned, %d jobs applied, alerts %d (%v)", st.LiveSegments, st.JobsApplied, st.Alerts, w.eng.LastAlert())
 			}
-		} else {
+		default:
 			w.oracle.checkFinal(w.eng)
-			if w.dest != nil {
-				w.oracle.checkDestination()
-				w.oracle.checkReclaimed()
-			}
 		}
 	}
 	if w.eng != nil {
-		w.res.OrphansSwept += w.eng.Stats().OrphansSwept
+		w.endMarks(w.eng)
 	}
+	for _, z := range w.zombies {
+		w.endMarks(z.eng)
+	}
+	w.res.Marks = w.marks
 	w.res.Steps = w.sched.Steps()
 	w.res.SimTime = w.sched.Now()
 	w.res.Acks = uint64(len(w.oracle.acked))
@@ -150,6 +184,25 @@ func (w *World) finish() {
 	w.res.Faults = w.faults.Injected()
 	w.res.Hash = w.trace.Hash()
 	w.res.Violations = w.oracle.violations
+	w.res.Classes = w.oracle.classes
+}
+
+// endMarks adds an engine's coverage marks and swept orphans to the
+// world's, once.
+func (w *World) endMarks(eng *engine.Engine) {
+	if eng == nil {
+		return
+	}
+	w.marks.Add(eng.Marks())
+	w.res.OrphansSwept += eng.Stats().OrphansSwept
+}
+
+func (w *World) destNames() string {
+	var out []string
+	for _, k := range w.spec.Sinks {
+		out = append(out, k.Ref+"="+k.Kind)
+	}
+	return strings.Join(out, ",")
 }
 
 // startIncarnation starts an engine process and its recovery.
@@ -165,8 +218,14 @@ func (w *World) startIncarnation() {
 		Disk:   w.disk.Client(inc),
 		Memory: worldMemory{w},
 	}
-	if w.dest != nil {
-		ports.Sinks = destSinks{&faultySink{w: w, inner: w.dest.Sink(ports), timers: inc.Timers(), rand: w.sinkRand}}
+	if len(w.dests) > 0 {
+		sinks := destSinks{}
+		for _, k := range w.spec.Sinks {
+			if d, ok := w.dests[k.Ref]; ok {
+				sinks[k.Ref] = &faultySink{w: w, inner: d.Sink(ports), timers: inc.Timers()}
+			}
+		}
+		ports.Sinks = sinks
 	}
 	eng, err := engine.New(w.engCfg, ports)
 	if err != nil {
@@ -203,11 +262,12 @@ func (w *World) onReady(inc *Incarnation) {
 
 // crash is SIGKILL: the engine and everything it had in flight vanish;
 // the store keeps what landed (and what is still landing), the disk what
-// was synced.
+// was synced — unless a zombie still runs on it, in which case only the
+// process dies (the machine stays up).
 func (w *World) crash() {
 	w.res.Crashes++
 	w.trouble()
-	w.endProcess(true)
+	w.endProcess(len(w.zombies) == 0)
 }
 
 // maybeRestart stops a ready engine gracefully when the plan says so, and
@@ -216,7 +276,7 @@ func (w *World) maybeRestart() {
 	if w.closing && w.sched.Now()-w.closeStart > closeBound {
 		w.oracle.fail("graceful close has not answered after %v", closeBound)
 	}
-	if !w.producing || w.closing || w.eng == nil || !w.eng.Ready() || !w.faults.RestartNow(w.stopRnd) {
+	if !w.faults.RestartNow() || !w.producing || w.closing || w.eng == nil || !w.eng.Ready() {
 		return
 	}
 	w.res.Restarts++
@@ -239,12 +299,18 @@ func (w *World) maybeRestart() {
 
 // endProcess ends the current process (killed, or exited) and schedules
 // the next one. Its units in flight are never answered.
-func (w *World) endProcess(killed bool) {
-	w.res.OrphansSwept += w.eng.Stats().OrphansSwept
+func (w *World) endProcess(powerLoss bool) {
+	w.endMarks(w.eng)
 	w.inc.Kill()
-	if killed {
-		w.disk.Crash(w.crashRnd)
+	if powerLoss {
+		w.disk.Crash(w.root.Split(fmt.Sprintf("disk-crash/%d", w.inc.ID())))
 	}
+	w.handOver()
+}
+
+// handOver forgets the current process and schedules the next one: the
+// sources see their units in flight go unanswered.
+func (w *World) handOver() {
 	w.eng, w.closing, w.awaiting = nil, false, 0
 	for _, s := range w.sources {
 		s.onCrash()
@@ -270,7 +336,7 @@ func (w *World) submit(uid UID, in engine.Unit, done func(error)) {
 			w.awaiting--
 		}
 		if err == nil {
-			w.oracle.onAck(uid)
+			w.oracle.onAck(uid) // a zombie's acks count too
 		}
 		done(err)
 	})
@@ -281,83 +347,4 @@ func (w *World) sourceError(s *source, uid UID, err error) {
 	if !expectedErr(err) || errors.Is(err, engine.ErrInvalidUnit) {
 		w.oracle.fail("source %s unit %s: unexpected error: %v", s.spec.Name, uid, err)
 	}
-}
-
-// recordingStore watches an incarnation's requests during recovery.
-type recordingStore struct {
-	engine.ObjectStore
-	w   *World
-	inc *Incarnation
-}
-
-func (r recordingStore) note(key string, bodyRead bool) {
-	if r.w.inc == r.inc && r.w.recovering {
-		r.w.rec.ops++
-		if bodyRead {
-			r.w.rec.bodyReads++
-		}
-	}
-}
-
-func (r recordingStore) isBody(key string) bool {
-	_, _, kind, ok := r.w.layout.ParseKey(key)
-	return ok && kind == engine.KindBody
-}
-
-func (r recordingStore) PutObject(in engine.PutObjectInput, done func(string, error)) {
-	r.note(in.Key, false)
-	if _, _, kind, ok := r.w.layout.ParseKey(in.Key); ok && kind == engine.KindBitmap {
-		r.w.maybeCrashAtPoint() // during the bitmap write
-	}
-	r.ObjectStore.PutObject(in, done)
-}
-
-func (r recordingStore) GetObject(in engine.GetObjectInput, done func([]byte, engine.ObjectInfo, error)) {
-	r.note(in.Key, r.isBody(in.Key))
-	r.ObjectStore.GetObject(in, done)
-}
-
-func (r recordingStore) HeadObject(key string, done func(engine.ObjectInfo, error)) {
-	r.note(key, false)
-	r.ObjectStore.HeadObject(key, done)
-}
-
-func (r recordingStore) ListObjects(prefix, token string, done func(engine.ListPage, error)) {
-	r.note(prefix, false)
-	r.ObjectStore.ListObjects(prefix, token, done)
-}
-
-func (r recordingStore) DeleteObject(key string, done func(error)) {
-	r.note(key, false)
-	r.ObjectStore.DeleteObject(key, func(err error) {
-		if err == nil {
-			r.w.maybeCrashAtPoint() // between the deletes of a reclaim
-		}
-		done(err)
-	})
-}
-
-func (r recordingStore) CreateMultipartUpload(key string, done func(string, error)) {
-	r.note(key, false)
-	r.ObjectStore.CreateMultipartUpload(key, done)
-}
-
-func (r recordingStore) UploadPart(key, id string, n int32, body []byte, done func(string, error)) {
-	r.note(key, false)
-	r.ObjectStore.UploadPart(key, id, n, body, done)
-}
-
-func (r recordingStore) CompleteMultipartUpload(key, id string, parts []engine.CompletedPart, done func(error)) {
-	r.note(key, false)
-	r.ObjectStore.CompleteMultipartUpload(key, id, parts, done)
-}
-
-func (r recordingStore) AbortMultipartUpload(key, id string, done func(error)) {
-	r.note(key, false)
-	r.ObjectStore.AbortMultipartUpload(key, id, done)
-}
-
-func (r recordingStore) ListMultipartUploads(prefix, km, um string, done func(engine.UploadsPage, error)) {
-	r.note(prefix, false)
-	r.ObjectStore.ListMultipartUploads(prefix, km, um, done)
 }

@@ -140,6 +140,10 @@ func (s *Scheduler) step(limit time.Duration) bool {
 			s.dropped++
 			continue
 		}
+		if ev.inc != nil && ev.inc.paused {
+			ev.inc.held = append(ev.inc.held, ev) // runs when it resumes
+			continue
+		}
 		if ev.at < s.now {
 			panic("sim: scheduler time went backwards")
 		}

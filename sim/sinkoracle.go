@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -28,7 +27,7 @@ type engineGauges interface {
 
 func (o *Oracle) checkMemory(eng engineGauges) {
 	held, admission, cached, cache := eng.Memory()
-	m := &o.w.mem
+	m := &o.w.memWatch
 	if held > admission && held > m.held {
 		o.fail("admission grew to %d bytes over its budget of %d", held, admission)
 	}
@@ -63,7 +62,7 @@ type progress struct {
 // checkWAL runs at every step while the engine is ready.
 func (o *Oracle) checkWAL(eng engineGauges) {
 	w := o.w
-	if w.dest == nil {
+	if len(w.dests) == 0 {
 		return
 	}
 	st := eng.Stats()
@@ -92,61 +91,87 @@ func (o *Oracle) checkReclaimed() {
 	}
 }
 
-// checkDestination: every committed unit's rows are in the destination
-// exactly once, nothing else is, and within each namespace the rows follow
-// commit order; a destination that knows its apply order applied each
-// namespace's jobs in segment order.
-func (o *Oracle) checkDestination() {
-	jobs, err := o.w.dest.Contents()
-	if err != nil {
-		o.fail("read destination %s: %v", o.w.dest.Name(), err)
+// checkDestinations: each destination holds every job that a counting
+// marker committed for it exactly once, row for row (RowDigest: every
+// column, payload and CDC change included), and nothing else; one that
+// knows its apply order applied each namespace in segment order. After a
+// halt (partial is true) jobs may be missing, but what is there must be
+// right.
+func (o *Oracle) checkDestinations(partial bool) {
+	var applied uint64
+	for _, k := range o.w.spec.Sinks {
+		dest, ok := o.w.dests[k.Ref]
+		if !ok {
+			continue
+		}
+		jobs, err := dest.Contents()
+		if err != nil {
+			o.fail("read destination %s (%s): %v", k.Ref, dest.Name(), err)
+			continue
+		}
+		applied += uint64(len(jobs))
+		o.checkDestination(k.Ref, jobs, partial)
+		o.checkApplyOrder(k.Ref, jobs)
+	}
+	o.w.res.Applied = applied
+}
+
+type destKey struct {
+	namespace string
+	segment   engine.SnapshotID
+}
+
+func (o *Oracle) checkDestination(ref string, jobs []DestJob, partial bool) {
+	want := map[destKey]RowDigest{}
+	var wantOrder []destKey
+	for _, m := range o.order {
+		if !o.counts(m) {
+			continue
+		}
+		for jk, d := range m.jobs {
+			if jk.sink == ref {
+				k := destKey{jk.namespace, m.id}
+				want[k] = d
+				wantOrder = append(wantOrder, k)
+			}
+		}
+	}
+	got := map[destKey]DestJob{}
+	for _, j := range jobs {
+		k := destKey{j.Namespace, j.Segment}
+		if prev, dup := got[k]; dup {
+			o.fail("destination %s holds namespace %s of segment %s twice (jobs %s and %s)", ref, j.Namespace, j.Segment, prev.ID, j.ID)
+			continue
+		}
+		got[k] = j
+		w, ok := want[k]
+		switch {
+		case !ok:
+			o.fail("destination %s holds job %s (namespace %s, segment %s) that no counting marker committed", ref, j.ID, j.Namespace, j.Segment)
+		case w != j.Digest:
+			o.fail("destination %s job %s (namespace %s, segment %s): %d rows (digest %016x), committed %d rows (digest %016x)",
+				ref, j.ID, j.Namespace, j.Segment, j.Digest.Rows, j.Digest.Sum, w.Rows, w.Sum)
+		}
+	}
+	if partial {
 		return
 	}
-	o.w.res.Applied = uint64(len(jobs))
-	slices.SortFunc(jobs, func(a, b DestJob) int {
-		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+	slices.SortFunc(wantOrder, func(a, b destKey) int {
+		if c := strings.Compare(a.namespace, b.namespace); c != 0 {
 			return c
 		}
-		return compareIDs(a.Segment, b.Segment)
+		return a.segment.Compare(b.segment)
 	})
-	got := map[string][]UID{}
-	for _, j := range jobs {
-		got[j.Namespace] = appendRuns(got[j.Namespace], j.UIDs)
-	}
-	want := o.committedByNamespace()
-	for _, ns := range sortedKeys(want, got) {
-		if !slices.Equal(got[ns], want[ns]) {
-			o.fail("namespace %s: destination holds %s, committed %s", ns, describeUIDs(got[ns]), describeUIDs(want[ns]))
+	for _, k := range wantOrder {
+		if _, ok := got[k]; !ok {
+			o.fail("destination %s lacks namespace %s of segment %s (%d rows committed)", ref, k.namespace, k.segment, want[k].Rows)
 		}
 	}
-	o.checkApplyOrder(jobs)
 }
 
-// appendRuns appends a job's units: consecutive rows of one unit count
-// once.
-func appendRuns(dst []UID, uids []int64) []UID {
-	for i, u := range uids {
-		if i == 0 || uids[i-1] != u {
-			dst = append(dst, UID(u))
-		}
-	}
-	return dst
-}
-
-// committedByNamespace lists the committed units of each namespace in
-// commit order (segment id, then position in the segment).
-func (o *Oracle) committedByNamespace() map[string][]UID {
-	out := map[string][]UID{}
-	for _, seg := range o.order {
-		for _, uid := range seg.uids {
-			ns := o.w.sources[uid.source()].spec.Name
-			out[ns] = append(out[ns], uid)
-		}
-	}
-	return out
-}
-
-func (o *Oracle) checkApplyOrder(jobs []DestJob) {
+// checkApplyOrder: a destination that knows its apply order applied each
+// namespace's jobs in segment order.
+func (o *Oracle) checkApplyOrder(ref string, jobs []DestJob) {
 	last := map[string]DestJob{}
 	byOrder := slices.Clone(jobs)
 	slices.SortFunc(byOrder, func(a, b DestJob) int { return a.Order - b.Order })
@@ -154,39 +179,9 @@ func (o *Oracle) checkApplyOrder(jobs []DestJob) {
 		if j.Order < 0 {
 			return // the destination cannot tell
 		}
-		if prev, ok := last[j.Namespace]; ok && compareIDs(j.Segment, prev.Segment) < 0 {
-			o.fail("namespace %s: segment %s applied after %s", j.Namespace, j.Segment, prev.Segment)
+		if prev, ok := last[j.Namespace]; ok && j.Segment.Less(prev.Segment) {
+			o.fail("destination %s namespace %s: segment %s applied after %s", ref, j.Namespace, j.Segment, prev.Segment)
 		}
 		last[j.Namespace] = j
 	}
-}
-
-func compareIDs(a, b engine.SnapshotID) int {
-	switch {
-	case a.Less(b):
-		return -1
-	case b.Less(a):
-		return 1
-	}
-	return 0
-}
-
-func sortedKeys(ms ...map[string][]UID) []string {
-	var keys []string
-	for _, m := range ms {
-		for k := range m {
-			if !slices.Contains(keys, k) {
-				keys = append(keys, k)
-			}
-		}
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-func describeUIDs(u []UID) string {
-	if len(u) <= 6 {
-		return fmt.Sprint(u)
-	}
-	return fmt.Sprintf("%d units [%s %s %s … %s]", len(u), u[0], u[1], u[2], u[len(u)-1])
 }

@@ -43,7 +43,7 @@ func (g progressGauges) Stats() engine.Stats {
 // The WAL never holds more than LiveSegmentsMax segments, at any step.
 func TestOracleBoundedWAL(t *testing.T) {
 	w := testWorld(t)
-	w.dest = &fakeDest{}
+	w.dests = map[string]Destination{"lake": &fakeDest{}}
 	w.oracle.checkWAL(gauges{live: w.engCfg.LiveSegmentsMax})
 	wantClean(t, w)
 	w.oracle.checkWAL(gauges{live: w.engCfg.LiveSegmentsMax + 1})
@@ -54,7 +54,7 @@ func TestOracleBoundedWAL(t *testing.T) {
 // are owned and the sink is healthy; sink trouble restarts the window.
 func TestOracleProgress(t *testing.T) {
 	w := testWorld(t)
-	w.dest = &fakeDest{}
+	w.dests = map[string]Destination{"lake": &fakeDest{}}
 	w.oracle.checkWAL(progressGauges{gauges{live: 5}, 1})
 	w.sched.RunUntil(progressWindow - time.Second)
 	w.trouble()
@@ -74,36 +74,51 @@ func (d *fakeDest) Sink(engine.Ports) engine.Sink { return nil }
 func (d *fakeDest) Contents() ([]DestJob, error)  { return d.jobs, nil }
 func (d *fakeDest) Name() string                  { return "fake" }
 
-// Exactly once, nothing else, in commit order; a destination that knows
-// its apply order applied each namespace in segment order.
+// Every committed job exactly once, row for row, nothing else; a
+// destination that knows its apply order applied each namespace in
+// segment order.
 func TestOracleDestination(t *testing.T) {
 	u1, u2, u3 := makeUID(0, 0, 1), makeUID(0, 0, 2), makeUID(0, 0, 3)
 	seg := func(seq uint64) engine.SnapshotID { return engine.SnapshotID{Epoch: 1, Seq: seq} }
-	job := func(seq uint64, order int, uids ...UID) DestJob {
-		j := DestJob{Namespace: "events", Segment: seg(seq), Order: order}
-		for _, u := range uids {
-			j.UIDs = append(j.UIDs, int64(u), int64(u)) // two rows each
-		}
-		return j
-	}
 	for _, c := range []struct {
 		name string
-		jobs []DestJob
+		jobs func(d1, d2 RowDigest) []DestJob
 		want string
 	}{
-		{"control", []DestJob{job(1, 0, u1, u2), job(2, 1, u3)}, ""},
-		{"control, order unknown", []DestJob{job(2, -1, u3), job(1, -1, u1, u2)}, ""},
-		{"missing", []DestJob{job(1, 0, u1, u2)}, "namespace events"},
-		{"duplicate", []DestJob{job(1, 0, u1, u2), job(2, 1, u3), job(3, 2, u3)}, "namespace events"},
-		{"stranger", []DestJob{job(1, 0, u1, u2), job(2, 1, u3, makeUID(0, 0, 9))}, "namespace events"},
-		{"applied out of order", []DestJob{job(2, 0, u3), job(1, 1, u1, u2)}, "applied after"},
+		{"control", func(d1, d2 RowDigest) []DestJob {
+			return []DestJob{{ID: "a", Namespace: "events", Segment: seg(1), Order: 0, Digest: d1}, {ID: "b", Namespace: "events", Segment: seg(2), Order: 1, Digest: d2}}
+		}, ""},
+		{"control, order unknown", func(d1, d2 RowDigest) []DestJob {
+			return []DestJob{{ID: "b", Namespace: "events", Segment: seg(2), Order: -1, Digest: d2}, {ID: "a", Namespace: "events", Segment: seg(1), Order: -1, Digest: d1}}
+		}, ""},
+		{"missing", func(d1, d2 RowDigest) []DestJob {
+			return []DestJob{{ID: "a", Namespace: "events", Segment: seg(1), Order: 0, Digest: d1}}
+		}, "lacks namespace events of segment 000000000001-000000000002"},
+		{"duplicate", func(d1, d2 RowDigest) []DestJob {
+			return []DestJob{{ID: "a", Namespace: "events", Segment: seg(1), Order: 0, Digest: d1}, {ID: "b", Namespace: "events", Segment: seg(2), Order: 1, Digest: d2},
+				{ID: "c", Namespace: "events", Segment: seg(2), Order: 2, Digest: d2}}
+		}, "twice"},
+		{"stranger", func(d1, d2 RowDigest) []DestJob {
+			return []DestJob{{ID: "a", Namespace: "events", Segment: seg(1), Order: 0, Digest: d1}, {ID: "b", Namespace: "events", Segment: seg(2), Order: 1, Digest: d2},
+				{ID: "x", Namespace: "events", Segment: seg(9), Order: 2, Digest: d2}}
+		}, "no counting marker committed"},
+		{"different rows", func(d1, d2 RowDigest) []DestJob {
+			bad := d2
+			bad.Sum++
+			return []DestJob{{ID: "a", Namespace: "events", Segment: seg(1), Order: 0, Digest: d1}, {ID: "b", Namespace: "events", Segment: seg(2), Order: 1, Digest: bad}}
+		}, "committed 2 rows (digest"},
+		{"applied out of order", func(d1, d2 RowDigest) []DestJob {
+			return []DestJob{{ID: "b", Namespace: "events", Segment: seg(2), Order: 0, Digest: d2}, {ID: "a", Namespace: "events", Segment: seg(1), Order: 1, Digest: d1}}
+		}, "applied after"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := testWorld(t)
 			commitSegment(t, w, 1, u1, u2)
 			commitSegment(t, w, 2, u3)
-			w.dest = &fakeDest{jobs: c.jobs}
-			w.oracle.checkDestination()
+			d1, d2 := w.oracle.order[0].jobs[jobKey{"lake", "events"}], w.oracle.order[1].jobs[jobKey{"lake", "events"}]
+			w.spec.Sinks = []SinkSpec{{Ref: "lake", Kind: "fake"}}
+			w.dests = map[string]Destination{"lake": &fakeDest{jobs: c.jobs(d1, d2)}}
+			w.oracle.checkDestinations(false)
 			if c.want == "" {
 				wantClean(t, w)
 				return

@@ -21,6 +21,10 @@ type source struct {
 	spec SourceSpec
 	rand *Rand
 	gen  uint64
+	// startStep: the source produces from this step on (a bulk load that
+	// begins mid-run); started once it has.
+	startStep uint64
+	started   bool
 	// Replayable: per partition, the next sequence number to submit.
 	next     []uint64
 	inFlight []bool
@@ -35,12 +39,26 @@ type source struct {
 
 func newSource(w *World, idx int, spec SourceSpec) *source {
 	s := &source{w: w, idx: idx, spec: spec, rand: w.root.Split("source/" + spec.Name), pending: map[uint64]bool{}}
+	s.startStep = w.healAt * uint64(spec.StartPermille) / 1000
+	s.started = s.startStep == 0
 	if spec.Replayable {
 		s.next = make([]uint64, spec.Partitions)
 		s.inFlight = make([]bool, spec.Partitions)
 		s.highest = make([]uint64, spec.Partitions)
 	}
 	return s
+}
+
+// startDueSources starts the sources whose start step has come.
+func (w *World) startDueSources() {
+	for _, s := range w.sources {
+		if !s.started && w.sched.Steps() >= s.startStep && w.producing {
+			s.started = true
+			if w.eng != nil && w.eng.Ready() {
+				s.resume()
+			}
+		}
+	}
 }
 
 // onCrash forgets everything in flight: no answer will come.
@@ -57,14 +75,28 @@ func (s *source) onCrash() {
 	s.busy = 0
 }
 
-// onReady resumes: replayable partitions from the recovered offsets, the
-// non-replayable source with its unanswered units first.
+// onReady resumes: replayable partitions from the recovered offsets — or,
+// when the fault plan rewinds one, from earlier ones, as a consumer that
+// restarts from an older commit does — and the non-replayable source with
+// its unanswered units first.
 func (s *source) onReady(offsets segment.Offsets) {
 	s.gen++
+	for p := range s.next {
+		v, _ := offsets.Get(offsetKey(s.spec, p))
+		s.next[p] = v + 1
+		if n, ok := s.w.faults.Rewind(); ok {
+			s.next[p] = max(s.next[p], n+1) - n
+		}
+	}
+	if s.started {
+		s.resume()
+	}
+}
+
+// resume schedules every partition or slot of a started source.
+func (s *source) resume() {
 	if s.spec.Replayable {
 		for p := range s.next {
-			v, _ := offsets.Get(offsetKey(s.spec, p))
-			s.next[p] = v + 1
 			s.schedule(p, s.rand.Duration(0, s.spec.Interval))
 		}
 		return
@@ -172,15 +204,16 @@ func (s *source) backoff() time.Duration {
 // unit builds the unit's content: a pure function of its id.
 func (s *source) unit(uid UID) engine.Unit {
 	rows := unitRows(s.spec, uid)
-	s.w.oracle.produced(uid, rows)
+	batch := unitBatch(s.w.mem, s.spec, uid, rows)
 	in := engine.Unit{
-		Key:     segment.PartitionKey{SinkRef: "lake", Namespace: s.spec.Name, Partition: "0", Schema: unitFingerprint},
+		Key:     segment.PartitionKey{SinkRef: s.spec.sinkRef(), Namespace: s.spec.Name, Partition: "0", Schema: unitFingerprint},
 		Schema:  unitSchema,
-		Batches: []arrow.RecordBatch{s.w.builder.batch(uid, rows)},
+		Batches: []arrow.RecordBatch{batch},
 	}
 	if s.spec.CDC {
 		in.Sidecar = sidecarOf(uid, rows)
 	}
+	s.w.oracle.produced(uid, batch, in.Sidecar)
 	return in
 }
 

@@ -118,6 +118,8 @@ type OpCounts struct {
 	Dropped   uint64 // callbacks not run: the incarnation had died
 	// Outcomes counts the injector's decisions, by Outcome.
 	Outcomes [numOutcomes]uint64
+	// Corrupted counts answers damaged on the way back (GET only).
+	Corrupted uint64
 }
 
 // NewStore returns an empty bucket on s. r is the store's stream (split

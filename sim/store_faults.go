@@ -82,19 +82,44 @@ func (o Outcome) String() string {
 }
 
 // StoreFaults decides the fate of each store request. The store calls
-// Decide once per request, when it is issued, with the store's own fault
-// stream r (so a plan's draws never perturb latencies or lags); the
-// outcome takes effect at completion, extraLatency is added to the
+// Decide once per request, when it is issued, at simulated time now, with
+// the store's own fault stream r (a plan may draw from its own stream
+// instead: either way a plan's draws never perturb latencies or lags);
+// the outcome takes effect at completion, extraLatency is added to the
 // request's sampled latency (slow requests, timeouts). Decide must be
 // deterministic given its inputs and its own state.
 type StoreFaults interface {
-	Decide(op Op, key string, r *Rand) (outcome Outcome, extraLatency time.Duration)
+	Decide(op Op, key string, now time.Duration, r *Rand) (outcome Outcome, extraLatency time.Duration)
+}
+
+// ReadCorrupter is optionally implemented by a StoreFaults: asked once
+// per successful GET, it decides whether the answer is corrupted on the
+// way back (CorruptBytes says how, from the parameter). The stored
+// object stays intact.
+type ReadCorrupter interface {
+	CorruptRead() (param int64, ok bool)
 }
 
 // StoreFaultsFunc adapts a function to StoreFaults.
 type StoreFaultsFunc func(op Op, key string, r *Rand) (Outcome, time.Duration)
 
 // Decide calls f.
-func (f StoreFaultsFunc) Decide(op Op, key string, r *Rand) (Outcome, time.Duration) {
+func (f StoreFaultsFunc) Decide(op Op, key string, _ time.Duration, r *Rand) (Outcome, time.Duration) {
 	return f(op, key, r)
+}
+
+// CorruptBytes returns b damaged as param says: even params flip one bit,
+// odd ones cut b short (keeping at least nothing, at most all but one
+// byte). b is the caller's copy; an empty b stays empty.
+func CorruptBytes(b []byte, param int64) []byte {
+	if len(b) == 0 {
+		return b
+	}
+	u := uint64(param)
+	if u&1 == 0 {
+		bit := (u >> 1) % uint64(len(b)*8)
+		b[bit/8] ^= 1 << (bit % 8)
+		return b
+	}
+	return b[:(u>>1)%uint64(len(b))]
 }

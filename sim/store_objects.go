@@ -91,6 +91,9 @@ func (c *storeClient) GetObject(in engine.GetObjectInput, done func(body []byte,
 	c.s.submit(c.inc, OpGet, in.Key, size, func() error {
 		var err error
 		body, info, err = c.s.get(in.Key, rng, in.Limit)
+		if err == nil {
+			body = c.s.maybeCorrupt(body)
+		}
 		return err
 	}, func(err error) {
 		if err != nil {
@@ -118,6 +121,19 @@ func (s *Store) get(key string, rng *engine.ByteRange, limit int64) ([]byte, eng
 		return nil, engine.ObjectInfo{}, engine.ErrTooLarge
 	}
 	return bytes.Clone(e.body[start:end]), e.info(key), nil
+}
+
+// maybeCorrupt damages a GET's answer when the fault plan says so.
+func (s *Store) maybeCorrupt(body []byte) []byte {
+	rc, ok := s.cfg.Faults.(ReadCorrupter)
+	if !ok {
+		return body
+	}
+	if param, bad := rc.CorruptRead(); bad {
+		s.counts[OpGet].Corrupted++
+		return CorruptBytes(body, param)
+	}
+	return body
 }
 
 // HeadObject implements engine.ObjectStore.

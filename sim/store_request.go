@@ -56,7 +56,7 @@ func (s *Store) decide(req *request) (extra time.Duration) {
 	if s.cfg.Faults == nil {
 		return 0
 	}
-	o, extra := s.cfg.Faults.Decide(req.op, req.key, s.faultRand)
+	o, extra := s.cfg.Faults.Decide(req.op, req.key, s.sched.now, s.faultRand)
 	if o >= numOutcomes || extra < 0 {
 		panic("sim: StoreFaults returned an invalid outcome or a negative latency")
 	}
@@ -126,6 +126,11 @@ func (s *Store) apply(req *request, apply func() error) error {
 // deliver runs the callback if the incarnation is alive.
 func (s *Store) deliver(req *request, deliver func(err error), err error) {
 	c := &s.counts[req.op]
+	if req.inc.alive && req.inc.paused {
+		// The answer waits for the process to resume.
+		req.inc.After(0, func() { s.deliver(req, deliver, err) })
+		return
+	}
 	if !req.inc.alive {
 		c.Dropped++
 		s.trace.Begin(s.sched.now, KindStoreDrop).U("req", req.seq).U("inc", req.inc.id).End()

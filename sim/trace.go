@@ -59,25 +59,31 @@ const (
 	KindDiskDone
 	KindDiskCrash
 	KindDiskCrashFile
+	KindIncarnationPause
+	KindIncarnationResume
+	KindCorruptAtRest
 	kindCount
 )
 
 var kindNames = [kindCount]string{
-	KindIncarnationStart: "inc.start",
-	KindIncarnationKill:  "inc.kill",
-	KindTimerSet:         "timer.set",
-	KindTimerFire:        "timer.fire",
-	KindTimerCancel:      "timer.cancel",
-	KindExecStart:        "exec.start",
-	KindExecDone:         "exec.done",
-	KindStoreIssue:       "store.issue",
-	KindStoreApply:       "store.apply",
-	KindStoreDone:        "store.done",
-	KindStoreDrop:        "store.drop",
-	KindDiskIssue:        "disk.issue",
-	KindDiskDone:         "disk.done",
-	KindDiskCrash:        "disk.crash",
-	KindDiskCrashFile:    "disk.crash.file",
+	KindIncarnationStart:  "inc.start",
+	KindIncarnationKill:   "inc.kill",
+	KindTimerSet:          "timer.set",
+	KindTimerFire:         "timer.fire",
+	KindTimerCancel:       "timer.cancel",
+	KindExecStart:         "exec.start",
+	KindExecDone:          "exec.done",
+	KindStoreIssue:        "store.issue",
+	KindStoreApply:        "store.apply",
+	KindStoreDone:         "store.done",
+	KindStoreDrop:         "store.drop",
+	KindDiskIssue:         "disk.issue",
+	KindDiskDone:          "disk.done",
+	KindDiskCrash:         "disk.crash",
+	KindDiskCrashFile:     "disk.crash.file",
+	KindIncarnationPause:  "inc.pause",
+	KindIncarnationResume: "inc.resume",
+	KindCorruptAtRest:     "store.corrupt-at-rest",
 }
 
 // String returns the kind's name in the text dump.

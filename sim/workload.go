@@ -1,7 +1,9 @@
 package sim
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"strconv"
 	"time"
 
@@ -16,17 +18,53 @@ import (
 // an object prefix) resume from the offsets the engine recovered and keep
 // one unit in flight per partition (offset key); a non-replayable source
 // (HTTP) keeps several in flight and retries an unanswered one with the
-// same idempotency key.
+// same idempotency key. Each source is one namespace.
 type SourceSpec struct {
-	Name       string
-	Replayable bool
-	CDC        bool
-	Partitions int           // replayable: offset keys, one unit in flight each
-	InFlight   int           // non-replayable: units in flight at once
-	Interval   time.Duration // mean time between units, per partition / per slot
-	RowsMin    int
-	RowsMax    int
-	Units      uint64 // units per partition (or in all, non-replayable); 0: until the fault phase ends
+	Name       string        `json:"name"`
+	Sink       string        `json:"sink,omitempty"` // sink_ref; "" is "lake"
+	Replayable bool          `json:"replayable,omitempty"`
+	CDC        bool          `json:"cdc,omitempty"`
+	Partitions int           `json:"partitions,omitempty"` // replayable: offset keys, one unit in flight each
+	InFlight   int           `json:"in_flight,omitempty"`  // non-replayable: units in flight at once
+	Interval   time.Duration `json:"interval"`             // mean time between units, per partition / per slot
+	RowsMin    int           `json:"rows_min"`
+	RowsMax    int           `json:"rows_max"`
+	// PayloadMin/Max bound one row's payload bytes; 0, 0 means 8..63.
+	PayloadMin int `json:"payload_min,omitempty"`
+	PayloadMax int `json:"payload_max,omitempty"`
+	// Units per partition (or in all, non-replayable); 0: until the fault
+	// phase ends.
+	Units uint64 `json:"units,omitempty"`
+	// StartPermille: the source starts when this many thousandths of the
+	// fault phase's steps have run (a bulk load that begins mid-run).
+	StartPermille int `json:"start_permille,omitempty"`
+}
+
+func (s SourceSpec) sinkRef() string {
+	if s.Sink == "" {
+		return "lake"
+	}
+	return s.Sink
+}
+
+func (s SourceSpec) payloadBounds() (lo, hi int) {
+	if s.PayloadMin == 0 && s.PayloadMax == 0 {
+		return 8, 63
+	}
+	return s.PayloadMin, s.PayloadMax
+}
+
+func (s SourceSpec) summary() string {
+	kind := "http"
+	if s.Replayable {
+		kind = fmt.Sprintf("log/%d", s.Partitions)
+	}
+	if s.CDC {
+		kind += "+cdc"
+	}
+	lo, hi := s.payloadBounds()
+	return fmt.Sprintf("%s:%s→%s rows=%d..%d payload=%d..%dB every=%v units=%d start=%d‰",
+		s.Name, kind, s.sinkRef(), s.RowsMin, s.RowsMax, lo, hi, s.Interval.Round(time.Millisecond), s.Units, s.StartPermille)
 }
 
 // DefaultWorkload is the mix of the source document: a busy events
@@ -39,6 +77,64 @@ func DefaultWorkload() []SourceSpec {
 		{Name: "orders", Replayable: true, CDC: true, Partitions: 1, Interval: 40 * time.Millisecond, RowsMin: 1, RowsMax: 8, Units: 400},
 		{Name: "http", InFlight: 6, Interval: 20 * time.Millisecond, RowsMin: 1, RowsMax: 6},
 	}
+}
+
+// drawSources draws the workload: one to five steady sources (logs,
+// CDC, one HTTP endpoint) with small rows, and a bulk load — a backfill
+// read from many partitions at once, in units sized so that the
+// accumulator reaches the segment target — that starts somewhere in the
+// fault phase and delivers a bounded number of bytes.
+func drawSources(r *Rand, s WorldSpec) []SourceSpec {
+	n := 1 + r.Intn(5)
+	var out []SourceSpec
+	for i := range n {
+		src := SourceSpec{
+			Name: fmt.Sprintf("ns%d", i), Sink: pickSink(r, s),
+			Interval: time.Duration(logUniform(r, float64(5*time.Millisecond), float64(time.Second))),
+			RowsMin:  1 + r.Intn(8), PayloadMin: 8 + r.Intn(64),
+		}
+		src.RowsMax = src.RowsMin + r.Intn(56)
+		src.PayloadMax = src.PayloadMin + r.Intn(448)
+		switch {
+		case i == 0 || r.Chance(0.25): // an HTTP endpoint
+			src.InFlight = 1 + r.Intn(8)
+		default:
+			src.Replayable, src.Partitions = true, 1+r.Intn(8)
+			src.CDC = r.Chance(0.3)
+			if src.CDC && r.Chance(0.5) {
+				src.Units = uint64(50 + r.Intn(500)) // a snapshot that then stops
+			}
+		}
+		out = append(out, src)
+	}
+	return append(out, drawBulk(r.Split("bulk"), s, len(out)))
+}
+
+// drawBulk is the bulk load: Partitions × unit bytes ≈ ¾–2½ segment
+// targets, so that one round of units (one in flight per partition)
+// fills a segment; a unit is at most an eighth of the target.
+func drawBulk(r *Rand, s WorldSpec, i int) SourceSpec {
+	target := float64(s.Engine.TargetBytes)
+	fill := logUniform(r, 0.75, 2.5)
+	parts := int(math.Ceil(8*fill)) + r.Intn(24)
+	unit := target * fill / float64(parts)
+	rows := 8 + r.Intn(121)
+	avg := max(int(unit)/rows, 64)
+	total := min(target*logUniform(r, 2, 8), bulkMaxSum)
+	units := max(uint64(total/(float64(parts)*float64(avg*rows))), 1)
+	return SourceSpec{
+		Name: fmt.Sprintf("bulk%d", i), Sink: pickSink(r, s), Replayable: true, Partitions: parts,
+		Interval: time.Duration(logUniform(r, float64(time.Millisecond), float64(50*time.Millisecond))),
+		RowsMin:  rows, RowsMax: rows, PayloadMin: avg / 2, PayloadMax: avg + avg/2,
+		Units: units, StartPermille: r.Intn(600),
+	}
+}
+
+func pickSink(r *Rand, s WorldSpec) string {
+	if len(s.Sinks) == 0 {
+		return "lake"
+	}
+	return s.Sinks[r.Intn(len(s.Sinks))].Ref
 }
 
 // unitSchema is every simulated unit's schema: the unit id repeated on
@@ -72,46 +168,70 @@ func unitRows(spec SourceSpec, u UID) int {
 	return spec.RowsMin + int(mix64(uint64(u))%span)
 }
 
-// builder makes the Arrow batch (and sidecar) of a unit.
-type builder struct {
-	rb *array.RecordBuilder
-}
-
-func newBuilder(mem memory.Allocator) *builder {
-	return &builder{rb: array.NewRecordBuilder(mem, unitSchema)}
-}
-
-func (b *builder) batch(u UID, rows int) arrow.RecordBatch {
-	uids := b.rb.Field(0).(*array.Int64Builder)
-	idx := b.rb.Field(1).(*array.Int32Builder)
-	payload := b.rb.Field(2).(*array.StringBuilder)
-	for r := range rows {
-		uids.Append(int64(u))
-		idx.Append(int32(r))
-		payload.Append(payloadOf(u, r))
-	}
-	return b.rb.NewRecordBatch()
-}
-
-const payloadAlphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-
 // payloadPool is a fixed pseudo-random text that payloads are windows of.
-var payloadPool = func() string {
-	b := make([]byte, 4096)
+// A unit's payloads are consecutive bytes of one window, so its Arrow
+// string column points into the pool instead of copying it (bulk units
+// are megabytes). Nothing writes to it.
+var payloadPool = func() []byte {
+	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+	b := make([]byte, payloadPoolBytes)
 	h := uint64(1)
 	for i := range b {
 		h = mix64(h + uint64(i))
-		b[i] = payloadAlphabet[h%uint64(len(payloadAlphabet))]
+		b[i] = alphabet[h%uint64(len(alphabet))]
 	}
-	return string(b)
+	return b
 }()
 
-// payloadOf is a row's payload: 8..63 bytes, a pure function of the row.
-func payloadOf(u UID, row int) string {
-	h := mix64(uint64(u)*131 + uint64(row))
-	n := 8 + int(h%56)
-	at := int(h>>8) % (len(payloadPool) - n)
-	return payloadPool[at : at+n]
+// payloadPoolBytes bounds one unit's payload bytes: drawBulk keeps units
+// at an eighth of a 64 MiB target, and a row at 1.5 times the average.
+const payloadPoolBytes = 16 << 20
+
+// payloadLens returns the payload length of each row of u.
+func payloadLens(spec SourceSpec, u UID, rows int) ([]int32, int) {
+	lo, hi := spec.payloadBounds()
+	lens := make([]int32, rows)
+	total := 0
+	for r := range lens {
+		n := lo + int(mix64(uint64(u)*131+uint64(r))%uint64(hi-lo+1))
+		lens[r] = int32(n)
+		total += n
+	}
+	return lens, total
+}
+
+// unitBatch builds the unit's record batch: uid and row columns, and the
+// payload column over a window of the pool (zero copy).
+func unitBatch(mem memory.Allocator, spec SourceSpec, u UID, rows int) arrow.RecordBatch {
+	lens, total := payloadLens(spec, u, rows)
+	if total > len(payloadPool) {
+		panic(fmt.Sprintf("sim: unit %s has %d payload bytes, pool %d", u, total, len(payloadPool)))
+	}
+	at := int(mix64(uint64(u)^0x5bd1e995) % uint64(len(payloadPool)-total+1))
+	offsets := make([]byte, 4*(rows+1))
+	off := int32(0)
+	for r, n := range lens {
+		binary.LittleEndian.PutUint32(offsets[4*r:], uint32(off))
+		off += n
+	}
+	binary.LittleEndian.PutUint32(offsets[4*rows:], uint32(off))
+	payload := array.NewData(arrow.BinaryTypes.String, rows,
+		[]*memory.Buffer{nil, memory.NewBufferBytes(offsets), memory.NewBufferBytes(payloadPool[at : at+total])}, nil, 0, 0)
+	defer payload.Release()
+	ub, rb := array.NewInt64Builder(mem), array.NewInt32Builder(mem)
+	defer ub.Release()
+	defer rb.Release()
+	for r := range rows {
+		ub.Append(int64(u))
+		rb.Append(int32(r))
+	}
+	cols := []arrow.Array{ub.NewArray(), rb.NewArray(), array.MakeFromData(payload)}
+	defer func() {
+		for _, c := range cols {
+			c.Release()
+		}
+	}()
+	return array.NewRecordBatch(unitSchema, cols, int64(rows))
 }
 
 func sidecarOf(u UID, rows int) *segment.Sidecar {
@@ -130,4 +250,8 @@ func offsetKey(spec SourceSpec, partition int) string {
 // idemKeyPrefix starts every idempotency key a simulated source sends.
 const idemKeyPrefix = "http/"
 
-func idemKey(u UID) string { return idemKeyPrefix + strconv.FormatUint(u.seq(), 10) }
+// idemKey is unit u's idempotency key: unique per source and sequence
+// (two HTTP sources must not answer each other's units as duplicates).
+func idemKey(u UID) string {
+	return idemKeyPrefix + strconv.Itoa(u.source()) + "/" + strconv.FormatUint(u.seq(), 10)
+}

@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"io"
+	"slices"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -11,20 +12,33 @@ import (
 )
 
 // Faults is what a world needs from a fault plan (package faults builds
-// one from a seed).
+// one from a seed, or replays a recorded schedule). Every method is one
+// decision point of the world; none may draw from the world's streams.
 type Faults interface {
 	StoreFaults
 	SinkFaults
-	CrashNow(r *Rand) bool
+	// CrashNow decides whether the engine is killed at this step.
+	CrashNow() bool
+	// ZombieNow decides whether the engine pauses at this step — a new
+	// process takes over meanwhile — and for how long.
+	ZombieNow() (time.Duration, bool)
 	// RestartNow decides whether to stop the engine gracefully (Close,
 	// then a new process) at this step.
-	RestartNow(r *Rand) bool
-	// CrashAtPoint decides whether to crash right after a compaction step
-	// (a sink apply answered, a bitmap write issued, a reclaim delete
-	// done): windows a per-step crash rarely hits.
-	CrashAtPoint(r *Rand) bool
-	// MemoryChange is asked every memoryTick: a new memory hint, or false.
-	MemoryChange(r *Rand) (int64, bool)
+	RestartNow() bool
+	// CrashAtPoint decides whether to crash right after a compaction or
+	// upload step (a sink apply answered, a bitmap write issued, a
+	// reclaim delete done, a part uploaded): windows a per-step crash
+	// rarely hits.
+	CrashAtPoint() bool
+	// MemoryChange is asked every memoryTick: a new memory hint, in
+	// eighths of the world's base hint, or false.
+	MemoryChange() (int64, bool)
+	// Rewind is asked for each replayable partition when it resumes: how
+	// many units earlier than the recovered offsets to restart from.
+	Rewind() (uint64, bool)
+	// CorruptAtRest is asked as each commit marker lands: whether the
+	// segment's body changes in the store from then on (CorruptBytes).
+	CorruptAtRest() (int64, bool)
 	Heal()
 	ConfigureStore(StoreConfig) StoreConfig
 	MaxExtraLatency() time.Duration
@@ -35,14 +49,16 @@ type Faults interface {
 
 // Config is one simulated run.
 type Config struct {
-	Seed     uint64
-	Iters    uint64       // steps (events) of the fault phase and drain together
-	Faults   Faults       // nil: no faults
-	Workload []SourceSpec // nil: DefaultWorkload
-	Trace    io.Writer    // optional human-readable trace
-	// Destinations the seed picks one from (sink_ref "lake"); none: no
-	// compaction, and the sink and reclaim oracles are off.
-	Destinations []DestinationFactory
+	Seed   uint64
+	Iters  uint64 // steps (events) of the fault phase and drain together
+	Faults Faults // nil: no faults
+	// World is the world to build; nil draws one from the seed
+	// (DrawWorld over the names of Destinations).
+	World *WorldSpec
+	Trace io.Writer // optional human-readable trace
+	// Destinations by kind name; a WorldSpec's sinks name them. Sinks of
+	// a kind not supplied are an error (the run reports a violation).
+	Destinations map[string]DestinationFactory
 }
 
 // healFraction of the steps run with faults; the rest is the quiet phase
@@ -58,42 +74,44 @@ const (
 	// reclaims.
 	closeBound = 5 * time.Minute
 	memoryTick = 5 * time.Second
-	// defaultMemory is the memory hint unless a fault changes it: a pool
-	// of about 45 MiB, far above what the small simulated segments need.
-	defaultMemory = 64 << 20
+	// zombieLife: a resumed zombie that has not failed closed by then is
+	// killed (its supervisor noticed); every zombie dies at the heal.
+	zombieLife = 3 * time.Minute
 )
 
 // World is one seeded simulated universe: scheduler, object store, disk,
-// sources, the engine (one incarnation at a time) and the oracle. Not safe
-// for concurrent use; run many worlds in parallel instead.
+// sources, the engine (one current incarnation, possibly zombies of
+// earlier ones) and the oracle. Not safe for concurrent use; run many
+// worlds in parallel instead.
 type World struct {
 	cfg      Config
+	spec     WorldSpec
 	root     *Rand
 	trace    *Trace
 	sched    *Scheduler
 	store    *Store
 	disk     *Disk
 	faults   Faults
-	crashRnd *Rand
-	stopRnd  *Rand // graceful restarts
 	engCfg   engine.Config
 	layout   engine.Layout
 	pageSize int
-	builder  *builder
+	mem      memory.Allocator
 	sources  []*source
 	oracle   *Oracle
 
 	inc        *Incarnation
 	eng        *engine.Engine
+	zombies    []*zombie
 	recovering bool
 	recStart   time.Duration
 	rec        recoveryStats
 	producing  bool
+	healAt     uint64          // the step the fault phase ends
 	deletes    []time.Duration // when segment keys were deleted, oldest first
 	storeCfg   StoreConfig
 
-	dest        Destination // nil: no compaction
-	memHint     int64       // what the Memory port answers
+	dests       map[string]Destination // by sink_ref; empty: no compaction
+	memHint     int64                  // what the Memory port answers
 	sinkRand    *Rand
 	lastTrouble time.Duration // last sink fault, crash or memory change
 	progress    progress      // the progress oracle's memory of the current engine
@@ -101,95 +119,76 @@ type World struct {
 	closing     bool          // a graceful close is in progress
 	closeStart  time.Duration // when it began
 	awaiting    int           // units submitted to the current engine, not answered yet
-	mem         memWatch
+	memWatch    memWatch
+	marks       engine.Marks // coverage marks of every incarnation so far
+	halted      string       // why the run stopped early as it should (a corruption alert)
 
 	res Result
 }
 
-// NewWorld builds the world for cfg.Seed.
+// NewWorld builds the world for cfg.
 func NewWorld(cfg Config) *World {
 	root := NewRand(cfg.Seed)
-	w := &World{cfg: cfg, root: root, trace: NewTrace(), faults: cfg.Faults, producing: true}
+	w := &World{cfg: cfg, root: root, trace: NewTrace(), faults: cfg.Faults, producing: true, mem: memory.DefaultAllocator}
 	if w.faults == nil {
 		w.faults = noFaults{}
 	}
 	if cfg.Trace != nil {
 		w.trace.SetWriter(cfg.Trace)
 	}
+	if cfg.World != nil {
+		w.spec = *cfg.World
+	} else {
+		w.spec = DrawWorld(root.Split("world"), destinationNames(cfg.Destinations))
+	}
 	w.sched = NewScheduler(root.Split("sched"), w.trace, SchedulerConfig{})
-	w.crashRnd, w.stopRnd = root.Split("crash"), root.Split("restart")
-	w.engCfg, w.pageSize = w.drawEngineConfig(root.Split("config"))
-	if vr := root.Split("config/view"); vr.Chance(0.2) {
-		// A view too small for the HTTP source's keys over a window: its
-		// units meet ErrResourceExhausted until keys expire.
-		w.engCfg.OffsetsViewMax = 2000 + vr.Intn(30000)
-	}
-	storeCfg := w.faults.ConfigureStore(StoreConfig{PageSize: w.pageSize, PartSizeMin: int(w.engCfg.PartBytes),
-		Response: Latency{Base: 500 * time.Microsecond, Tail: 2 * time.Millisecond}})
-	if cr := root.Split("store-config"); cr.Chance(0.5) {
-		storeCfg.AmbiguousLandMax = cr.Duration(time.Millisecond, 2*time.Second)
-	}
+	w.engCfg, w.pageSize = w.spec.Engine, w.spec.PageSize
+	storeCfg := w.faults.ConfigureStore(StoreConfig{PageSize: w.pageSize, PartSizeMin: w.spec.PartSizeMin,
+		Response: w.spec.Response, AmbiguousLandMax: w.spec.AmbiguousLandMax})
 	storeCfg.Faults = w.faults
 	w.store = NewStore(w.sched, root.Split("store"), storeCfg)
 	w.storeCfg = storeCfg
 	w.disk = NewDisk(w.sched, root.Split("disk"), DiskConfig{Faults: w.faults.DiskFaults()})
 	w.layout = engine.NewLayout(w.engCfg.Prefix, w.engCfg.Pipeline)
-	w.builder = newBuilder(memory.DefaultAllocator)
 	w.oracle = newOracle(w)
 	w.store.OnApply = w.onApply
-	specs := cfg.Workload
-	if specs == nil {
-		specs = DefaultWorkload()
-	}
-	for i, spec := range specs {
+	for i, spec := range w.spec.Sources {
 		w.sources = append(w.sources, newSource(w, i, spec))
 	}
 	w.engCfg.FenceWait = w.fenceWait(storeCfg)
-	w.memHint, w.sinkRand = defaultMemory, root.Split("sink")
-	if n := len(cfg.Destinations); n > 0 {
-		w.dest = cfg.Destinations[root.Split("destination").Intn(n)](w)
+	w.memHint, w.sinkRand = w.spec.MemoryBytes, root.Split("sink")
+	w.healAt = uint64(float64(cfg.Iters) * healFraction)
+	w.dests = map[string]Destination{}
+	for _, k := range w.spec.Sinks {
+		f, ok := cfg.Destinations[k.Kind]
+		if !ok {
+			w.oracle.fail("world spec: sink %s of kind %q: no such destination", k.Ref, k.Kind)
+			continue
+		}
+		w.dests[k.Ref] = f(w, k.Ref)
 	}
 	return w
 }
 
-// drawEngineConfig picks the engine's sizes for this seed: small, so that
-// a short run commits many segments and uses multipart uploads.
-func (w *World) drawEngineConfig(r *Rand) (engine.Config, int) {
-	targets := []int64{32 << 10, 128 << 10, 512 << 10}
-	parts := []int64{16 << 10, 64 << 10}
-	cfg := engine.Config{
-		Prefix: "wal", Pipeline: "sim",
-		TargetBytes:         targets[r.Intn(len(targets))],
-		MaxDelay:            engine.DefaultMaxDelay,
-		QueueCapacity:       1 + r.Intn(4),
-		PartBytes:           parts[r.Intn(len(parts))],
-		PartConcurrency:     1 + r.Intn(4),
-		RetryBase:           20 * time.Millisecond,
-		RetryMax:            2 * time.Second,
-		OrphanGrace:         10 * time.Second,
-		RecoveryConcurrency: 1 + r.Intn(8),
-
-		CompactionConcurrency: 1 + r.Intn(4),
-		LiveSegmentsMax:       32 + r.Intn(200),
-		BitmapDelay:           r.Duration(10*time.Millisecond, 500*time.Millisecond),
-		IdempotencyWindow:     10 * time.Minute,
-		StreamChunkBytes:      int64(4<<10) << r.Intn(4),
-		MemoryPoll:            time.Second,
-		SweepInterval:         5 * time.Second,
-		CheckpointDelay:       r.Duration(50*time.Millisecond, time.Second),
+func destinationNames(m map[string]DestinationFactory) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
 	}
-	if r.Chance(0.2) {
-		cfg.MaxDelay = r.Duration(10*time.Millisecond, 200*time.Millisecond)
-	}
-	return cfg, 2 + r.Intn(40)
+	slices.Sort(out)
+	return out
 }
 
-// fenceWait covers the longest a request can stay in flight plus the
+// Spec returns the world's specification.
+func (w *World) Spec() WorldSpec { return w.spec }
+
+// fenceWait covers the longest a WAL write can stay in flight plus the
 // longest LIST lag, so that recovery sees everything a dead incarnation
-// made durable (engine.Config.FenceWait).
+// made durable (engine.Config.FenceWait). A WAL write carries at most one
+// part (a body up to PartBytes goes in one PUT, a larger one in parts).
 func (w *World) fenceWait(sc StoreConfig) time.Duration {
 	var longest time.Duration
-	maxBody := int64(defaultMemory) // admission is a share of it; no body is larger
+	maxBody := max(w.engCfg.PartBytes, 1<<20)
 	for _, l := range sc.Latency {
 		d := l.Base + 45*l.Tail + time.Duration(maxBody*int64(l.PerMiB)>>20)
 		longest = max(longest, d)
@@ -202,22 +201,30 @@ func (w *World) fenceWait(sc StoreConfig) time.Duration {
 type Result struct {
 	Seed         uint64
 	Plan         string
+	World        string // the drawn world, one line
 	Steps        uint64
 	SimTime      time.Duration
 	Wall         time.Duration
 	Acks         uint64
 	Crashes      uint64
 	Restarts     uint64 // graceful stops
+	Zombies      uint64 // incarnations paused while another took over
 	Faults       string
 	Segments     uint64
 	Destination  string
-	Applied      uint64 // jobs the destination holds at the end
+	Applied      uint64 // jobs the destinations hold at the end
 	MaxLive      int    // most segments owned at once
 	OrphansSwept uint64
 	WorstRecOps  uint64
 	WorstRecTime time.Duration
+	Halted       string // why the run stopped early, as it should have
+	Marks        engine.Marks
 	Hash         uint64
 	Violations   []string
+	// Classes are the violations' format strings: what kind of check
+	// failed, without the values (shrinking keeps a failure of the same
+	// class).
+	Classes []string
 }
 
 // Err reports the run's first violation, or nil.
@@ -229,9 +236,12 @@ func (r Result) Err() error {
 }
 
 func (w *World) onApply(op Op, key string) {
-	if op == OpDelete {
-		if _, _, _, ok := w.layout.ParseKey(key); ok {
+	if _, _, kind, ok := w.layout.ParseKey(key); ok {
+		if op == OpDelete {
 			w.deletes = append(w.deletes, w.sched.Now())
+		}
+		if op == OpPut && kind == engine.KindMarker {
+			defer w.maybeCorruptAtRest(key)
 		}
 	}
 	w.oracle.onApply(op, key)
@@ -251,19 +261,21 @@ func (w *World) lingeringDeletes() uint64 {
 
 type noFaults struct{}
 
-func (noFaults) Decide(Op, string, *Rand) (Outcome, time.Duration) { return OK, 0 }
-func (noFaults) DecideSink(*Rand) (bool, bool)                     { return false, false }
-func (noFaults) SinkDown(time.Duration) bool                       { return false }
-func (noFaults) CrashAtPoint(*Rand) bool                           { return false }
-func (noFaults) MemoryChange(*Rand) (int64, bool)                  { return 0, false }
-func (noFaults) CrashNow(*Rand) bool                               { return false }
-func (noFaults) RestartNow(*Rand) bool                             { return false }
-func (noFaults) Heal()                                             {}
-func (noFaults) ConfigureStore(c StoreConfig) StoreConfig          { return c }
-func (noFaults) MaxExtraLatency() time.Duration                    { return 0 }
-func (noFaults) Describe() string                                  { return "none[]" }
-func (noFaults) DiskFaults() DiskFaults                            { return nil }
-func (noFaults) Injected() string                                  { return "" }
+func (noFaults) Decide(Op, string, time.Duration, *Rand) (Outcome, time.Duration) { return OK, 0 }
+func (noFaults) DecideSink(time.Duration) (bool, bool)                            { return false, false }
+func (noFaults) CrashAtPoint() bool                                               { return false }
+func (noFaults) MemoryChange() (int64, bool)                                      { return 0, false }
+func (noFaults) CrashNow() bool                                                   { return false }
+func (noFaults) ZombieNow() (time.Duration, bool)                                 { return 0, false }
+func (noFaults) RestartNow() bool                                                 { return false }
+func (noFaults) Rewind() (uint64, bool)                                           { return 0, false }
+func (noFaults) CorruptAtRest() (int64, bool)                                     { return 0, false }
+func (noFaults) Heal()                                                            {}
+func (noFaults) ConfigureStore(c StoreConfig) StoreConfig                         { return c }
+func (noFaults) MaxExtraLatency() time.Duration                                   { return 0 }
+func (noFaults) Describe() string                                                 { return "none[]" }
+func (noFaults) DiskFaults() DiskFaults                                           { return nil }
+func (noFaults) Injected() string                                                 { return "" }
 
 // Engine returns the current engine (nil between a crash and restart).
 func (w *World) Engine() *engine.Engine { return w.eng }

@@ -7,22 +7,27 @@ import (
 	"path"
 	"strings"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/sim"
 	"github.com/skipprd/skipprd/sinks"
 )
 
-// destinations are the sinks a simulated world may deliver to; each seed
-// picks one (sim.Config.Destinations).
-var destinations = []sim.DestinationFactory{
-	func(*sim.World) sim.Destination { return &memoryDest{m: sinks.NewMemory()} },
-	func(w *sim.World) sim.Destination {
-		return &objectsDest{w: w, prefix: "lake", segOf: map[string]engine.SnapshotID{}}
+// destinations are the sinks a simulated world may deliver to, by the
+// kind name a world spec gives; DrawWorld picks one or two per world.
+var destinations = map[string]sim.DestinationFactory{
+	"memory": func(*sim.World, string) sim.Destination { return &memoryDest{m: sinks.NewMemory()} },
+	"parquet-objects": func(w *sim.World, ref string) sim.Destination {
+		return &objectsDest{w: w, prefix: ref, segOf: map[string]engine.SnapshotID{}}
+	},
+	"parquet-dir": func(w *sim.World, ref string) sim.Destination {
+		return &dirDest{w: w, root: ref, segOf: map[string]engine.SnapshotID{}}
 	},
 }
 
@@ -37,12 +42,52 @@ func (d *memoryDest) Contents() ([]sim.DestJob, error) {
 	var out []sim.DestJob
 	for i, a := range d.m.Applied() {
 		j := sim.DestJob{ID: a.ID, Namespace: a.Namespace, Segment: a.Segment, Order: i}
-		for _, b := range a.Batches {
-			j.UIDs = append(j.UIDs, b.Column(0).(*array.Int64).Int64Values()...)
+		if err := digestSlices(&j.Digest, a.Batches, a.Sidecars); err != nil {
+			return nil, fmt.Errorf("job %s: %w", a.ID, err)
 		}
 		out = append(out, j)
 	}
 	return out, nil
+}
+
+// digestSlices digests a memory job's rows: its batches, each slice's
+// sidecar rows spread over that slice's batches in order.
+func digestSlices(d *sim.RowDigest, batches []arrow.RecordBatch, sidecars []*segment.Sidecar) error {
+	var cdc []segment.CDCRow
+	for _, sc := range sidecars {
+		if sc != nil {
+			cdc = append(cdc, sc.Rows...)
+		}
+	}
+	if len(cdc) == 0 {
+		cdc = nil
+	}
+	for _, b := range batches {
+		n := int(b.NumRows())
+		var rows []segment.CDCRow
+		if cdc != nil {
+			if len(cdc) < n {
+				return fmt.Errorf("sidecars hold fewer rows than the batches")
+			}
+			rows, cdc = cdc[:n], cdc[n:]
+		}
+		if err := d.AddBatch(b, rows); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// noteSegment remembers which segment a job id came from: the object or
+// file name holds only the id, and the oracle keys jobs by segment.
+type noteSegment struct {
+	segOf map[string]engine.SnapshotID
+	inner engine.Sink
+}
+
+func (n noteSegment) Apply(j *engine.Job, done func(error)) {
+	n.segOf[j.ID] = j.Segment
+	n.inner.Apply(j, done)
 }
 
 // objectsDest is Parquet on the simulated object store: the real
@@ -52,69 +97,129 @@ func (d *memoryDest) Contents() ([]sim.DestJob, error) {
 type objectsDest struct {
 	w      *sim.World
 	prefix string
-	segOf  map[string]engine.SnapshotID // job id → segment, noted at Apply
+	segOf  map[string]engine.SnapshotID
 }
 
 func (d *objectsDest) Name() string { return "parquet-objects" }
 
 func (d *objectsDest) Sink(p engine.Ports) engine.Sink {
-	return noteSegment{d, sinks.NewParquetObjects(p.Store, p.Exec, d.prefix)}
-}
-
-// noteSegment remembers which segment a job id came from: the object key
-// holds only the id, and the oracle orders jobs by segment.
-type noteSegment struct {
-	d     *objectsDest
-	inner engine.Sink
-}
-
-func (n noteSegment) Apply(j *engine.Job, done func(error)) {
-	n.d.segOf[j.ID] = j.Segment
-	n.inner.Apply(j, done)
+	return noteSegment{d.segOf, sinks.NewParquetObjects(p.Store, p.Exec, d.prefix)}
 }
 
 func (d *objectsDest) Contents() ([]sim.DestJob, error) {
 	var out []sim.DestJob
 	for _, key := range d.w.Store().Keys(d.prefix + "/") {
 		body, _ := d.w.Store().Object(key)
-		uids, err := readUIDs(body)
+		j, err := parquetJob(key, d.prefix, body, d.segOf)
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", key, err)
+			return nil, err
 		}
-		id := strings.TrimSuffix(path.Base(key), ".parquet")
-		ns := strings.SplitN(strings.TrimPrefix(key, d.prefix+"/"), "/", 2)[0]
-		seg, ok := d.segOf[id]
-		if !ok {
-			return nil, fmt.Errorf("%s: no job %s was ever applied", key, id)
-		}
-		out = append(out, sim.DestJob{ID: id, Namespace: ns, Segment: seg, Order: -1, UIDs: uids})
+		out = append(out, j)
 	}
 	return out, nil
 }
 
-// readUIDs decodes a Parquet file and returns its uid column.
-func readUIDs(b []byte) ([]int64, error) {
+// dirDest is Parquet in a folder of the simulated disk: the real
+// ParquetDir sink over each incarnation's disk client. Its contents are
+// the final files the folder holds (temp files start with a dot).
+type dirDest struct {
+	w     *sim.World
+	root  string
+	segOf map[string]engine.SnapshotID
+}
+
+func (d *dirDest) Name() string { return "parquet-dir" }
+
+func (d *dirDest) Sink(p engine.Ports) engine.Sink {
+	return noteSegment{d.segOf, sinks.NewParquetDir(p.Disk, p.Exec, d.root)}
+}
+
+func (d *dirDest) Contents() ([]sim.DestJob, error) {
+	var out []sim.DestJob
+	for _, p := range d.w.Disk().Paths() {
+		if !strings.HasPrefix(p, d.root+"/") || !strings.HasSuffix(p, ".parquet") || strings.HasPrefix(path.Base(p), ".") {
+			continue
+		}
+		body, _ := d.w.Disk().File(p)
+		j, err := parquetJob(p, d.root, body, d.segOf)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// parquetJob decodes one job's file: {prefix}/{namespace}/…/{id}.parquet.
+func parquetJob(name, prefix string, body []byte, segOf map[string]engine.SnapshotID) (sim.DestJob, error) {
+	id := strings.TrimSuffix(path.Base(name), ".parquet")
+	ns := strings.SplitN(strings.TrimPrefix(name, prefix+"/"), "/", 2)[0]
+	seg, ok := segOf[id]
+	if !ok {
+		return sim.DestJob{}, fmt.Errorf("%s: no job %s was ever applied", name, id)
+	}
+	j := sim.DestJob{ID: id, Namespace: ns, Segment: seg, Order: -1}
+	if err := digestParquet(&j.Digest, body); err != nil {
+		return sim.DestJob{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return j, nil
+}
+
+// digestParquet decodes a Parquet file and digests its rows: uid, row,
+// payload, and the CDC columns where they are not null.
+func digestParquet(d *sim.RowDigest, b []byte) error {
 	rdr, err := file.NewParquetReader(bytes.NewReader(b))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rdr.Close()
 	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	tbl, err := fr.ReadTable(context.Background())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer tbl.Release()
-	idx := tbl.Schema().FieldIndices("uid")
-	if len(idx) != 1 {
-		return nil, fmt.Errorf("no uid column in %v", tbl.Schema())
+	tr := array.NewTableReader(tbl, 1<<20)
+	defer tr.Release()
+	for tr.Next() {
+		if err := digestRecord(d, tr.RecordBatch()); err != nil {
+			return err
+		}
 	}
-	var out []int64
-	for _, c := range tbl.Column(idx[0]).Data().Chunks() {
-		out = append(out, c.(*array.Int64).Int64Values()...)
+	return tr.Err()
+}
+
+// digestRecord digests one record of a destination file (the unit schema,
+// then the optional _cdc_op, _cdc_identity, _cdc_order columns).
+func digestRecord(d *sim.RowDigest, rec arrow.RecordBatch) error {
+	if rec.NumCols() != 3 && rec.NumCols() != 6 {
+		return fmt.Errorf("%d columns: %v", rec.NumCols(), rec.Schema())
 	}
-	return out, nil
+	uids, ok1 := rec.Column(0).(*array.Int64)
+	rows, ok2 := rec.Column(1).(*array.Int32)
+	payloads, ok3 := rec.Column(2).(*array.String)
+	if !ok1 || !ok2 || !ok3 {
+		return fmt.Errorf("columns %v are not uid, row, payload", rec.Schema())
+	}
+	var ops *array.String
+	var ids *array.Binary
+	var orders *array.Uint64
+	if rec.NumCols() == 6 {
+		ops, ok1 = rec.Column(3).(*array.String)
+		ids, ok2 = rec.Column(4).(*array.Binary)
+		orders, ok3 = rec.Column(5).(*array.Uint64)
+		if !ok1 || !ok2 || !ok3 {
+			return fmt.Errorf("CDC columns %v", rec.Schema())
+		}
+	}
+	for i := range int(rec.NumRows()) {
+		d.AddRow(uids.Value(i), rows.Value(i), payloads.Value(i))
+		if ops != nil && ops.IsValid(i) {
+			d.AddChange(ops.Value(i), ids.Value(i), orders.Value(i))
+		}
+	}
+	return nil
 }

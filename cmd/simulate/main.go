@@ -1,12 +1,15 @@
 // Command simulate runs the engine inside seeded simulated worlds and
 // checks its guarantees. A failing run prints what broke, the seed and the
-// exact command that reproduces it, and exits 1.
+// exact command that reproduces it, shrinks its fault schedule, and exits
+// 1.
 //
 //	simulate -seed 42 -iters 1e6
-//	simulate -seeds 200 -iters 1e5 -faults swarm
+//	simulate -seeds 200 -iters 1e5 -faults swarm -coverage
+//	simulate -replay seeds/seed-74.txt
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -21,14 +24,19 @@ import (
 )
 
 type options struct {
-	seed    uint64
-	seeds   int
-	iters   uint64
-	profile string
-	verbose bool
-	trace   string
-	save    bool
-	cpuprof string
+	seed       uint64
+	seeds      int
+	iters      uint64
+	profile    string
+	verbose    bool
+	trace      string
+	save       bool
+	cpuprof    string
+	coverage   bool
+	replay     string // a seed file to replay
+	schedule   string // a schedule to replay in the seed's drawn world
+	shrink     bool
+	shrinkTime time.Duration
 }
 
 func main() {
@@ -43,11 +51,18 @@ func main() {
 			fmt.Fprintln(os.Stderr, "simulate:", err)
 			os.Exit(2)
 		}
-		pprof.StartCPUProfile(f)
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "simulate:", err)
+			os.Exit(2)
+		}
 	}
-	ok := run(opts)
+	ok, err := run(opts)
 	if opts.cpuprof != "" {
 		pprof.StopCPUProfile()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "simulate:", err)
+		os.Exit(2)
 	}
 	if !ok {
 		os.Exit(1)
@@ -64,21 +79,33 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.profile, "faults", "swarm", "fault profile: none, swarm, crash, flaky, all")
 	fs.BoolVar(&o.verbose, "v", false, "print every run's summary, not only failures")
 	fs.StringVar(&o.trace, "trace", "", "write a human-readable event trace to this file (single seed)")
-	fs.BoolVar(&o.save, "save", false, "write a seeds/ file for every failing seed")
+	fs.BoolVar(&o.save, "save", false, "write a seeds/ file (the shrunk world and schedule) for every failing seed")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.BoolVar(&o.coverage, "coverage", false, "print each coverage mark with the number of worlds that reached it")
+	fs.StringVar(&o.replay, "replay", "", "replay a seed file: its recorded world and fault schedule")
+	fs.StringVar(&o.schedule, "schedule", "", "replay this fault schedule (kind@n …) in the seed's world instead of drawing faults")
+	fs.BoolVar(&o.shrink, "shrink", true, "on a failure, search for a smaller fault schedule and a shorter run that still fail")
+	fs.DurationVar(&o.shrinkTime, "shrink-time", 2*time.Minute, "how long shrinking may search, per failing seed")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	f, err := strconv.ParseFloat(iters, 64)
 	if err != nil || f < 1 || f > 1e12 {
 		return o, fmt.Errorf("-iters %q: want a positive number like 1e6", iters)
 	}
 	o.iters = uint64(f)
-	if o.seeds < 1 {
+	switch {
+	case o.seeds < 1:
 		return o, fmt.Errorf("-seeds %d: want at least 1", o.seeds)
-	}
-	if o.trace != "" && o.seeds > 1 {
+	case o.trace != "" && o.seeds > 1:
 		return o, fmt.Errorf("-trace needs a single seed")
+	case (o.replay != "" || o.schedule != "") && o.seeds > 1:
+		return o, fmt.Errorf("-replay and -schedule run a single seed")
+	case o.replay != "" && o.schedule != "":
+		return o, fmt.Errorf("-replay and -schedule exclude each other")
 	}
 	if _, err := faults.Named(o.profile, sim.NewRand(0)); err != nil {
 		return o, err
@@ -86,82 +113,135 @@ func parseFlags(args []string) (options, error) {
 	return o, nil
 }
 
-// run runs every seed and prints summaries; it reports whether all passed.
-func run(o options) bool {
-	results := make([]sim.Result, o.seeds)
+// jobs builds the worlds to run.
+func (o options) jobs() ([]job, error) {
+	if o.replay != "" {
+		sf, err := readSeedFile(o.replay)
+		if err != nil {
+			return nil, err
+		}
+		return []job{sf.job}, nil
+	}
+	var out []job
+	for i := range o.seeds {
+		j, err := drawJob(o.seed+uint64(i), o.iters, o.profile)
+		if err != nil {
+			return nil, err
+		}
+		if o.schedule != "" {
+			if j.schedule, err = faults.ParseSchedule(o.schedule); err != nil {
+				return nil, err
+			}
+			j.replay = true
+		}
+		out = append(out, j)
+	}
+	return out, nil
+}
+
+// run runs every job, prints summaries, shrinks failures; it reports
+// whether all passed.
+func run(o options) (bool, error) {
+	jobs, err := o.jobs()
+	if err != nil {
+		return false, err
+	}
+	if o.trace != "" {
+		f, err := os.Create(o.trace)
+		if err != nil {
+			return false, err
+		}
+		defer f.Close()
+		jobs[0].trace = f
+	}
+	if len(jobs) == 1 || o.verbose {
+		for _, j := range jobs {
+			fmt.Printf("start seed=%d iters=%d plan=%s\n  world: %s\n", j.seed, j.iters, j.plan, j.spec.Summary())
+		}
+	}
+	outs := runAll(jobs)
+	ok := report(o, outs)
+	if o.coverage {
+		printCoverage(outs)
+	}
+	for _, out := range outs {
+		if out.res.Err() != nil {
+			if err := o.afterFailure(out); err != nil {
+				return ok, err
+			}
+		}
+	}
+	return ok, nil
+}
+
+// runAll runs the jobs on all cores.
+func runAll(jobs []job) []outcome {
+	outs := make([]outcome, len(jobs))
 	var wg sync.WaitGroup
 	work := make(chan int)
-	for range min(runtime.GOMAXPROCS(0), o.seeds) {
+	for range min(runtime.GOMAXPROCS(0), len(jobs)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				results[i] = runSeed(o, o.seed+uint64(i))
+				outs[i] = jobs[i].run()
 			}
 		}()
 	}
-	for i := range o.seeds {
+	for i := range jobs {
 		work <- i
 	}
 	close(work)
 	wg.Wait()
-	return report(o, results)
+	return outs
 }
 
-func runSeed(o options, seed uint64) sim.Result {
-	plan, _ := faults.Named(o.profile, sim.NewRand(seed).Split("faults"))
-	if o.seeds == 1 || o.verbose {
-		fmt.Printf("start seed=%d iters=%d plan=%s\n", seed, o.iters, plan)
+// afterFailure shrinks a failing run and, with -save, writes its seed
+// file.
+func (o options) afterFailure(out outcome) error {
+	if o.shrink {
+		out = shrinkFailure(out, o.shrinkTime, os.Stdout)
 	}
-	cfg := sim.Config{Seed: seed, Iters: o.iters, Faults: faults.NewInjector(plan), Destinations: destinations}
-	if o.trace != "" {
-		f, err := os.Create(o.trace)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, "simulate:", err)
-			os.Exit(2)
-		}
-		defer f.Close()
-		cfg.Trace = f
+	if !o.save {
+		return nil
 	}
-	return sim.NewWorld(cfg).Run(time.Now)
+	path, err := saveSeed(out)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("  saved %s; replay: %s\n", path, out.job.command(path))
+	return nil
 }
 
-func report(o options, results []sim.Result) bool {
+func report(o options, outs []outcome) bool {
 	ok := true
 	var steps uint64
 	var wall time.Duration
-	for _, r := range results {
+	failed := 0
+	for _, out := range outs {
+		r := out.res
 		steps += r.Steps
 		wall += r.Wall
 		if r.Err() == nil {
-			if o.verbose || o.seeds == 1 {
+			if o.verbose || len(outs) == 1 {
 				fmt.Println(summary(r))
 			}
 			continue
 		}
 		ok = false
+		failed++
 		fmt.Println(summary(r))
 		for _, v := range r.Violations {
 			fmt.Println("  violation:", v)
 		}
-		fmt.Printf("  reproduce: go run ./cmd/simulate -seed %d -iters %d -faults %s\n", r.Seed, o.iters, o.profile)
-		if o.save {
-			saveSeed(o, r)
-		}
+		fmt.Printf("  reproduce: %s\n", out.job.command(o.replay))
 	}
-	if o.seeds == 1 {
+	if len(outs) == 1 {
 		// Last, on its own line: what a determinism check compares.
-		fmt.Printf("trace hash=%016x\n", results[0].Hash)
-	}
-	if o.seeds > 1 {
-		failed := 0
-		for _, r := range results {
-			if r.Err() != nil {
-				failed++
-			}
-		}
+		fmt.Printf("trace hash=%016x\n", outs[0].res.Hash)
+	} else {
 		fmt.Printf("seeds %d..%d: %d passed, %d failed; %d steps in %v of world time\n",
-			o.seed, o.seed+uint64(o.seeds)-1, o.seeds-failed, failed, steps, wall.Round(time.Millisecond))
+			outs[0].job.seed, outs[len(outs)-1].job.seed, len(outs)-failed, failed, steps, wall.Round(time.Millisecond))
 	}
 	return ok
 }
@@ -171,19 +251,39 @@ func summary(r sim.Result) string {
 	if r.Err() != nil {
 		status = "FAIL"
 	}
+	if r.Halted != "" {
+		status = "ok-halted"
+	}
 	rate := 0.0
 	if r.Wall > 0 {
 		rate = float64(r.Steps) / r.Wall.Seconds()
 	}
-	return fmt.Sprintf("%s seed=%d plan=%s steps=%d sim=%v wall=%v steps/s=%.0f acks=%d crashes=%d restarts=%d faults={%s} segments=%d sink=%s applied=%d max_live=%d orphans_swept=%d worst_recovery={ops=%d time=%v} hash=%016x",
+	return fmt.Sprintf("%s seed=%d plan=%s steps=%d sim=%v wall=%v steps/s=%.0f acks=%d crashes=%d restarts=%d zombies=%d faults={%s} segments=%d sinks=%s applied=%d max_live=%d orphans_swept=%d worst_recovery={ops=%d time=%v} hash=%016x",
 		status, r.Seed, r.Plan, r.Steps, r.SimTime.Round(time.Millisecond), r.Wall.Round(time.Millisecond), rate,
-		r.Acks, r.Crashes, r.Restarts, r.Faults, r.Segments, r.Destination, r.Applied, r.MaxLive, r.OrphansSwept, r.WorstRecOps, r.WorstRecTime.Round(time.Millisecond), r.Hash)
+		r.Acks, r.Crashes, r.Restarts, r.Zombies, r.Faults, r.Segments, r.Destination, r.Applied, r.MaxLive, r.OrphansSwept,
+		r.WorstRecOps, r.WorstRecTime.Round(time.Millisecond), r.Hash)
 }
 
-func saveSeed(o options, r sim.Result) {
-	path := fmt.Sprintf("seeds/seed-%d.txt", r.Seed)
-	body := fmt.Sprintf("seed: %d\niters: %d\nfaults: %s\nfound: %s\n", r.Seed, o.iters, o.profile, r.Violations[0])
-	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
-		fmt.Fprintln(os.Stderr, "simulate: save:", err)
+// saveSeed writes seeds/seed-N.txt for a failing outcome (its world and
+// the schedule that failed). An existing file is not overwritten.
+func saveSeed(out outcome) (string, error) {
+	j := out.job
+	j.schedule, j.replay = out.schedule, true
+	found := "FAILED: " + out.res.Violations[0] + " — (describe the cause and the fix here)"
+	b, err := seedFile{job: j, found: found}.format()
+	if err != nil {
+		return "", err
 	}
+	path := fmt.Sprintf("seeds/seed-%d.txt", j.seed)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if errors.Is(err, os.ErrExist) {
+		path = fmt.Sprintf("seeds/seed-%d-%d.txt", j.seed, time.Now().Unix())
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	}
+	if err != nil {
+		return "", fmt.Errorf("save: %w", err)
+	}
+	defer f.Close()
+	_, err = f.Write(b)
+	return path, err
 }

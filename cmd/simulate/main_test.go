@@ -1,27 +1,56 @@
 package main
 
 import (
-	"bufio"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skipprd/skipprd/faults"
 )
+
+// runSeed draws seed's world and plan under profile and runs it.
+func runSeed(t *testing.T, profile string, iters, seed uint64) outcome {
+	t.Helper()
+	j, err := drawJob(seed, iters, profile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return j.run()
+}
 
 // Same seed twice ⇒ the same trace hash; another seed ⇒ another hash.
 func TestDeterminism(t *testing.T) {
-	o := options{profile: "swarm", iters: 20000}
-	a, b := runSeed(o, 7), runSeed(o, 7)
-	if a.Hash != b.Hash || a.Steps != b.Steps || a.Acks != b.Acks {
-		t.Fatalf("seed 7 twice: hash %016x vs %016x, steps %d vs %d", a.Hash, b.Hash, a.Steps, b.Steps)
+	a, b := runSeed(t, "swarm", 20000, 7), runSeed(t, "swarm", 20000, 7)
+	if a.res.Hash != b.res.Hash || a.res.Steps != b.res.Steps || a.res.Acks != b.res.Acks {
+		t.Fatalf("seed 7 twice: hash %016x vs %016x, steps %d vs %d", a.res.Hash, b.res.Hash, a.res.Steps, b.res.Steps)
 	}
-	if c := runSeed(o, 8); c.Hash == a.Hash {
-		t.Fatalf("seeds 7 and 8 gave the same hash %016x", a.Hash)
+	if c := runSeed(t, "swarm", 20000, 8); c.res.Hash == a.res.Hash {
+		t.Fatalf("seeds 7 and 8 gave the same hash %016x", a.res.Hash)
 	}
-	if a.Err() != nil {
-		t.Fatal(a.Err())
+	if a.res.Err() != nil {
+		t.Fatal(a.res.Err())
+	}
+}
+
+// A recorded run replayed from its schedule is the same run, event for
+// event — what makes a seed file or a shrunk schedule reproduce.
+func TestReplayReproducesTheRun(t *testing.T) {
+	rec := runSeed(t, "all", 20000, 11)
+	if len(rec.schedule) == 0 {
+		t.Fatal("the all profile injected nothing")
+	}
+	j := rec.job
+	j.schedule, j.replay = rec.schedule, true
+	rep := j.run()
+	if rep.res.Hash != rec.res.Hash {
+		t.Fatalf("replaying %d recorded faults gave hash %016x, the run had %016x", len(rec.schedule), rep.res.Hash, rec.res.Hash)
+	}
+	j.schedule = nil // no faults at all: another run
+	if quiet := j.run(); quiet.res.Hash == rec.res.Hash {
+		t.Fatal("a replay without faults gave the faulty run's hash")
 	}
 }
 
@@ -32,55 +61,83 @@ func TestSweep(t *testing.T) {
 	if testing.Short() {
 		seeds = 4
 	}
-	o := options{profile: "swarm", iters: 20000}
 	for i := range seeds {
 		seed := uint64(1000 + i)
 		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
 			t.Parallel()
-			if r := runSeed(o, seed); r.Err() != nil {
-				t.Fatalf("%s\nreproduce: go run ./cmd/simulate -seed %d -iters %d -faults swarm", summary(r), seed, o.iters)
+			if out := runSeed(t, "swarm", 20000, seed); out.res.Err() != nil {
+				t.Fatalf("%s\n%s\nreproduce: %s", summary(out.res), strings.Join(out.res.Violations, "\n"), out.job.command(""))
 			}
 		})
 	}
 }
 
-// TestSeeds replays every regression seed under seeds/.
+// TestSeeds replays every regression seed under seeds/: its recorded
+// world and fault schedule. A file that cannot be replayed as recorded
+// fails, naming the file.
 func TestSeeds(t *testing.T) {
 	files, err := filepath.Glob("../../seeds/*.txt")
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(files) == 0 {
+		t.Fatal("no seed files under seeds/")
+	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			t.Parallel()
-			o, seed := readSeedFile(t, f)
-			if r := runSeed(o, seed); r.Err() != nil {
-				t.Fatalf("%s\n%s", summary(r), strings.Join(r.Violations, "\n"))
+			sf, err := readSeedFile(f)
+			if err != nil {
+				t.Fatalf("cannot replay %s as recorded: %v", f, err)
+			}
+			if out := sf.run(); out.res.Err() != nil {
+				t.Fatalf("%s (found: %s)\n%s\n%s", f, sf.found, summary(out.res), strings.Join(out.res.Violations, "\n"))
 			}
 		})
 	}
 }
 
-func readSeedFile(t *testing.T, path string) (options, uint64) {
-	t.Helper()
-	f, err := os.Open(path)
+// A seed file round-trips, and every way of getting it wrong is refused
+// with a message naming what is wrong.
+func TestSeedFileFormat(t *testing.T) {
+	j, err := drawJob(5, 1000, "all")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	fields := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), ":"); ok {
-			fields[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	j.schedule, j.replay = faults.Schedule{{Kind: faults.Crash, N: 3}, {Kind: faults.LatencySpike, N: 9, Param: 77}}, true
+	b, err := seedFile{job: j, found: "a test"}.format()
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := parseSeedFile(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.seed != 5 || back.iters != 1000 || back.found != "a test" || back.schedule.String() != j.schedule.String() || back.plan != j.plan {
+		t.Fatalf("round trip: %+v", back)
+	}
+	if back.spec.Summary() != j.spec.Summary() {
+		t.Fatalf("world changed in the round trip:\n%s\n%s", j.spec.Summary(), back.spec.Summary())
+	}
+	text := string(b)
+	for _, c := range []struct{ edit, want string }{
+		{strings.Replace(text, "iters:", "itres:", 1), "want one of"},
+		{strings.Replace(text, `"version":1`, `"version":99`, 1), "version 99"},
+		{strings.Replace(text, "crash@3", "crash-typo@3", 1), "unknown fault kind"},
+		{strings.Replace(text, `"page_size"`, `"page_sizes"`, 1), "unknown field"},
+		{strings.Replace(text, "plan:", "# plan:", 1), `no "plan" line`},
+	} {
+		if _, err := parseSeedFile([]byte(c.edit)); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("edited file: error %v, want one containing %q", err, c.want)
 		}
 	}
-	seed, err1 := strconv.ParseUint(fields["seed"], 10, 64)
-	iters, err2 := strconv.ParseFloat(fields["iters"], 64)
-	if err1 != nil || err2 != nil || fields["faults"] == "" || fields["found"] == "" {
-		t.Fatalf("%s: want seed, iters, faults and found lines", path)
+	path := filepath.Join(t.TempDir(), "seed-x.txt")
+	if err := os.WriteFile(path, []byte(strings.Replace(text, "plan:", "plan: {", 1)), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	return options{profile: fields["faults"], iters: uint64(iters)}, seed
+	if _, err := readSeedFile(path); err == nil || !strings.Contains(err.Error(), path) {
+		t.Errorf("a broken file's error does not name it: %v", err)
+	}
 }
 
 func TestParseFlags(t *testing.T) {
@@ -88,7 +145,8 @@ func TestParseFlags(t *testing.T) {
 	if err != nil || o.seed != 42 || o.iters != 1_000_000 || o.profile != "none" {
 		t.Fatalf("%+v %v", o, err)
 	}
-	for _, bad := range [][]string{{"-iters", "0"}, {"-iters", "x"}, {"-faults", "nope"}, {"-seeds", "2", "-trace", "f"}} {
+	for _, bad := range [][]string{{"-iters", "0"}, {"-iters", "x"}, {"-faults", "nope"}, {"-seeds", "2", "-trace", "f"},
+		{"-seeds", "2", "-replay", "f"}, {"-replay", "f", "-schedule", "crash@1"}, {"stray"}} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -96,28 +154,36 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestSummaryLine(t *testing.T) {
-	r := runSeed(options{profile: "none", iters: 3000}, 3)
-	line := summary(r)
+	out := runSeed(t, "none", 3000, 3)
+	line := summary(out.res)
 	for _, field := range []string{"seed=3", "plan=none", "steps=", "sim=", "wall=", "steps/s=", "acks=", "crashes=0",
-		"faults={", "segments=", "orphans_swept=", "worst_recovery={ops=", "hash="} {
+		"zombies=0", "faults={", "segments=", "orphans_swept=", "worst_recovery={ops=", "hash="} {
 		if !strings.Contains(line, field) {
 			t.Errorf("summary lacks %q: %s", field, line)
 		}
 	}
-	if r.Wall <= 0 || r.Wall > time.Minute {
-		t.Errorf("wall time %v", r.Wall)
+	if out.res.Wall <= 0 || out.res.Wall > time.Minute {
+		t.Errorf("wall time %v", out.res.Wall)
 	}
 }
 
 func TestTraceFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "trace.txt")
-	r := runSeed(options{profile: "swarm", iters: 2000, trace: path}, 11)
-	plain := runSeed(options{profile: "swarm", iters: 2000}, 11)
-	if r.Hash != plain.Hash {
-		t.Fatalf("writing a trace changed the run: %016x vs %016x", r.Hash, plain.Hash)
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, _ := drawJob(11, 2000, "swarm")
+	j.trace = f
+	r := j.run()
+	f.Close()
+	plain := runSeed(t, "swarm", 2000, 11)
+	if r.res.Hash != plain.res.Hash {
+		t.Fatalf("writing a trace changed the run: %016x vs %016x", r.res.Hash, plain.res.Hash)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil || strings.Count(string(b), "\n") < 1000 {
 		t.Fatalf("trace file: %d bytes, %v", len(b), err)
 	}
 }
+

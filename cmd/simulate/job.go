@@ -1,0 +1,94 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/skipprd/skipprd/faults"
+	"github.com/skipprd/skipprd/sim"
+)
+
+// job is one world to run: its seed, its world and fault plan, and —
+// when replaying a seed file or a shrunk schedule — the exact faults.
+// A job drawn from a seed records its schedule as it runs; a job with a
+// schedule replays it and draws no fault.
+type job struct {
+	seed     uint64
+	iters    uint64
+	profile  string // the profile name, for messages and seed files
+	spec     sim.WorldSpec
+	plan     faults.Plan
+	schedule faults.Schedule // replayed when replay is set
+	replay   bool
+	trace    io.Writer
+}
+
+// drawJob draws the world and the plan of a seed. The plan keeps only
+// the kinds the world can exercise (faults.Plan.Restrict).
+func drawJob(seed, iters uint64, profile string) (job, error) {
+	root := sim.NewRand(seed)
+	spec := sim.DrawWorld(root.Split("world"), destinationKinds())
+	plan, err := faults.Named(profile, root.Split("faults"))
+	if err != nil {
+		return job{}, err
+	}
+	return job{seed: seed, iters: iters, profile: profile, spec: spec, plan: plan.Restrict(capabilities(spec))}, nil
+}
+
+func destinationKinds() []string {
+	var out []string
+	for k := range destinations {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// capabilities is what a world offers faults: a fault kind the world
+// cannot exercise is not in its plan (and not printed).
+func capabilities(s sim.WorldSpec) faults.World {
+	w := faults.World{Sink: len(s.Sinks) > 0, Multipart: s.Engine.TargetBytes >= s.Engine.PartBytes}
+	for _, k := range s.Sinks {
+		if k.Kind == "parquet-dir" {
+			w.Disk = true
+		}
+	}
+	for _, src := range s.Sources {
+		if src.Replayable {
+			w.Replayable = true
+		}
+	}
+	return w
+}
+
+// outcome is a finished job: the world's result and the faults it
+// injected (the schedule a seed file records).
+type outcome struct {
+	job      job
+	res      sim.Result
+	schedule faults.Schedule
+}
+
+// run runs the job's world.
+func (j job) run() outcome {
+	var inj *faults.Injector
+	if j.replay {
+		inj = faults.NewReplay(j.plan, j.schedule)
+	} else {
+		inj = faults.NewInjector(j.plan, sim.NewRand(j.seed).Split("faults/decide"))
+	}
+	spec := j.spec
+	cfg := sim.Config{Seed: j.seed, Iters: j.iters, Faults: inj, World: &spec, Destinations: destinations, Trace: j.trace}
+	res := sim.NewWorld(cfg).Run(time.Now)
+	return outcome{job: j, res: res, schedule: inj.Schedule()}
+}
+
+// command is the shell command that replays the job.
+func (j job) command(seedFile string) string {
+	if seedFile != "" {
+		return "go run ./cmd/simulate -replay " + seedFile
+	}
+	return fmt.Sprintf("go run ./cmd/simulate -seed %d -iters %d -faults %s", j.seed, j.iters, j.profile)
+}

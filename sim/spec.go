@@ -1,0 +1,216 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+)
+
+// WorldSpec is everything a seed draws about a world besides its faults:
+// the engine's sizes and limits, the store's behaviour, the memory the
+// machine offers, the sources and the sinks. A world is built from a
+// spec, never from the seed alone, so a seed file that records the spec
+// replays the same world after the generator (DrawWorld) changes.
+//
+// The seed still drives everything that happens inside the world
+// (latencies, lags, same-instant order, source timing): those streams are
+// split from it by label.
+//
+// Compatibility rule: a field added later must mean "as before" at its
+// zero value, so that an older spec decodes to the world it described. A
+// change that cannot keep that rule bumps SpecVersion; a spec of another
+// version is refused with an error naming both versions.
+type WorldSpec struct {
+	Version int `json:"version"`
+	// Engine is the engine's configuration (FenceWait is derived by the
+	// world from the store's latencies and the fault plan, and ignored
+	// here).
+	Engine engine.Config `json:"engine"`
+	// PageSize is the store's LIST page size.
+	PageSize int `json:"page_size"`
+	// PartSizeMin is the store's smallest non-final multipart part.
+	PartSizeMin int `json:"part_size_min"`
+	// AmbiguousLandMax: how late an unheard write may still land.
+	AmbiguousLandMax time.Duration `json:"ambiguous_land_max"`
+	// Response is how long answers take to travel back.
+	Response Latency `json:"response"`
+	// MemoryBytes is the memory hint (the Memory port) when no fault
+	// changes it.
+	MemoryBytes int64 `json:"memory_bytes"`
+	// Sinks are the destinations, by sink_ref; each names a destination
+	// kind the caller supplies (Config.Destinations).
+	Sinks []SinkSpec `json:"sinks"`
+	// Sources produce the workload; each namespace goes to one sink.
+	Sources []SourceSpec `json:"sources"`
+}
+
+// SinkSpec is one destination of a world.
+type SinkSpec struct {
+	Ref  string `json:"ref"`  // the sink_ref partition keys carry
+	Kind string `json:"kind"` // which destination (memory, parquet-objects, parquet-dir, …)
+}
+
+// SpecVersion is the version of WorldSpec this simulator builds worlds
+// from.
+const SpecVersion = 1
+
+// Segment and part sizes of drawn worlds: production sizes (DESIGN.md §6)
+// and S3's smallest part.
+const (
+	targetMin   = 4 << 20
+	targetMax   = 64 << 20
+	partMin     = 5 << 20
+	partMax     = 16 << 20
+	s3PartMin   = 5 << 20
+	bulkMaxSum  = 256 << 20 // bytes a world's bulk load delivers, at most
+	memoryFloor = 64 << 20
+)
+
+// DrawWorld draws a world from r: segment targets of 4–64 MiB, part sizes,
+// the number of namespaces and partitions, rates, unit and row sizes, the
+// memory hint, queue and concurrency limits, and which of dests run as
+// sinks. Row payloads scale with the segment target only in the bulk
+// load, so most events stay small and a world stays fast, while the bulk
+// load fills production-size segments: multipart uploads of several
+// parts, bodies larger than the cache (streamed), eviction under pins.
+func DrawWorld(r *Rand, dests []string) WorldSpec {
+	s := WorldSpec{Version: SpecVersion, PageSize: 2 + int(logUniform(r, 1, 999)), PartSizeMin: s3PartMin}
+	s.Engine = drawEngine(r.Split("engine"))
+	target := s.Engine.TargetBytes
+	s.MemoryBytes = max(int64(logUniform(r, 3.5*float64(target), 40*float64(target))), memoryFloor)
+	if r.Chance(0.5) {
+		s.AmbiguousLandMax = r.Duration(time.Millisecond, 2*time.Second)
+	}
+	s.Response = Latency{Base: 500 * time.Microsecond, Tail: r.Duration(0, 5*time.Millisecond)}
+	s.Sinks = drawSinks(r.Split("sinks"), dests)
+	s.Sources = drawSources(r.Split("sources"), s)
+	return s
+}
+
+func drawEngine(r *Rand) engine.Config {
+	target := int64(logUniform(r, targetMin, targetMax))
+	part := min(int64(logUniform(r, partMin, partMax)), max(partMin, target/3))
+	cfg := engine.Config{
+		Prefix: "wal", Pipeline: "sim",
+		TargetBytes:           target,
+		MaxDelay:              engine.DefaultMaxDelay,
+		QueueCapacity:         1 + r.Intn(8),
+		PartBytes:             part,
+		PartConcurrency:       1 + r.Intn(4),
+		RetryBase:             20 * time.Millisecond,
+		RetryMax:              2 * time.Second,
+		OrphanGrace:           10 * time.Second,
+		RecoveryConcurrency:   1 + r.Intn(16),
+		CompactionConcurrency: 1 + r.Intn(8),
+		LiveSegmentsMax:       8 + int(logUniform(r, 1, 248)),
+		BitmapDelay:           r.Duration(10*time.Millisecond, 500*time.Millisecond),
+		IdempotencyWindow:     10 * time.Minute,
+		StreamChunkBytes:      int64(logUniform(r, 256<<10, 8<<20)),
+		MemoryPoll:            time.Second,
+		SweepInterval:         5 * time.Second,
+		CheckpointDelay:       r.Duration(50*time.Millisecond, time.Second),
+	}
+	if r.Chance(0.2) {
+		cfg.MaxDelay = r.Duration(10*time.Millisecond, 200*time.Millisecond)
+	}
+	if r.Chance(0.2) {
+		// A view too small for the HTTP source's keys over a window: its
+		// units meet ErrResourceExhausted until keys expire.
+		cfg.OffsetsViewMax = 2000 + r.Intn(30000)
+	}
+	return cfg
+}
+
+// drawSinks picks one or two destinations from dests (none: no sinks).
+func drawSinks(r *Rand, dests []string) []SinkSpec {
+	if len(dests) == 0 {
+		return nil
+	}
+	n := 1
+	if r.Chance(0.3) {
+		n = 2
+	}
+	out := make([]SinkSpec, n)
+	for i := range out {
+		out[i] = SinkSpec{Ref: sinkRef(i), Kind: dests[r.Intn(len(dests))]}
+	}
+	return out
+}
+
+func sinkRef(i int) string {
+	if i == 0 {
+		return "lake"
+	}
+	return fmt.Sprintf("lake%d", i+1)
+}
+
+// logUniform draws from [lo, hi] with a uniform logarithm.
+func logUniform(r *Rand, lo, hi float64) float64 {
+	if lo >= hi {
+		return lo
+	}
+	return math.Exp(math.Log(lo) + r.Float64()*(math.Log(hi)-math.Log(lo)))
+}
+
+// MarshalSpec returns the spec as one line of JSON.
+func MarshalSpec(s WorldSpec) ([]byte, error) { return json.Marshal(s) }
+
+// UnmarshalSpec decodes a spec, refusing unknown fields, trailing data
+// and another version.
+func UnmarshalSpec(b []byte) (WorldSpec, error) {
+	var s WorldSpec
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return WorldSpec{}, fmt.Errorf("sim: world spec: %w", err)
+	}
+	if dec.More() {
+		return WorldSpec{}, fmt.Errorf("sim: world spec: trailing data")
+	}
+	if s.Version != SpecVersion {
+		return WorldSpec{}, fmt.Errorf("sim: world spec version %d; this simulator builds version %d worlds", s.Version, SpecVersion)
+	}
+	return s, nil
+}
+
+// Summary is the spec in one short line, for a run's plan line.
+func (s WorldSpec) Summary() string {
+	c := s.Engine
+	var sinks, srcs []string
+	for _, k := range s.Sinks {
+		sinks = append(sinks, k.Ref+"="+k.Kind)
+	}
+	for _, src := range s.Sources {
+		srcs = append(srcs, src.summary())
+	}
+	return fmt.Sprintf("target=%s part=%s parts_in_flight=%d queue=%d live_max=%d compaction=%d stream_chunk=%s memory=%s page=%d sinks=[%s] sources=[%s]",
+		mib(c.TargetBytes), mib(c.PartBytes), c.PartConcurrency, c.QueueCapacity, c.LiveSegmentsMax, c.CompactionConcurrency,
+		mib(c.StreamChunkBytes), mib(s.MemoryBytes), s.PageSize, strings.Join(sinks, " "), strings.Join(srcs, " "))
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20)) }
+
+// SmallSpec is a small fixed world for unit tests: 32 KiB segments, 16
+// KiB parts, the default workload (events, pageviews, an orders CDC
+// snapshot, an HTTP source), all going to sink "lake" of kind sinkKind
+// ("" for no sink).
+func SmallSpec(sinkKind string) WorldSpec {
+	s := WorldSpec{Version: SpecVersion, PageSize: 5, MemoryBytes: 64 << 20,
+		Response: Latency{Base: 500 * time.Microsecond, Tail: 2 * time.Millisecond}, Sources: DefaultWorkload()}
+	s.Engine = engine.Config{
+		Prefix: "wal", Pipeline: "sim", TargetBytes: 32 << 10, MaxDelay: engine.DefaultMaxDelay, QueueCapacity: 2,
+		PartBytes: 16 << 10, PartConcurrency: 2, RetryBase: 20 * time.Millisecond, RetryMax: 2 * time.Second,
+		OrphanGrace: 10 * time.Second, RecoveryConcurrency: 4, CompactionConcurrency: 2, LiveSegmentsMax: 64,
+		BitmapDelay: 100 * time.Millisecond, IdempotencyWindow: 10 * time.Minute, StreamChunkBytes: 4 << 10,
+		MemoryPoll: time.Second, SweepInterval: 5 * time.Second, CheckpointDelay: 200 * time.Millisecond,
+	}
+	if sinkKind != "" {
+		s.Sinks = []SinkSpec{{Ref: "lake", Kind: sinkKind}}
+	}
+	return s
+}
