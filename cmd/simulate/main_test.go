@@ -186,4 +186,3 @@ func TestTraceFile(t *testing.T) {
 		t.Fatalf("trace file: %d bytes, %v", len(b), err)
 	}
 }
-
