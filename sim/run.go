@@ -24,7 +24,7 @@ func (w *World) Run(wallNow func() time.Time) Result {
 	w.memoryTicks()
 	healAt := uint64(float64(w.cfg.Iters) * healFraction)
 	limit := w.cfg.Iters + uint64(float64(w.cfg.Iters)*drainExtra)
-	for w.sched.Steps() < limit && len(w.oracle.violations) == 0 {
+	for w.sched.Steps() < limit && len(w.oracle.violations) == 0 && !w.halted() {
 		if w.sched.Steps() >= healAt && w.producing {
 			w.heal()
 		}

@@ -40,6 +40,9 @@ type Config struct {
 	Faults   Faults       // nil: no faults
 	Workload []SourceSpec // nil: DefaultWorkload
 	Trace    io.Writer    // optional human-readable trace
+	// Recorder, if set, watches the trace from the first record, and the
+	// run stops stepping when it halts (simulate -check-determinism).
+	Recorder *Recorder
 	// Destinations the seed picks one from (sink_ref "lake"); none: no
 	// compaction, and the sink and reclaim oracles are off.
 	Destinations []DestinationFactory
@@ -115,6 +118,9 @@ func NewWorld(cfg Config) *World {
 	}
 	if cfg.Trace != nil {
 		w.trace.SetWriter(cfg.Trace)
+	}
+	if cfg.Recorder != nil {
+		w.trace.SetRecorder(cfg.Recorder)
 	}
 	w.sched = NewScheduler(root.Split("sched"), w.trace, SchedulerConfig{})
 	w.crashRnd, w.stopRnd = root.Split("crash"), root.Split("restart")
@@ -267,3 +273,13 @@ func (noFaults) Injected() string                                  { return "" }
 
 // Engine returns the current engine (nil between a crash and restart).
 func (w *World) Engine() *engine.Engine { return w.eng }
+
+// SkewStoreRequest makes store request number seq (counted from 1, as
+// store.issue req= prints it) take one nanosecond longer than the seed
+// says. It exists for tests of the determinism check, which need a world
+// that deliberately differs from another of the same seed at one known
+// event; a real run never calls it.
+func (w *World) SkewStoreRequest(seq uint64) { w.store.skew = seq }
+
+// halted: a Recorder asked the run to stop stepping.
+func (w *World) halted() bool { return w.cfg.Recorder != nil && w.cfg.Recorder.Halted() }

@@ -27,6 +27,8 @@ type options struct {
 	profile string
 	verbose bool
 	trace   string
+	// twice: -check-determinism (diverge.go).
+	twice   bool
 	save    bool
 	cpuprof string
 }
@@ -45,7 +47,12 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 	}
-	ok := run(opts)
+	var ok bool
+	if opts.twice {
+		ok = checkDeterminism(opts, os.Stdout)
+	} else {
+		ok = run(opts)
+	}
 	if opts.cpuprof != "" {
 		pprof.StopCPUProfile()
 	}
@@ -64,6 +71,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.profile, "faults", "swarm", "fault profile: none, swarm, crash, flaky, all")
 	fs.BoolVar(&o.verbose, "v", false, "print every run's summary, not only failures")
 	fs.StringVar(&o.trace, "trace", "", "write a human-readable event trace to this file (single seed)")
+	fs.BoolVar(&o.twice, "check-determinism", false, "run the seed twice and compare trace hashes; if they differ, print the first step and event where the runs diverge, and exit 1")
 	fs.BoolVar(&o.save, "save", false, "write a seeds/ file for every failing seed")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	if err := fs.Parse(args); err != nil {
@@ -79,6 +87,9 @@ func parseFlags(args []string) (options, error) {
 	}
 	if o.trace != "" && o.seeds > 1 {
 		return o, fmt.Errorf("-trace needs a single seed")
+	}
+	if err := checkTwiceArgs(o); err != nil {
+		return o, err
 	}
 	if _, err := faults.Named(o.profile, sim.NewRand(0)); err != nil {
 		return o, err
