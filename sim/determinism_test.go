@@ -15,10 +15,21 @@ import (
 // crashes — for up to steps events, and returns its trace hash and the
 // number of events run. out, if not nil, receives the text trace.
 func runWorkload(seed, steps uint64, out io.Writer) (hash, ran uint64) {
+	s, _ := newWorkload(seed, out, nil)
+	ran = s.Run(steps)
+	return s.Trace().Hash(), ran
+}
+
+// newWorkload builds runWorkload's world, with rec (if not nil) attached
+// to its trace, and returns its scheduler and store; the caller steps it.
+func newWorkload(seed uint64, out io.Writer, rec *Recorder) (*Scheduler, *Store) {
 	root := NewRand(seed)
 	tr := NewTrace()
 	if out != nil {
 		tr.SetWriter(out)
+	}
+	if rec != nil {
+		tr.SetRecorder(rec)
 	}
 	s := NewScheduler(root.Split("sched"), tr, SchedulerConfig{})
 	st := NewStore(s, root.Split("store"), StoreConfig{
@@ -54,8 +65,7 @@ func runWorkload(seed, steps uint64, out io.Writer) (hash, ran uint64) {
 		})
 	}
 	start()
-	ran = s.Run(steps)
-	return tr.Hash(), ran
+	return s, st
 }
 
 // toyEngine issues random requests on every port, chaining on callbacks.

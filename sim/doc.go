@@ -23,6 +23,9 @@
 //   - Latency (latency.go): base + exponential-ish tail + per-MiB cost.
 //   - Trace (trace.go): the running hash every model records into, with
 //     an optional text dump (one line per event) for diffing two runs.
+//   - Recorder and CheckDeterminism (trace_record.go, diverge.go): per-
+//     record fingerprints of one run, compared as another runs, and text
+//     captured for a small window only: where two runs of a seed part.
 //   - Scheduler (sched.go): events ordered by (time, sequence number);
 //     Step, Run, RunUntil; the Clock port (clock.go).
 //   - Incarnation (incarnation.go): one engine process lifetime. Its

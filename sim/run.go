@@ -22,7 +22,7 @@ func (w *World) Run(wallNow func() time.Time) Result {
 	w.startIncarnation()
 	w.memoryTicks()
 	limit := w.cfg.Iters + uint64(float64(w.cfg.Iters)*drainExtra)
-	for w.sched.Steps() < limit && len(w.oracle.violations) == 0 && w.halted == "" {
+	for w.sched.Steps() < limit && len(w.oracle.violations) == 0 && w.halted == "" && !w.recorderHalted() {
 		if w.sched.Steps() >= w.healAt && w.producing {
 			w.heal()
 		}

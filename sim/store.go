@@ -48,7 +48,10 @@ type Store struct {
 	lingering, purgeAt int
 
 	// reqSeq numbers requests for the trace.
-	reqSeq   uint64
+	reqSeq uint64
+	// skew is the request whose latency gets 1ns more (tests only: see
+	// World.SkewStoreRequest); 0 means none.
+	skew     uint64
 	counts   [NumOps]OpCounts
 	issuedBy [][NumOps]uint64 // by incarnation id - 1
 

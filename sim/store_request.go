@@ -44,6 +44,9 @@ func (s *Store) submit(inc *Incarnation, op Op, key string, bytes int, apply fun
 	req := &request{op: op, inc: inc, key: key, seq: s.reqSeq}
 	extra := s.decide(req)
 	delay := s.cfg.Latency[op].Sample(s.latRand, bytes) + extra
+	if req.seq == s.skew {
+		delay++
+	}
 	c.Issued++
 	s.countIssuer(inc, op)
 	s.trace.Begin(s.sched.now, KindStoreIssue).U("req", req.seq).U("inc", inc.id).U("op", uint64(op)).

@@ -12,7 +12,9 @@ import (
 // a difference means something non-deterministic (map order, wall clock,
 // a goroutine) leaked into the world or the engine. The hash is the
 // determinism oracle; the optional text dump is how a human diffs two runs
-// to find where they diverged (simulate -trace FILE).
+// to find where they diverged (simulate -trace FILE), and a Recorder
+// (trace_record.go) finds the first difference itself (simulate
+// -check-determinism).
 //
 // Recording is a chain that allocates nothing:
 //
@@ -35,6 +37,12 @@ type Trace struct {
 	// open is true between Begin and End.
 	// INVARIANT: Begin requires !open, fields and End require open.
 	open bool
+	// at is the time of the event being recorded; set only while text is
+	// on (a Recorder's window reads it).
+	at time.Duration
+	// rec, if set, sees every record (each End and each Mix) after it is
+	// hashed: simulate -check-determinism (trace_record.go).
+	rec *Recorder
 }
 
 // Kind names the type of a trace event. Each kind is one byte of the
@@ -125,6 +133,7 @@ func (t *Trace) Begin(now time.Duration, k Kind) *Trace {
 	t.byte(byte(k))
 	t.word(uint64(now))
 	if t.w != nil {
+		t.at = now
 		t.line = appendTime(t.line[:0], now)
 		t.line = append(t.line, ' ')
 		t.line = append(t.line, k.String()...)
@@ -177,13 +186,21 @@ func (t *Trace) End() {
 		t.line = append(t.line, '\n')
 		_, t.err = t.w.Write(t.line)
 	}
+	if t.rec != nil {
+		t.rec.observe(t, false, 0, 0)
+	}
 }
 
 // Mix folds values into the hash without a text line. The scheduler uses
 // it for every step, where a line per event would drown the dump.
+// A Recorder counts each Mix as one step and reads a and b as the
+// scheduler's (time, sequence number).
 func (t *Trace) Mix(a, b uint64) {
 	t.word(a)
 	t.word(b)
+	if t.rec != nil {
+		t.rec.observe(t, true, a, b)
+	}
 }
 
 func (t *Trace) mustBeOpen() {

@@ -59,6 +59,9 @@ type Config struct {
 	// Destinations by kind name; a WorldSpec's sinks name them. Sinks of
 	// a kind not supplied are an error (the run reports a violation).
 	Destinations map[string]DestinationFactory
+	// Recorder, if set, watches the trace from the first record, and the
+	// run stops stepping when it halts (simulate -check-determinism).
+	Recorder *Recorder
 }
 
 // healFraction of the steps run with faults; the rest is the quiet phase
@@ -135,6 +138,9 @@ func NewWorld(cfg Config) *World {
 	}
 	if cfg.Trace != nil {
 		w.trace.SetWriter(cfg.Trace)
+	}
+	if cfg.Recorder != nil {
+		w.trace.SetRecorder(cfg.Recorder)
 	}
 	if cfg.World != nil {
 		w.spec = *cfg.World
@@ -279,3 +285,13 @@ func (noFaults) Injected() string                                               
 
 // Engine returns the current engine (nil between a crash and restart).
 func (w *World) Engine() *engine.Engine { return w.eng }
+
+// SkewStoreRequest makes store request number seq (counted from 1, as
+// store.issue req= prints it) take one nanosecond longer than the seed
+// says. It exists for tests of the determinism check, which need a world
+// that deliberately differs from another of the same seed at one known
+// event; a real run never calls it.
+func (w *World) SkewStoreRequest(seq uint64) { w.store.skew = seq }
+
+// recorderHalted: a Recorder asked the run to stop stepping.
+func (w *World) recorderHalted() bool { return w.cfg.Recorder != nil && w.cfg.Recorder.Halted() }

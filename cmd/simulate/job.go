@@ -73,6 +73,13 @@ type outcome struct {
 
 // run runs the job's world.
 func (j job) run() outcome {
+	cfg, inj := j.config()
+	res := sim.NewWorld(cfg).Run(time.Now)
+	return outcome{job: j, res: res, schedule: inj.Schedule()}
+}
+
+// config is the world configuration of the job, with a fresh injector.
+func (j job) config() (sim.Config, *faults.Injector) {
 	var inj *faults.Injector
 	if j.replay {
 		inj = faults.NewReplay(j.plan, j.schedule)
@@ -80,9 +87,7 @@ func (j job) run() outcome {
 		inj = faults.NewInjector(j.plan, sim.NewRand(j.seed).Split("faults/decide"))
 	}
 	spec := j.spec
-	cfg := sim.Config{Seed: j.seed, Iters: j.iters, Faults: inj, World: &spec, Destinations: destinations, Trace: j.trace}
-	res := sim.NewWorld(cfg).Run(time.Now)
-	return outcome{job: j, res: res, schedule: inj.Schedule()}
+	return sim.Config{Seed: j.seed, Iters: j.iters, Faults: inj, World: &spec, Destinations: destinations, Trace: j.trace}, inj
 }
 
 // command is the shell command that replays the job.

@@ -37,6 +37,7 @@ type options struct {
 	schedule   string // a schedule to replay in the seed's drawn world
 	shrink     bool
 	shrinkTime time.Duration
+	twice      bool // -check-determinism (diverge.go)
 }
 
 func main() {
@@ -56,7 +57,12 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	ok, err := run(opts)
+	var ok bool
+	if opts.twice {
+		ok, err = checkDeterminism(opts, os.Stdout)
+	} else {
+		ok, err = run(opts)
+	}
 	if opts.cpuprof != "" {
 		pprof.StopCPUProfile()
 	}
@@ -79,6 +85,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.profile, "faults", "swarm", "fault profile: none, swarm, crash, flaky, all")
 	fs.BoolVar(&o.verbose, "v", false, "print every run's summary, not only failures")
 	fs.StringVar(&o.trace, "trace", "", "write a human-readable event trace to this file (single seed)")
+	fs.BoolVar(&o.twice, "check-determinism", false, "run the seed twice and compare trace hashes; if they differ, print the first step and event where the runs diverge, and exit 1")
 	fs.BoolVar(&o.save, "save", false, "write a seeds/ file (the shrunk world and schedule) for every failing seed")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	fs.BoolVar(&o.coverage, "coverage", false, "print each coverage mark with the number of worlds that reached it")
@@ -106,6 +113,9 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("-replay and -schedule run a single seed")
 	case o.replay != "" && o.schedule != "":
 		return o, fmt.Errorf("-replay and -schedule exclude each other")
+	}
+	if err := checkTwiceArgs(o); err != nil {
+		return o, err
 	}
 	if _, err := faults.Named(o.profile, sim.NewRand(0)); err != nil {
 		return o, err
