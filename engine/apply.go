@@ -78,6 +78,10 @@ func (e *Engine) jobFailed(j *job, err error) {
 	if e.state == stateFailed {
 		return
 	}
+	if errors.Is(err, ErrNotFound) {
+		e.bodyMissing(j, err)
+		return
+	}
 	if errors.Is(err, segment.ErrCorrupt) || errors.Is(err, ErrCorrupt) {
 		e.refuseJob(j, fmt.Errorf("%w: compaction job %s of segment %s refused: %w", ErrCorrupt, j.id, j.seg.ID, err))
 		return

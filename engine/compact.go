@@ -44,6 +44,7 @@ type segState struct {
 	dirty       bool   // bits set since the write in flight started
 	bitmapETag  string // version of the bitmap object last read or written; "" if none
 	reclaiming  bool
+	gone        bool // another writer reclaimed it (fence.go)
 	// reclaimAfter: an ambiguous marker PUT of ours may land until then;
 	// deleting the marker earlier could let it come back without a body.
 	reclaimAfter time.Duration
@@ -232,6 +233,11 @@ func (e *Engine) drainPending() bool {
 func (e *Engine) jobDone(j *job, applied bool) {
 	e.running--
 	st := j.seg
+	if st.gone {
+		e.compact()
+		e.checkClosed()
+		return
+	}
 	if applied {
 		j.state = jobApplied
 		for _, o := range j.ordinals {

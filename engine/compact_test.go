@@ -358,3 +358,71 @@ func TestWALBacklogIsBounded(t *testing.T) {
 		t.Fatalf("after the drain: %v", again.err)
 	}
 }
+
+// A superseded writer that is still running does not delete what its
+// successor owns: before a reclaim deletes, it reads the writer object,
+// finds the newer claim and fails closed, leaving the segment in place.
+func TestZombieDoesNotReclaim(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	_, cs := withSink(r)
+	old := r.start()
+	cs.down["events"] = true // the segment stays unapplied for now
+	res := r.submit(unit("events", 1))
+	r.until(func() bool { return res.done }, "ack")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	r.inc = nil // keep the old incarnation running: a zombie
+	r.sinksFor = nil
+	fresh := r.start() // recovers (no sinks: it only owns)
+	if len(fresh.Segments()) != 1 {
+		t.Fatalf("the successor owns %d segments", len(fresh.Segments()))
+	}
+	cs.down["events"] = false // the zombie applies, then wants to reclaim
+	r.until(func() bool { return old.Err() != nil }, "the zombie fails closed")
+	if !errors.Is(old.Err(), engine.ErrFenced) || old.Marks()[engine.MarkFencedBeforeReclaim] != 1 {
+		t.Fatalf("zombie: %v, fenced-before-reclaim %d", old.Err(), old.Marks()[engine.MarkFencedBeforeReclaim])
+	}
+	if r.markers() != 1 {
+		t.Fatalf("%d markers left; the successor's segment was deleted under it", r.markers())
+	}
+}
+
+// A segment reclaimed by another writer (body and marker gone) is
+// dropped by the writer that still thought it owned it, which then
+// drains; a marker whose body is gone is corruption and is refused.
+func TestSegmentReclaimedElsewhere(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	_, cs := withSink(r)
+	r.start()
+	cs.down["events"] = true
+	res := r.submit(unit("events", 1))
+	r.until(func() bool { return res.done }, "ack")
+	eng := r.start() // a new incarnation with an empty cache: it must read the body
+	for _, k := range r.walKeys() {
+		r.store.Remove(k) // what the previous owner's reclaim does
+	}
+	cs.down["events"] = false
+	r.until(func() bool { return eng.Drained() }, "drain")
+	if eng.Marks()[engine.MarkReclaimedElsewhere] != 1 || eng.LastAlert() != nil {
+		t.Fatalf("reclaimed-elsewhere %d, alert %v", eng.Marks()[engine.MarkReclaimedElsewhere], eng.LastAlert())
+	}
+
+	r2 := newRig(t, sim.StoreConfig{})
+	_, cs2 := withSink(r2)
+	r2.start()
+	cs2.down["events"] = true
+	res = r2.submit(unit("events", 1))
+	r2.until(func() bool { return res.done }, "ack")
+	eng = r2.start()
+	for _, k := range r2.walKeys() {
+		if strings.HasSuffix(k, ".seg") {
+			r2.store.Remove(k) // the body only
+		}
+	}
+	cs2.down["events"] = false
+	r2.until(func() bool { return eng.LastAlert() != nil }, "an alert")
+	if !errors.Is(eng.LastAlert(), engine.ErrCorrupt) || len(eng.Segments()) != 1 {
+		t.Fatalf("alert %v, %d segments owned", eng.LastAlert(), len(eng.Segments()))
+	}
+}

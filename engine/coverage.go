@@ -65,6 +65,9 @@ const (
 	MarkIdempotencyExpired // idempotency keys past their window were dropped
 	// Verified reads (read.go).
 	MarkReadDamaged // a marker, bitmap, checkpoint or writer object failed its check and was read again
+	// Zombies (fence.go).
+	MarkFencedBeforeReclaim // a superseded writer found out before deleting anything
+	MarkReclaimedElsewhere  // a segment's body and marker were gone: another writer reclaimed it
 	NumMarks
 )
 
@@ -80,7 +83,7 @@ var markNames = [NumMarks]string{
 	"close-sink-failing",
 	"backpressure-memory", "backpressure-wal", "backpressure-offset", "backpressure-queue",
 	"backpressure-view", "duplicate-committed", "duplicate-joined", "offsets-covered",
-	"idempotency-expired", "read-damaged",
+	"idempotency-expired", "read-damaged", "fenced-before-reclaim", "reclaimed-elsewhere",
 }
 
 // String returns the mark's name.

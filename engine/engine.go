@@ -61,6 +61,8 @@ type Engine struct {
 	cache     *bodyCache
 	budget    budget // the memory pool's split (memory.go)
 
+	fence fenceState // the coalesced fence check before deletes (fence.go)
+
 	// Offsets checkpoint (reclaim.go).
 	ckptETag      string          // version last read or written; "" if none exists
 	ckptView      segment.Offsets // what the checkpoint durably holds

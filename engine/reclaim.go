@@ -41,7 +41,7 @@ func (e *Engine) scheduleBitmap(st *segState) {
 }
 
 func (e *Engine) writeBitmap(st *segState) {
-	if st.reclaiming || e.state == stateFailed {
+	if st.reclaiming || st.gone || e.state == stateFailed {
 		return
 	}
 	if st.writing {
@@ -76,7 +76,7 @@ func (e *Engine) writeBitmap(st *segState) {
 
 // reclaim deletes a fully applied segment.
 func (e *Engine) reclaim(st *segState) {
-	if st.keep || st.reclaiming || e.state == stateFailed {
+	if st.keep || st.reclaiming || st.gone || e.state == stateFailed {
 		return
 	}
 	if wait := st.reclaimAfter - e.now(); wait > 0 {
@@ -90,12 +90,20 @@ func (e *Engine) reclaim(st *segState) {
 		st.flushCancel = nil
 	}
 	e.ensureCheckpoint(st.Index.Offsets, func() {
-		e.deleteInOrder(st, []ObjectKind{KindMarker, KindBody, KindBitmap}, func() {
-			e.cache.drop(st.ID)
-			e.forget(st)
-			e.stats.SegmentsReclaimed++
-			e.checkClosed()
-		})
+		e.stillOurs(func() { e.deleteSegment(st) })
+	})
+}
+
+// deleteSegment deletes a reclaimed segment's objects, marker first.
+func (e *Engine) deleteSegment(st *segState) {
+	if st.gone {
+		return
+	}
+	e.deleteInOrder(st, []ObjectKind{KindMarker, KindBody, KindBitmap}, func() {
+		e.cache.drop(st.ID)
+		e.forget(st)
+		e.stats.SegmentsReclaimed++
+		e.checkClosed()
 	})
 }
 

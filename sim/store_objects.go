@@ -230,3 +230,12 @@ func mustBeUnchanged(op Op, key string, lent, sent []byte) {
 			" while the request was in flight (buffers are borrowed until done)")
 	}
 }
+
+// Remove deletes key from the truth at once, as if another client's
+// DELETE had just landed (tests that model a foreign writer).
+func (s *Store) Remove(key string) {
+	s.remove(key)
+	if s.OnApply != nil {
+		s.OnApply(OpDelete, key)
+	}
+}

@@ -1,0 +1,123 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Fencing before deletes (DESIGN.md §11). A superseded writer that is
+// still running (a zombie: it froze, a successor recovered, it woke up)
+// believes it owns segments its successor now owns. Acking is fenced at
+// every commit (fenceThenCommit); deleting is fenced here: before a
+// reclaim deletes anything, a read of the writer object — started after
+// the reclaim asked — must show this engine's claim still stands. One
+// read serves every reclaim waiting when it starts.
+//
+// The check and the deletes are not atomic: a writer can freeze between
+// them. So the successor also tolerates a segment vanishing under it
+// (reclaimedElsewhere): a body gone with its marker gone was reclaimed by
+// its previous owner, which deletes a marker only after every job of it
+// was applied.
+
+// stillOurs runs done once a fresh read of the writer object shows our
+// claim. If a newer writer has claimed the pipeline, the engine fails
+// closed instead and done never runs.
+func (e *Engine) stillOurs(done func()) {
+	e.fence.waiters = append(e.fence.waiters, done)
+	if !e.fence.reading {
+		e.readFence()
+	}
+}
+
+// fenceState is the coalesced writer-object read of stillOurs.
+type fenceState struct {
+	reading bool
+	waiters []func() // waiting for a read that starts after they asked
+}
+
+func (e *Engine) readFence() {
+	e.fence.reading = true
+	waiting := e.fence.waiters
+	e.fence.waiters = nil
+	e.readWriter(func(cur writerRecord, _ ObjectInfo, err error) {
+		e.fence.reading = false
+		if e.state == stateFailed {
+			return
+		}
+		switch {
+		case err == nil && cur.epoch == e.epoch && cur.nonce == e.writerNonce:
+			for _, w := range waiting {
+				w()
+			}
+		case errors.Is(err, ErrCorrupt):
+			e.failClosed(fmt.Errorf("fence check before reclaim: %w", err))
+			return
+		case err == nil || errors.Is(err, ErrNotFound):
+			e.mark(MarkFencedBeforeReclaim)
+			e.failClosed(fmt.Errorf("%w: epoch %d was superseded (writer object: epoch %d); nothing more is deleted", ErrFenced, e.epoch, cur.epoch))
+			return
+		default: // unheard: ask again later
+			e.fence.waiters = append(waiting, e.fence.waiters...)
+			e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() {
+				if !e.fence.reading && len(e.fence.waiters) > 0 {
+					e.readFence()
+				}
+			})
+			return
+		}
+		if len(e.fence.waiters) > 0 {
+			e.readFence()
+		}
+	})
+}
+
+// bodyMissing handles a job whose body is not in the store: if the
+// marker is gone too, another writer reclaimed the segment (all its jobs
+// applied) and it is dropped; a marker without its body is corruption.
+func (e *Engine) bodyMissing(j *job, cause error) {
+	key := e.layout.Key(j.seg.Dir, j.seg.ID, KindMarker)
+	e.retry(func(d func(error)) {
+		e.p.Store.HeadObject(key, func(_ ObjectInfo, err error) { d(err) })
+	}, func(err error, _ bool) {
+		if e.state == stateFailed {
+			return
+		}
+		switch {
+		case errors.Is(err, ErrNotFound):
+			e.running--
+			e.reclaimedElsewhere(j.seg)
+		case err == nil:
+			e.refuseJob(j, fmt.Errorf("%w: committed segment %s has no body: %v", ErrCorrupt, j.seg.ID, cause))
+		default:
+			e.retryJob(j)
+		}
+	})
+}
+
+// reclaimedElsewhere forgets a segment another writer reclaimed: its
+// pending jobs leave their lanes; jobs of it still running end quietly.
+func (e *Engine) reclaimedElsewhere(st *segState) {
+	if st.gone {
+		return
+	}
+	e.mark(MarkReclaimedElsewhere)
+	st.gone = true
+	for _, ln := range e.laneOrder {
+		kept := ln.jobs[:0]
+		for _, j := range ln.jobs {
+			if j.seg != st {
+				kept = append(kept, j)
+			}
+		}
+		clear(ln.jobs[len(kept):])
+		ln.jobs = kept
+	}
+	if st.flushCancel != nil {
+		st.flushCancel()
+		st.flushCancel = nil
+	}
+	e.cache.drop(st.ID)
+	e.forget(st)
+	e.compact()
+	e.checkClosed()
+}
