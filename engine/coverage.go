@@ -50,19 +50,22 @@ const (
 	MarkSinkRetry          // a failed job was retried after a backoff
 	MarkBitmapUnreadable   // a completion bitmap could not be read: its segment is kept
 	MarkBitmapConflict     // a bitmap write was refused or unheard and re-read, merged, rewritten
-	MarkCheckpointConflict // an offsets checkpoint write was refused or unheard and retried
+	MarkCheckpointConflict // an offsets checkpoint object's write was refused or unheard, re-read and retried
 	MarkReclaimWaitsSettle // a reclaim waited for an in-doubt marker PUT's lifetime
 	MarkCloseSinkFailing   // a job failed during a graceful close and was left for the next start
 	// Ingest (ingest.go).
-	MarkBackpressureMemory  // a unit was refused: admission memory full
-	MarkBackpressureWAL     // a unit was refused: the WAL backlog is at LiveSegmentsMax
-	MarkBackpressureOffset  // a unit was refused: its offset key has an unanswered unit
-	MarkBackpressureQueue   // a unit was refused: snapshot limits reached and the queue full
-	MarkBackpressureView    // a unit was refused: the offsets view is full
-	MarkDuplicateCommitted  // a retried idempotency key was answered from the offsets view
-	MarkDuplicateJoined     // a retry joined its pending unit's answer
-	MarkOffsetsCovered      // a replayed unit was already covered by the offsets: acked, not stored
-	MarkIdempotencyExpired  // idempotency keys past their window were dropped
+	MarkBackpressureMemory // a unit was refused: admission memory full
+	MarkBackpressureWAL    // a unit was refused: the WAL backlog is at LiveSegmentsMax
+	MarkBackpressureOffset // a unit was refused: its offset key has an unanswered unit
+	MarkBackpressureQueue  // a unit was refused: snapshot limits reached and the queue full
+	MarkBackpressureView   // a unit was refused: the offsets view is full
+	MarkDuplicateCommitted // a retried idempotency key was answered from the offsets view
+	MarkDuplicateJoined    // a retry joined its pending unit's answer
+	MarkOffsetsCovered     // a replayed unit was already covered by the offsets: acked, not stored
+	MarkIdempotencyExpired // idempotency keys past their window were dropped
+	// Offsets checkpoint (checkpoint.go).
+	MarkCheckpointOldFormat // an _offsets holding idempotency keys was read: they move to their buckets
+	MarkIdemBucketSwept     // the sweeper deleted an expired idempotency-key bucket object
 	NumMarks
 )
 
@@ -79,6 +82,7 @@ var markNames = [NumMarks]string{
 	"backpressure-memory", "backpressure-wal", "backpressure-offset", "backpressure-queue",
 	"backpressure-view", "duplicate-committed", "duplicate-joined", "offsets-covered",
 	"idempotency-expired",
+	"checkpoint-old-format", "idem-bucket-swept",
 }
 
 // String returns the mark's name.
