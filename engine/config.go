@@ -20,7 +20,7 @@ const (
 	// is an 8 GiB backlog, recovered with about 2048 small reads.
 	DefaultLiveSegmentsMax = 1024
 	// CloseReclaimGrace: how long a graceful close waits, from its start,
-	// for reclaims (checkpoint PUT, three DELETEs) to finish; the next
+	// for reclaims (checkpoint PUTs, three DELETEs) to finish; the next
 	// start finishes any it cuts short.
 	CloseReclaimGrace = 10 * time.Second
 	flushDelayMin     = 100 * time.Millisecond
@@ -59,12 +59,15 @@ type Config struct {
 	// this long after a job of it finished (coalescing writes).
 	BitmapDelay time.Duration
 	// IdempotencyWindow: how long an idempotency key is remembered after
-	// its unit was submitted; a retry later than that is a new unit.
+	// its unit was submitted (up to one bucket longer, checkpoint.go); a
+	// retry later than that is a new unit. Its buckets' names depend on
+	// it: keep it across restarts.
 	IdempotencyWindow time.Duration
 	// OffsetsViewMax bounds the offset keys (source offsets and
-	// idempotency keys) the engine remembers, so that the offsets
-	// checkpoint can always hold them: a unit that would grow the view
-	// past it is refused (ErrResourceExhausted) until keys expire. 0 means
+	// idempotency keys) the engine remembers, so that every offsets
+	// checkpoint object can always hold its share (at most all of them):
+	// a unit that would grow the view past it is refused
+	// (ErrResourceExhausted) until keys expire. 0 means
 	// segment.CheckpointEntriesMax, also its upper limit.
 	OffsetsViewMax int
 	// StreamChunkBytes: a body larger than the cache is streamed in

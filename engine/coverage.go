@@ -50,7 +50,7 @@ const (
 	MarkSinkRetry          // a failed job was retried after a backoff
 	MarkBitmapUnreadable   // a completion bitmap could not be read: its segment is kept
 	MarkBitmapConflict     // a bitmap write was refused or unheard and re-read, merged, rewritten
-	MarkCheckpointConflict // an offsets checkpoint write was refused or unheard and retried
+	MarkCheckpointConflict // an offsets checkpoint object's write was refused or unheard, re-read and retried
 	MarkReclaimWaitsSettle // a reclaim waited for an in-doubt marker PUT's lifetime
 	MarkCloseSinkFailing   // a job failed during a graceful close and was left for the next start
 	// Ingest (ingest.go).
@@ -68,6 +68,9 @@ const (
 	// Zombies (fence.go).
 	MarkFencedBeforeReclaim // a superseded writer found out before deleting anything
 	MarkReclaimedElsewhere  // a segment's body and marker were gone: another writer reclaimed it
+	// Offsets checkpoint (checkpoint.go).
+	MarkCheckpointOldFormat // an _offsets holding idempotency keys was read: they move to their buckets
+	MarkIdemBucketSwept     // the sweeper deleted an expired idempotency-key bucket object
 	NumMarks
 )
 
@@ -84,6 +87,7 @@ var markNames = [NumMarks]string{
 	"backpressure-memory", "backpressure-wal", "backpressure-offset", "backpressure-queue",
 	"backpressure-view", "duplicate-committed", "duplicate-joined", "offsets-covered",
 	"idempotency-expired", "read-damaged", "fenced-before-reclaim", "reclaimed-elsewhere",
+	"checkpoint-old-format", "idem-bucket-swept",
 }
 
 // String returns the mark's name.

@@ -60,7 +60,11 @@
 //     offsets checkpoint; the orphan sweeper.
 //   - compact.go, apply.go, reclaim.go, cache.go, memory.go: compaction
 //     jobs and lanes, body loading (cache, GET, stream), completion
-//     bitmaps, reclaim, the offsets checkpoint, the memory pool.
-//   - offsets_view.go, keys.go, config.go, stats.go: the offsets view, key
-//     layout, configuration, counters.
+//     bitmaps, reclaim, the memory pool.
+//   - checkpoint.go: the offsets checkpoint — _offsets for source offsets,
+//     one object per time bucket of idempotency keys — its coalesced
+//     write rounds, recovery reads, expiry and the bucket sweeper.
+//   - offsets_view.go, keys.go, config.go, stats.go: the offsets view
+//     (with what is durable in which checkpoint object), key layout,
+//     configuration, counters.
 package engine

@@ -51,7 +51,7 @@ type Engine struct {
 
 	idemPending   map[string]*unit // idempotency keys held but not yet committed
 	offsetPending map[string]*unit // offset key → its unanswered unit
-	committed     offsetsView      // max over every commit (and the checkpoint)
+	committed     *offsetsView     // max over every commit (and the checkpoint)
 
 	// Compaction (compact.go, apply.go, reclaim.go).
 	segs      []*segState // owned segments, in id order
@@ -63,13 +63,11 @@ type Engine struct {
 
 	fence fenceState // the coalesced fence check before deletes (fence.go)
 
-	// Offsets checkpoint (reclaim.go).
-	ckptETag      string          // version last read or written; "" if none exists
-	ckptView      segment.Offsets // what the checkpoint durably holds
-	ckptWriting   bool
+	// Offsets checkpoint (checkpoint.go); what is durable where is in
+	// committed.
+	ckptWriting   bool // a write round is running
 	ckptScheduled bool
 	ckptWaiters   []checkpointWaiter
-	lastExpiry    time.Duration // last expiry of idempotency keys at admission
 
 	// answering counts unit answers scheduled and not yet delivered.
 	// INVARIANT: answering ≥ 0.
@@ -98,7 +96,7 @@ func New(cfg Config, p Ports) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
-		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: newOffsetsView(),
+		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: newOffsetsView(cfg.IdempotencyWindow),
 		lanes: map[laneKey]*lane{},
 	}
 	e.cache = newBodyCache(0, &e.marks)

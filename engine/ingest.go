@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -211,7 +210,7 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 // checkpoint holds (Config.OffsetsViewMax). Only a unit bringing keys the
 // view lacks can be refused; pending units count as if all their keys
 // were new. At the limit, idempotency keys past their window are dropped
-// first (at most once a second: it scans the view).
+// first (whole buckets: it costs only what it drops).
 func (e *Engine) viewRoom(in Unit) error {
 	added := 0
 	for _, o := range in.Offsets {
@@ -233,10 +232,7 @@ func (e *Engine) viewRoom(in Unit) error {
 	if need() <= limit {
 		return nil
 	}
-	if now := e.now(); now-e.lastExpiry >= time.Second || e.lastExpiry == 0 {
-		e.lastExpiry = now
-		e.expireIdempotencyKeys()
-	}
+	e.expireIdempotencyKeys()
 	if n := need(); n > limit {
 		e.mark(MarkBackpressureView)
 		return fmt.Errorf("%w: offsets view full (%d keys with this unit, limit %d): idempotency keys expire %v after their submit",

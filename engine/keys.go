@@ -68,13 +68,16 @@ var kindSuffixes = []struct {
 // Layout names the objects of one pipeline:
 //
 //	{prefix}/{pipeline}/_writer                                   writer epoch object
-//	{prefix}/{pipeline}/_offsets                                  offsets checkpoint
+//	{prefix}/{pipeline}/_offsets                                  offsets checkpoint: source offsets
+//	{prefix}/{pipeline}/_idem/{bucket}                            offsets checkpoint: idempotency keys of one time bucket
 //	{prefix}/{pipeline}/p_year=YYYY/p_month=MM/p_day=DD/{id}.seg  body
 //	… /{id}.seg.commit                                           commit marker
 //	… /{id}.seg.scbl                                             completion bitmap
 //
 // The Hive-style day folders keep a listing from being one unbounded
-// prefix; the day is the wall-clock day the snapshot was sealed.
+// prefix; the day is the wall-clock day the snapshot was sealed. A
+// bucket is a number of IdemBucketWidth spans since the Unix epoch,
+// zero-padded to idemBucketDigits so that keys sort in bucket order.
 type Layout struct {
 	root string
 }
@@ -99,6 +102,31 @@ func (l Layout) WriterKey() string { return l.root + "_writer" }
 
 // CheckpointKey is the offsets checkpoint object.
 func (l Layout) CheckpointKey() string { return l.root + "_offsets" }
+
+// idemBucketDigits is the width of a bucket number in a key: every
+// non-negative int64 fits.
+const idemBucketDigits = 19
+
+// IdemBucketsPrefix is the folder of the idempotency-key buckets.
+func (l Layout) IdemBucketsPrefix() string { return l.root + "_idem/" }
+
+// IdemBucketKey is the checkpoint object of idempotency-key bucket b.
+func (l Layout) IdemBucketKey(b int64) string {
+	if b < 0 {
+		panic(fmt.Sprintf("engine: idempotency bucket %d", b))
+	}
+	return fmt.Sprintf("%s%0*d", l.IdemBucketsPrefix(), idemBucketDigits, b)
+}
+
+// ParseIdemBucketKey returns the bucket an IdemBucketKey names.
+func (l Layout) ParseIdemBucketKey(key string) (int64, bool) {
+	name, ok := strings.CutPrefix(key, l.IdemBucketsPrefix())
+	if !ok || len(name) != idemBucketDigits || strings.Trim(name, "0123456789") != "" {
+		return 0, false
+	}
+	b, err := strconv.ParseInt(name, 10, 64)
+	return b, err == nil
+}
 
 // SegmentDir is the day folder for a wall-clock time.
 func (l Layout) SegmentDir(wallUnixMs int64) string {

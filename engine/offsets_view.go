@@ -1,44 +1,93 @@
 package engine
 
 import (
+	"fmt"
+	"math"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
 // offsetsView is the engine's materialized view of committed progress:
 // for every offset key, the highest value any owned segment committed.
-// It is rebuilt from the markers at recovery (the WAL is the source of
-// truth) and advanced at every commit.
+// It is rebuilt at recovery from the offsets checkpoint and the markers
+// (the WAL is the source of truth) and advanced at every commit.
 //
-// Commits merge a few keys into a view that may hold many (idempotency
-// keys accumulate for a day), and every checkpoint write needs the view
-// in key order. So the view keeps a map for lookups plus the key order of
-// its last snapshot; keys added since are sorted alone and merged in, and
-// keys deleted since are skipped — a snapshot costs O(n + k log k) for k
-// new keys, not a full sort.
+// It also knows which checkpoint object (checkpoint.go) each key belongs
+// to, and which keys that object may still lack:
 //
-// Invariant: every key of vals is in order or in fresh; order is sorted
-// and holds no duplicates (it may hold deleted keys until the next
-// snapshot).
+//   - a source offset (a key without idemPrefix) belongs to _offsets;
+//   - an idempotency key (idem/{key} → the wall ms it was submitted at)
+//     belongs to the time bucket of its value: bucket b holds values in
+//     [b·w, (b+1)·w) for the bucket width w (IdemBucketWidth).
+//
+// Idempotency keys accumulate for a whole IdempotencyWindow, source
+// offsets do not; so a checkpoint write rewrites only the objects whose
+// keys changed (in steady state _offsets and the newest bucket), and
+// expiry drops whole buckets: neither costs O(every key of the window).
+//
+// INVARIANT: every key of vals is listed (order or fresh) in the part it
+// belongs to; nums holds the numbers of buckets, ascending.
 type offsetsView struct {
-	vals  map[string]uint64
-	order []string // sorted keys as of the last snapshot
-	fresh []string // keys added to vals since, unsorted
+	vals    map[string]uint64
+	widthMs uint64
+	sources *viewPart
+	buckets map[int64]*viewPart
+	nums    []int64
 }
 
-func newOffsetsView() offsetsView { return offsetsView{vals: map[string]uint64{}} }
+// viewPart is one checkpoint object's share of the view. Its keys are
+// kept in sorted order incrementally: keys that joined since the last
+// snapshot are sorted alone and merged in, and keys that left (moved to
+// a later bucket) are skipped, so a snapshot costs O(n + k log k) for k
+// new keys, not a sort of the part.
+//
+// INVARIANT: order is sorted without duplicates; it and fresh may hold
+// keys that left the part (dropped at the next snapshot).
+type viewPart struct {
+	bucket int64    // the bucket number; sourcesPart for _offsets
+	order  []string // sorted keys as of the last snapshot
+	fresh  []string // keys that joined since, unsorted
+	// A key whose value changed since the snapshot of the last write
+	// began is in unsynced; one that changed before the snapshot of the
+	// write in flight, in flight. A key of the part in neither is durable
+	// in the object at its current value.
+	unsynced, flight map[string]struct{}
+	// stale: the object holds keys that belong to another object (an
+	// old-format _offsets holding idempotency keys); rewrite it once
+	// they are durable where they belong.
+	stale bool
+	etag  string // version of the object last read or written; "" if none is known
+}
 
-func (v *offsetsView) merge(o segment.Offsets) {
-	for _, e := range o {
-		cur, ok := v.vals[e.Key]
-		if !ok {
-			v.fresh = append(v.fresh, e.Key)
-		}
-		if !ok || e.Value > cur {
-			v.vals[e.Key] = e.Value
-		}
+// sourcesPart is the bucket number of the _offsets part.
+const sourcesPart = -1
+
+// IdemBucketsPerWindow is how many time buckets one IdempotencyWindow
+// spans. More buckets make each checkpoint write smaller (only the
+// newest bucket changes) and expiry finer, and cost recovery one GET
+// each (it reads every bucket that can hold an unexpired key).
+const IdemBucketsPerWindow = 16
+
+// IdemBucketWidth is the time span of one idempotency-key bucket for a
+// window: window / IdemBucketsPerWindow, at least a millisecond.
+func IdemBucketWidth(window time.Duration) time.Duration {
+	return max(window/IdemBucketsPerWindow, time.Millisecond).Truncate(time.Millisecond)
+}
+
+func newOffsetsView(window time.Duration) *offsetsView {
+	return &offsetsView{
+		vals:    map[string]uint64{},
+		widthMs: uint64(IdemBucketWidth(window).Milliseconds()),
+		sources: newViewPart(sourcesPart),
+		buckets: map[int64]*viewPart{},
 	}
+}
+
+func newViewPart(bucket int64) *viewPart {
+	return &viewPart{bucket: bucket, unsynced: map[string]struct{}{}, flight: map[string]struct{}{}}
 }
 
 func (v *offsetsView) len() int { return len(v.vals) }
@@ -58,36 +107,280 @@ func (v *offsetsView) covers(o segment.Offsets) bool {
 	return true
 }
 
-// dropIf deletes every entry for which drop returns true.
-func (v *offsetsView) dropIf(drop func(key string, value uint64) bool) {
-	//engine:orderless — deletes by a predicate of each entry alone.
-	for k, val := range v.vals {
-		if drop(k, val) {
-			delete(v.vals, k)
+// bucketOf is the bucket of an idempotency key's value.
+func (v *offsetsView) bucketOf(val uint64) int64 {
+	return int64(min(val/v.widthMs, math.MaxInt64))
+}
+
+// firstLive is the oldest bucket not expired at cutoffMs (wall now minus
+// the window): bucket b is expired when its end, (b+1)·w, is before the
+// cutoff.
+func (v *offsetsView) firstLive(cutoffMs int64) int64 {
+	if cutoffMs <= 0 {
+		return 0
+	}
+	c := uint64(cutoffMs)
+	return int64((c+v.widthMs-1)/v.widthMs) - 1
+}
+
+// home is the number of the part a key with value val belongs to: its
+// bucket, or sourcesPart.
+func (v *offsetsView) home(key string, val uint64) int64 {
+	if !strings.HasPrefix(key, idemPrefix) {
+		return sourcesPart
+	}
+	return v.bucketOf(val)
+}
+
+// part returns part n (a bucket number or sourcesPart), creating the
+// bucket if need be.
+func (v *offsetsView) part(n int64) *viewPart {
+	if n == sourcesPart {
+		return v.sources
+	}
+	if p := v.buckets[n]; p != nil {
+		return p
+	}
+	p := newViewPart(n)
+	v.buckets[n] = p
+	i, _ := slices.BinarySearch(v.nums, n)
+	v.nums = slices.Insert(v.nums, i, n)
+	return p
+}
+
+// live reports whether p is still one of the view's parts (expiry has
+// not dropped it).
+func (v *offsetsView) live(p *viewPart) bool {
+	return p == v.sources || v.buckets[p.bucket] == p
+}
+
+// merge max-merges offsets committed in a segment: changed keys are not
+// durable in the checkpoint yet.
+func (v *offsetsView) merge(o segment.Offsets) { v.mergeFrom(o, nil) }
+
+// mergeObject max-merges the content of p's object, as read from the
+// store: the keys it holds that belong to it, at or above the view's
+// value, are durable. Keys that belong elsewhere make it stale.
+func (v *offsetsView) mergeObject(o segment.Offsets, p *viewPart) {
+	if !v.live(p) {
+		p = nil // expired meanwhile: what it held is merged as not durable
+	}
+	v.mergeFrom(o, p)
+}
+
+func (v *offsetsView) mergeFrom(o segment.Offsets, from *viewPart) {
+	for _, e := range o {
+		home := v.home(e.Key, e.Value)
+		mine := from != nil && home == from.bucket
+		if from != nil && !mine {
+			from.stale = true
+		}
+		cur, ok := v.vals[e.Key]
+		if ok && e.Value <= cur {
+			if mine && e.Value == cur {
+				delete(from.unsynced, e.Key) // the object has our value
+			}
+			continue
+		}
+		p := v.part(home)
+		if !ok {
+			p.fresh = append(p.fresh, e.Key)
+		} else if was := v.home(e.Key, cur); was != home {
+			delete(v.part(was).unsynced, e.Key) // it left: was need not be rewritten
+			p.fresh = append(p.fresh, e.Key)
+		}
+		v.vals[e.Key] = e.Value
+		if mine {
+			delete(p.unsynced, e.Key)
+		} else {
+			p.unsynced[e.Key] = struct{}{}
 		}
 	}
 }
 
-// sorted returns the view as canonical Offsets (freshly allocated).
-func (v *offsetsView) sorted() segment.Offsets {
-	slices.Sort(v.fresh)
-	keys := make([]string, 0, len(v.vals))
-	i, j := 0, 0
-	for i < len(v.order) || j < len(v.fresh) {
-		var k string
-		if j == len(v.fresh) || (i < len(v.order) && v.order[i] < v.fresh[j]) {
-			k, i = v.order[i], i+1
-		} else {
-			k, j = v.fresh[j], j+1
+// durable reports whether the checkpoint durably covers every offset of
+// want, as far as this view knows: each is in its object at or above the
+// wanted value, or is an idempotency key expired at cutoffMs (it would
+// be forgotten anyway).
+func (v *offsetsView) durable(want segment.Offsets, cutoffMs int64) bool {
+	first := v.firstLive(cutoffMs)
+	for _, e := range want {
+		idem := strings.HasPrefix(e.Key, idemPrefix)
+		if idem && v.bucketOf(e.Value) < first {
+			continue
 		}
-		if _, live := v.vals[k]; live && (len(keys) == 0 || keys[len(keys)-1] != k) {
+		cur, ok := v.vals[e.Key]
+		if !ok || cur < e.Value {
+			return false
+		}
+		p := v.sources
+		if idem {
+			p = v.buckets[v.bucketOf(cur)]
+		}
+		if _, ok := p.unsynced[e.Key]; ok {
+			return false
+		}
+		if _, ok := p.flight[e.Key]; ok {
+			return false
+		}
+	}
+	return true
+}
+
+// expire drops every bucket expired at cutoffMs with its keys, oldest
+// first: O(buckets and keys dropped). It returns the buckets dropped and
+// how many keys went with them.
+func (v *offsetsView) expire(cutoffMs int64) (dropped []*viewPart, keys int) {
+	first := v.firstLive(cutoffMs)
+	for len(v.nums) > 0 && v.nums[0] < first {
+		b := v.nums[0]
+		p := v.buckets[b]
+		for _, list := range [][]string{p.order, p.fresh} {
+			for _, k := range list {
+				if val, ok := v.vals[k]; ok && v.bucketOf(val) == b {
+					delete(v.vals, k)
+					keys++
+				}
+			}
+		}
+		delete(v.buckets, b)
+		v.nums = v.nums[1:]
+		dropped = append(dropped, p)
+	}
+	return dropped, keys
+}
+
+// objectLost records that p's object is gone (deleted by someone else):
+// none of its keys is durable any more.
+func (v *offsetsView) objectLost(p *viewPart) {
+	for _, e := range v.snapshot(p) {
+		p.unsynced[e.Key] = struct{}{}
+	}
+}
+
+// dirty reports whether p's object lacks something the view holds.
+func (p *viewPart) dirty() bool { return len(p.unsynced) > 0 || p.stale }
+
+// dirtyBuckets returns the buckets whose objects need a write, oldest
+// first.
+func (v *offsetsView) dirtyBuckets() []*viewPart {
+	var out []*viewPart
+	for _, b := range v.nums {
+		if p := v.buckets[b]; p.dirty() {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// snapshot returns p's keys at their values, in key order (canonical
+// Offsets, freshly allocated).
+func (v *offsetsView) snapshot(p *viewPart) segment.Offsets {
+	slices.Sort(p.fresh)
+	keys := make([]string, 0, len(p.order)+len(p.fresh))
+	i, j := 0, 0
+	for i < len(p.order) || j < len(p.fresh) {
+		var k string
+		if j == len(p.fresh) || (i < len(p.order) && p.order[i] < p.fresh[j]) {
+			k, i = p.order[i], i+1
+		} else {
+			k, j = p.fresh[j], j+1
+		}
+		val, ok := v.vals[k]
+		if ok && v.home(k, val) == p.bucket && (len(keys) == 0 || keys[len(keys)-1] != k) {
 			keys = append(keys, k)
 		}
 	}
-	v.order, v.fresh = keys, nil
+	p.order, p.fresh = keys, nil
 	out := make(segment.Offsets, len(keys))
 	for i, k := range keys {
 		out[i] = segment.Offset{Key: k, Value: v.vals[k]}
+	}
+	return out
+}
+
+// beginWrite returns what p's object must hold and marks what is not
+// durable yet as in flight.
+// REQUIRES: no write of p is in flight.
+func (v *offsetsView) beginWrite(p *viewPart) segment.Offsets {
+	if len(p.flight) > 0 {
+		panic(fmt.Sprintf("engine: checkpoint part %d written while %d keys are in flight", p.bucket, len(p.flight)))
+	}
+	p.unsynced, p.flight = p.flight, p.unsynced
+	return v.snapshot(p)
+}
+
+// endWrite records the outcome of p's write: on success what was in
+// flight is durable and the object no longer stale; otherwise it is
+// unsynced again.
+func (v *offsetsView) endWrite(p *viewPart, ok bool) {
+	if ok {
+		p.stale = false
+	} else {
+		//engine:orderless — set union.
+		for k := range p.flight {
+			p.unsynced[k] = struct{}{}
+		}
+	}
+	clear(p.flight)
+}
+
+// sorted returns the whole view as canonical Offsets (freshly
+// allocated): the parts' snapshots, merged pairwise — O(n log parts).
+func (v *offsetsView) sorted() segment.Offsets {
+	runs := []segment.Offsets{v.snapshot(v.sources)}
+	for _, b := range v.nums {
+		runs = append(runs, v.snapshot(v.buckets[b]))
+	}
+	for len(runs) > 1 {
+		var next []segment.Offsets
+		for i := 0; i < len(runs); i += 2 {
+			if i+1 == len(runs) {
+				next = append(next, runs[i])
+			} else {
+				next = append(next, segment.MaxMerge(runs[i], runs[i+1])) // parts hold distinct keys
+			}
+		}
+		runs = next
+	}
+	return runs[0]
+}
+
+// check verifies the view's invariants (O(keys): for tests).
+func (v *offsetsView) check() error {
+	if len(v.nums) != len(v.buckets) || !slices.IsSorted(v.nums) {
+		return fmt.Errorf("bucket numbers %v for %d buckets", v.nums, len(v.buckets))
+	}
+	listed := map[string]int64{}
+	for _, p := range append([]*viewPart{v.sources}, v.partsOf(v.nums)...) {
+		for i, k := range p.order {
+			if i > 0 && p.order[i-1] >= k {
+				return fmt.Errorf("part %d: order %q then %q", p.bucket, p.order[i-1], k)
+			}
+		}
+		for _, k := range append(slices.Clone(p.order), p.fresh...) {
+			if val, ok := v.vals[k]; ok && v.home(k, val) == p.bucket {
+				listed[k] = p.bucket
+			}
+		}
+	}
+	//engine:orderless — reports the first key found; any is a failure.
+	for k, val := range v.vals {
+		if _, ok := listed[k]; !ok {
+			return fmt.Errorf("key %q=%d not listed in its part %d", k, val, v.home(k, val))
+		}
+	}
+	return nil
+}
+
+func (v *offsetsView) partsOf(nums []int64) []*viewPart {
+	out := make([]*viewPart, 0, len(nums))
+	for _, b := range nums {
+		p := v.buckets[b]
+		if p == nil {
+			panic(fmt.Sprintf("engine: bucket %d listed but missing", b))
+		}
+		out = append(out, p)
 	}
 	return out
 }

@@ -1,10 +1,6 @@
 package engine
 
 import (
-	"errors"
-	"fmt"
-	"strings"
-
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
@@ -23,10 +19,10 @@ import (
 // get set, durably too.
 //
 // A fully applied segment is reclaimed: first its offsets are made durable
-// in the offsets checkpoint (below) — they must outlive the segment — then
-// the marker is deleted (the segment stops being owned), then the body,
-// then the bitmap. A crash in between leaves a body or bitmap without a
-// marker, which the sweeper (sweep.go) removes. A segment
+// in the offsets checkpoint (checkpoint.go) — they must outlive the
+// segment — then the marker is deleted (the segment stops being owned),
+// then the body, then the bitmap. A crash in between leaves a body or
+// bitmap without a marker, which the sweeper (sweep.go) removes. A segment
 // whose bitmap could not be read, or with a refused job, is never deleted.
 
 // scheduleBitmap arranges a bitmap write for an incomplete segment.
@@ -145,132 +141,3 @@ func (e *Engine) alert(err error) {
 
 // LastAlert returns the most recent alert, or nil.
 func (e *Engine) LastAlert() error { return e.lastAlert }
-
-// The offsets checkpoint ({root}/_offsets, segment.EncodeCheckpoint)
-// keeps the offsets view durable once the segments that committed it are
-// gone. Every write is read-merge-write with If-Match on the version last
-// read or written, so two writers (a superseded one still running) can
-// only ever add to it: a refused write re-reads, max-merges, retries.
-// Idempotency keys older than IdempotencyWindow are dropped from the view
-// when it is written; retries later than that are new units.
-
-// ensureCheckpoint calls done once the checkpoint covers want. Writes
-// are coalesced: the first waiter schedules one CheckpointDelay later,
-// and that write covers every segment reclaimed meanwhile — one PUT for
-// many reclaims, however large the view.
-func (e *Engine) ensureCheckpoint(want segment.Offsets, done func()) {
-	if e.ckptView.Covers(want) {
-		done()
-		return
-	}
-	e.ckptWaiters = append(e.ckptWaiters, checkpointWaiter{want: want, done: done})
-	e.scheduleCheckpoint()
-}
-
-func (e *Engine) scheduleCheckpoint() {
-	if e.ckptWriting || e.ckptScheduled {
-		return
-	}
-	e.ckptScheduled = true
-	delay := e.cfg.CheckpointDelay
-	if e.state == stateClosing {
-		delay = 0 // nothing more will be coalesced: do not hold the close
-	}
-	e.p.Timers.AfterFunc(delay, func() {
-		e.ckptScheduled = false
-		if !e.ckptWriting && e.state != stateFailed {
-			e.writeCheckpoint(0)
-		}
-	})
-}
-
-type checkpointWaiter struct {
-	want segment.Offsets
-	done func()
-}
-
-func (e *Engine) writeCheckpoint(round int) {
-	e.ckptWriting = true
-	e.expireIdempotencyKeys()
-	view := e.committed.sorted()
-	body, err := segment.EncodeCheckpoint(e.epoch, view)
-	if err != nil {
-		e.ckptWriting = false
-		e.alert(fmt.Errorf("offsets checkpoint: %w", err))
-		e.failClosed(fmt.Errorf("offsets checkpoint: %w", err))
-		return
-	}
-	in := PutObjectInput{Key: e.layout.CheckpointKey(), Body: body, IfMatch: e.ckptETag, IfNoneMatch: e.ckptETag == ""}
-	e.p.Store.PutObject(in, func(etag string, err error) {
-		if e.state == stateFailed {
-			return
-		}
-		if err == nil {
-			e.checkpointWritten(etag, view)
-			return
-		}
-		// Refused (someone wrote since), or unheard: read, merge, retry.
-		e.mark(MarkCheckpointConflict)
-		e.readCheckpoint(func(etag string, _ segment.Offsets, err error) {
-			if err == nil {
-				e.ckptETag = etag
-			}
-			e.p.Timers.AfterFunc(e.backoff(min(round, AttemptsMax)), func() { e.writeCheckpoint(round + 1) })
-		})
-	})
-}
-
-func (e *Engine) checkpointWritten(etag string, view segment.Offsets) {
-	e.ckptETag, e.ckptWriting = etag, false
-	e.ckptView = view
-	waiting := e.ckptWaiters
-	e.ckptWaiters = nil
-	var again []checkpointWaiter
-	for _, w := range waiting {
-		if e.ckptView.Covers(w.want) {
-			w.done()
-		} else {
-			again = append(again, w)
-		}
-	}
-	if len(again) > 0 {
-		e.ckptWaiters = append(again, e.ckptWaiters...)
-		e.scheduleCheckpoint()
-	}
-}
-
-// readCheckpoint GETs the checkpoint and max-merges it into the view. A
-// missing checkpoint is an empty one (etag "").
-func (e *Engine) readCheckpoint(done func(etag string, o segment.Offsets, err error)) {
-	var o segment.Offsets
-	key := e.layout.CheckpointKey()
-	in := GetObjectInput{Key: key, Limit: segment.CheckpointBytesMax}
-	e.getVerified(in, MarkReadDamaged, func(raw []byte, _ ObjectInfo) (err error) {
-		_, o, err = segment.DecodeCheckpoint(key, raw)
-		return err
-	}, func(_ []byte, info ObjectInfo, err error) {
-		switch {
-		case errors.Is(err, ErrNotFound):
-			done("", nil, nil)
-			return
-		case err != nil:
-			done("", nil, fmt.Errorf("read offsets checkpoint: %w", err))
-			return
-		}
-		e.committed.merge(o)
-		done(info.ETag, o, nil)
-	})
-}
-
-// expireIdempotencyKeys drops idempotency keys recorded longer ago than
-// the window (their value is the wall time they were submitted).
-func (e *Engine) expireIdempotencyKeys() {
-	cutoff := e.p.Clock.WallUnixMs() - e.cfg.IdempotencyWindow.Milliseconds()
-	e.committed.dropIf(func(k string, v uint64) bool {
-		drop := strings.HasPrefix(k, idemPrefix) && int64(v) < cutoff
-		if drop {
-			e.mark(MarkIdempotencyExpired)
-		}
-		return drop
-	})
-}

@@ -22,12 +22,16 @@ import (
 //     the index and offsets, so no body is read). A marker whose body the
 //     listing does not show is checked with a HEAD of the body key; a
 //     marker listed but gone (a lingering deleted key) is skipped.
-//  6. Register the owned segments, max-merge their offsets into the view,
-//     open ingest. Then sweep orphans in the background (sweep.go).
+//  6. Read the owned segments' bitmaps and the offsets checkpoint
+//     (checkpoint.go). Register the owned segments, max-merge their
+//     offsets into the view, open ingest. Then sweep orphans in the
+//     background (sweep.go).
 //
 // Requests: 2 for the epoch claim, one per LIST page, at most one for the
 // seals, one GET per listed marker and one HEAD per marker whose body was
-// not listed — proportional to the live segments, never to the history.
+// not listed, one GET per listed bitmap — proportional to the live
+// segments, never to the history — and a fixed number for the offsets
+// checkpoint (_offsets and IdemBucketsPerWindow + 3 buckets or so).
 
 // listedSegment gathers what LIST showed of one snapshot id.
 type listedSegment struct {
@@ -79,12 +83,12 @@ func (e *Engine) recover(round int, done func(error)) {
 								fail(err)
 								return
 							}
-							e.readCheckpoint(func(etag string, ckpt segment.Offsets, err error) {
+							e.readCheckpoint(func(view *offsetsView, err error) {
 								if err != nil {
 									fail(err)
 									return
 								}
-								r := recovered{owned: owned, bitmaps: bitmaps, bitmapETags: etags, ckptETag: etag, ckpt: ckpt}
+								r := recovered{owned: owned, bitmaps: bitmaps, bitmapETags: etags, view: view}
 								e.finishRecovery(r, listing, sealed, e.stats.Requests-start, done)
 							})
 						})
@@ -101,8 +105,7 @@ type recovered struct {
 	owned       []Segment
 	bitmaps     []*segment.Bitmap
 	bitmapETags []string
-	ckptETag    string
-	ckpt        segment.Offsets
+	view        *offsetsView // the offsets checkpoint (checkpoint.go)
 }
 
 func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed writerRecord, ops uint64, done func(error)) {
@@ -177,10 +180,7 @@ func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 // registers the owned segments for compaction — continuing from their
 // bitmaps — and opens ingest.
 func (e *Engine) open(r recovered) {
-	e.committed = newOffsetsView()
-	e.committed.merge(r.ckpt)
-	e.ckptETag = r.ckptETag
-	e.ckptView = r.ckpt
+	e.committed = r.view
 	e.state = stateReady
 	for i, s := range r.owned {
 		e.committed.merge(s.Index.Offsets)

@@ -84,6 +84,7 @@ func (e *Engine) sweepLater() {
 		if e.state != stateReady && e.state != stateClosing {
 			return
 		}
+		e.sweepIdemBuckets("") // checkpoint.go
 		e.listSegments(func(listing []*listedSegment, err error) {
 			if err == nil {
 				e.sweep(listing, e.writer)

@@ -448,15 +448,25 @@ func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
 // recoveryBound: per recovery round, at most AttemptsMax tries of each
 // of: the epoch claim's reads and writes, the seal write and its check,
 // one LIST per page, per marker a GET, a HEAD if the listing missed its
-// body and a GET of its bitmap, and the checkpoint GET. Pages and markers
-// are counted from the store's truth plus the keys deleted recently
-// enough to linger in listings — live segments, not history.
+// body and a GET of its bitmap, the GET of _offsets, and a GET per
+// idempotency-key bucket that can hold an unexpired key. Pages and
+// markers are counted from the store's truth plus the keys deleted
+// recently enough to linger in listings — live segments, not history.
 func (o *Oracle) recoveryBound(eng engineView) uint64 {
 	lingering := o.w.lingeringDeletes()
 	keys := uint64(len(o.w.store.Keys(o.w.layout.SegmentsPrefix()))) + lingering
 	pages := keys/uint64(o.w.pageSize) + 1
-	perRound := uint64(engine.AttemptsMax) * (2*engine.ClaimRoundsMax + 3 + pages + 3*keys)
+	perRound := uint64(engine.AttemptsMax) * (2*engine.ClaimRoundsMax + 3 + pages + 3*keys + idemBucketReads(o.w.engCfg.IdempotencyWindow))
 	return eng.Stats().RecoveryRuns * perRound
+}
+
+// idemBucketReads bounds the buckets recovery reads: those that can hold
+// a key submitted within the window (a window spans at most
+// ⌈window / width⌉ + 1 of them), and one more on each side for clock
+// skew between incarnations.
+func idemBucketReads(window time.Duration) uint64 {
+	width := engine.IdemBucketWidth(window)
+	return uint64((window+width-1)/width) + 3
 }
 
 // checkFinal runs when the world has converged.

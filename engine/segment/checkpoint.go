@@ -14,9 +14,12 @@ import (
 // Segments are deleted once applied; the offsets they committed must
 // outlive them, or a restart would forget how far the sources got. The
 // checkpoint holds the offsets view (max over every commit so far) and is
-// written before a segment's marker is deleted. The blob uses the offsets
-// encoding, with a larger entry bound: idempotency keys accumulate here
-// until they expire.
+// written before a segment's marker is deleted. It is several objects in
+// this format: _offsets with the source offsets, and one per time bucket
+// of idempotency keys (the engine's checkpoint.go); an _offsets written
+// before buckets existed holds the idempotency keys too. The blob uses the
+// offsets encoding, with a larger entry bound: a bucket holds every
+// idempotency key submitted in its span.
 
 const (
 	checkpointMagic   = "OFCP"
