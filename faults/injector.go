@@ -164,14 +164,18 @@ func (in *Injector) Rewind() (uint64, bool) {
 	return uint64(p), ok
 }
 
-// CorruptAtRest decides, as a commit marker lands, whether the segment's
-// body changes in the store from then on. At most once per world.
-func (in *Injector) CorruptAtRest() (int64, bool) {
-	if !in.replaying && in.counts[CorruptAtRest] > 0 {
-		in.points[CorruptAtRest]++
+// CorruptAtRest decides, as an engine process starts, whether a live
+// segment's body or bitmap changes in the store (the parameter picks
+// which, sim.World). At most once per world.
+func (in *Injector) CorruptAtRest() (int64, bool) { return in.once(CorruptAtRest) }
+
+// once decides a halting kind, which fires at most once per world.
+func (in *Injector) once(k Kind) (int64, bool) {
+	if !in.replaying && in.counts[k] > 0 {
+		in.points[k]++
 		return 0, false
 	}
-	return in.decide(CorruptAtRest, false, randomParam)
+	return in.decide(k, false, randomParam)
 }
 
 // CorruptRead decides whether a GET's answer is corrupted on the way
@@ -181,11 +185,20 @@ func (in *Injector) CorruptRead() (int64, bool) { return in.decide(CorruptRead, 
 func randomParam(r *sim.Rand) int64 { return int64(r.Uint64() >> 1) }
 
 // DecideSink implements sim.SinkFaults.
-func (in *Injector) DecideSink(now time.Duration) (failBefore, ambiguous bool) {
+func (in *Injector) DecideSink(now time.Duration) sim.SinkOutcome {
 	_, down := in.decide(SinkOutage, in.plan.SinkOutage.In(now), nil)
 	fail := in.fires(SinkError)
 	amb := in.fires(SinkAmbiguous)
-	return down || fail, amb && !(down || fail)
+	_, refuse := in.once(SinkRefuse)
+	switch {
+	case down || fail:
+		return sim.SinkFail
+	case refuse:
+		return sim.SinkRefuse
+	case amb:
+		return sim.SinkAmbiguous
+	}
+	return sim.SinkOK
 }
 
 // ConfigureStore applies the plan's listing lag to a store config.

@@ -36,9 +36,10 @@ const (
 	AmbiguousControl              // a writer-object or checkpoint PUT's outcome is unknown
 	ReadTimeout                   // a GET, HEAD or LIST times out (no answer)
 	CorruptRead                   // a GET returns flipped or truncated bytes
-	CorruptAtRest                 // a committed segment's body changes in the store
+	CorruptAtRest                 // a committed segment's body or bitmap changes in the store
 	Zombie                        // the engine pauses, a new one takes over, the old one resumes
 	SourceRewind                  // a replayable source resumes from earlier offsets than recovered
+	SinkRefuse                    // a sink says a job can never be applied (the lane halts)
 	NumKinds
 )
 
@@ -49,7 +50,7 @@ var kindNames = [NumKinds]string{
 	"sink-error", "sink-ambiguous", "sink-outage", "crash-point", "memory-hint",
 	"restart", "store-outage", "ambiguous-marker", "ambiguous-bitmap", "ambiguous-delete",
 	"ambiguous-control", "read-timeout", "corrupt-read", "corrupt-at-rest", "zombie",
-	"source-rewind",
+	"source-rewind", "sink-refuse",
 }
 
 func (k Kind) String() string {
@@ -88,8 +89,8 @@ var kindNeeds = [NumKinds]Needs{
 	FsyncError: NeedsDisk, DiskWriteError: NeedsDisk, DiskFull: NeedsDisk, SlowIO: NeedsDisk,
 	BitFlip:   NeedsDiskRead,
 	SinkError: NeedsSink, SinkAmbiguous: NeedsSink, SinkOutage: NeedsSink, CorruptAtRest: NeedsSink,
-	AmbiguousBitmap: NeedsSink,
-	SourceRewind:    NeedsReplayable,
+	AmbiguousBitmap: NeedsSink, SinkRefuse: NeedsSink,
+	SourceRewind: NeedsReplayable,
 }
 
 // World is what a world offers faults (Plan.Restrict).

@@ -48,18 +48,24 @@ const (
 	// per compaction or upload step (several per segment)
 	crashPointRateMin = 1e-4
 	crashPointRateMax = 5e-3
-	// per committed segment: it halts a lane, so it is rare
+	// per restart (corrupt-at-rest) or per sink apply (sink-refuse): each
+	// halts a lane for good, so they are rare, and fire once a world
 	atRestRateMin = 2e-4
 	atRestRateMax = 2e-3
 	// per resume of a replayable partition
 	rewindRateMin = 0.05
 	rewindRateMax = 0.5
+	// per GET: wire damage is rare, and a readable object must not fail
+	// AttemptsMax reads in a row by chance (0.02⁵ ≈ 3e-9)
+	corruptRateMin = 0.0005
+	corruptRateMax = 0.02
 	// listing lag: in some seeds longer than the sim's orphan grace (10 s)
 	listLagCap   = 30 * time.Second
 	spikeCap     = 8 * time.Second
 	pauseCap     = 2 * time.Minute
 	enableChance = 0.5
-	// corrupt-at-rest halts a lane for good: fewer worlds enable it
+	// corrupt-at-rest and sink-refuse halt a lane for good: fewer
+	// worlds enable them
 	atRestChance  = 0.15
 	swarmAttempts = 8
 )
@@ -76,7 +82,7 @@ func Swarm(r *sim.Rand) Plan {
 		p := Plan{Name: "swarm"}
 		for k := range NumKinds {
 			chance := enableChance
-			if k == CorruptAtRest {
+			if haltingKind(k) {
 				chance = atRestChance
 			}
 			if r.Chance(chance) {
@@ -92,6 +98,10 @@ func Swarm(r *sim.Rand) Plan {
 	return Plan{Name: "swarm", Rate: [NumKinds]float64{Crash: crashRateMax}}
 }
 
+// haltingKind: a fault after which the engine must halt a lane and
+// alert, ending the run early (as it should).
+func haltingKind(k Kind) bool { return k == CorruptAtRest || k == SinkRefuse }
+
 func rateBounds(k Kind) (lo, hi float64) {
 	switch k {
 	case Crash, Restart, Zombie:
@@ -100,8 +110,12 @@ func rateBounds(k Kind) (lo, hi float64) {
 		return crashPointRateMin, crashPointRateMax
 	case CorruptAtRest:
 		return atRestRateMin, atRestRateMax
+	case SinkRefuse:
+		return atRestRateMin, atRestRateMax
 	case SourceRewind:
 		return rewindRateMin, rewindRateMax
+	case CorruptRead:
+		return corruptRateMin, corruptRateMax
 	case SinkOutage, StoreOutage:
 		return 1, 1 // every decision inside a window
 	}
@@ -155,10 +169,10 @@ func Named(name string, r *sim.Rand) (Plan, error) {
 			p.Rate[k] = 0.02
 		}
 		p.Rate[SinkOutage], p.Rate[StoreOutage], p.Rate[SourceRewind] = 1, 1, 0.2
-		p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie], p.Rate[CorruptAtRest] = 0, 0, 0, 0, 0
+		p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie], p.Rate[CorruptAtRest], p.Rate[SinkRefuse] = 0, 0, 0, 0, 0, 0
 		if name == "all" {
 			p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie] = 1e-4, 0.01, 1e-4, 1e-4
-			p.Rate[CorruptAtRest] = 5e-4
+			p.Rate[CorruptAtRest], p.Rate[SinkRefuse] = 0.01, 5e-4
 		}
 		return p, nil
 	}

@@ -34,7 +34,7 @@ func TestSwarmIsSeededAndVaried(t *testing.T) {
 	}
 	for k := range NumKinds {
 		lo, hi := 100, 300 // about half of 400
-		if k == CorruptAtRest {
+		if haltingKind(k) {
 			lo, hi = 30, 100 // atRestChance of 400
 		}
 		if seen[k] < lo || seen[k] > hi {

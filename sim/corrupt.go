@@ -5,28 +5,43 @@ import (
 	"strings"
 )
 
-// Corruption at rest: as a commit marker lands, the fault plan may decide
-// that the segment's body changes in the store from then on (a bit flips
-// on the medium). The oracle has already decoded the good body; from now
-// on every read of it fails the marker's checksum. The engine must never
-// deliver those bytes: a job that reads them is refused and alerts
-// (World.checkAlerts then ends the run, halted as it should be), while a
-// job applied from the writer's own cached copy is fine. At most one body
-// per world.
-func (w *World) maybeCorruptAtRest(markerKey string) {
+// Corruption at rest: as an engine process starts — its cache is empty,
+// so it will read what it owns — the fault plan may flip a bit in a live
+// segment's body or completion bitmap in the store (the medium rotted).
+// The oracle decoded the good body when its marker landed. The engine
+// must never use those bytes: a job that reads a bad body is refused, a
+// bad bitmap forbids deleting its segment, and either alerts, naming the
+// segment (World.checkAlerts then ends the run, halted as it should be).
+// At most once per world.
+func (w *World) maybeCorruptAtRest() {
 	param, ok := w.faults.CorruptAtRest()
 	if !ok {
 		return
 	}
-	bodyKey := strings.TrimSuffix(markerKey, ".commit")
-	e := w.store.entries[bodyKey]
+	var markers []string
+	for _, k := range w.store.Keys(w.layout.SegmentsPrefix()) {
+		if strings.HasSuffix(k, ".seg.commit") {
+			markers = append(markers, k)
+		}
+	}
+	if len(markers) == 0 {
+		return
+	}
+	u := uint64(param)
+	marker := markers[u%uint64(len(markers))]
+	target := strings.TrimSuffix(marker, ".commit") // the body
+	if bitmap := target + ".scbl"; u>>32&1 == 1 && w.store.entries[bitmap] != nil && w.store.entries[bitmap].present {
+		target = bitmap
+	}
+	e := w.store.entries[target]
 	if e == nil || !e.present || len(e.body) == 0 {
 		return
 	}
-	_, id, _, _ := w.layout.ParseKey(markerKey)
 	// A flipped bit, never a truncation: the size still matches the
 	// marker, so only the checksum can tell.
-	e.body = CorruptBytes(bytes.Clone(e.body), param&^1)
+	e.body = CorruptBytes(bytes.Clone(e.body), int64(u>>33)<<1)
+	_, id, _, _ := w.layout.ParseKey(marker)
 	w.oracle.corruptAtRest = append(w.oracle.corruptAtRest, id)
-	w.trace.Begin(w.sched.now, KindCorruptAtRest).S("key", bodyKey).End()
+	w.expectAlert("segment " + id.String())
+	w.trace.Begin(w.sched.now, KindCorruptAtRest).S("key", target).End()
 }

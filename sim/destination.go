@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
@@ -50,11 +51,19 @@ var ErrSinkDown = errors.New("sim: sink unavailable")
 
 // SinkFaults decides what goes wrong with one Apply.
 type SinkFaults interface {
-	// DecideSink returns, for an apply at now: fail before applying (no
-	// effect: an error or an outage), apply but report failure
-	// (ambiguous), or neither.
-	DecideSink(now time.Duration) (failBefore, ambiguous bool)
+	// DecideSink returns the fate of an apply at now.
+	DecideSink(now time.Duration) SinkOutcome
 }
+
+// SinkOutcome is what happens to one sink apply.
+type SinkOutcome uint8
+
+const (
+	SinkOK        SinkOutcome = iota
+	SinkFail                  // fails before applying (an error or an outage): no effect
+	SinkAmbiguous             // applies, but reports failure
+	SinkRefuse                // refuses the job for good (engine.ErrCannotApply): no effect
+)
 
 // faultySink injects sink faults in front of a destination's sink.
 type faultySink struct {
@@ -64,11 +73,19 @@ type faultySink struct {
 }
 
 func (s *faultySink) Apply(job *engine.Job, done func(error)) {
-	failBefore, ambiguous := s.w.faults.DecideSink(s.w.sched.Now())
-	if failBefore || ambiguous {
+	outcome := s.w.faults.DecideSink(s.w.sched.Now())
+	ambiguous := outcome == SinkAmbiguous
+	if outcome != SinkOK {
 		s.w.trouble()
 	}
-	if failBefore {
+	if outcome == SinkRefuse {
+		s.w.expectAlert(job.ID)
+		s.timers.AfterFunc(time.Millisecond, func() {
+			done(fmt.Errorf("%w: sim: the sink refuses job %s", engine.ErrCannotApply, job.ID))
+		})
+		return
+	}
+	if outcome == SinkFail {
 		s.timers.AfterFunc(time.Millisecond, func() { done(ErrSinkDown) })
 		return
 	}

@@ -130,13 +130,25 @@ func (s *source) tickPartition(p int) {
 		return
 	}
 	s.highest[p] = max(s.highest[p], seq)
+	s.inFlight[p] = true
+	s.sendPartition(p, seq)
+}
+
+// sendPartition submits partition p's unit seq, and again after every
+// timeout until an answer comes; the first answer counts.
+func (s *source) sendPartition(p int, seq uint64) {
 	uid := makeUID(s.idx, p, seq)
 	in := s.unit(uid)
 	in.Offsets = segment.Offsets{{Key: offsetKey(s.spec, p), Value: seq}}
-	s.inFlight[p] = true
 	gen := s.gen
+	waiting := func() bool { return gen == s.gen && s.inFlight[p] && s.next[p] == seq }
+	s.afterTimeout(func() {
+		if waiting() {
+			s.sendPartition(p, seq)
+		}
+	})
 	s.w.submit(uid, in, func(err error) {
-		if gen != s.gen {
+		if !waiting() {
 			return
 		}
 		s.inFlight[p] = false
@@ -175,14 +187,26 @@ func (s *source) tickSlot() {
 	default:
 		return
 	}
+	s.busy++
+	s.pending[seq] = true
+	s.sendSlot(seq)
+}
+
+// sendSlot submits the non-replayable unit seq with its idempotency key,
+// and again after every timeout until an answer comes.
+func (s *source) sendSlot(seq uint64) {
 	uid := makeUID(s.idx, 0, seq)
 	in := s.unit(uid)
 	in.IdempotencyKey = idemKey(uid)
-	s.busy++
-	s.pending[seq] = true
 	gen := s.gen
+	waiting := func() bool { return gen == s.gen && s.pending[seq] }
+	s.afterTimeout(func() {
+		if waiting() {
+			s.sendSlot(seq)
+		}
+	})
 	s.w.submit(uid, in, func(err error) {
-		if gen != s.gen {
+		if !waiting() {
 			return
 		}
 		s.busy--
@@ -195,6 +219,14 @@ func (s *source) tickSlot() {
 		}
 		s.scheduleSlot(s.rand.Exp(s.spec.Interval))
 	})
+}
+
+// afterTimeout runs fn when the source's client timeout expires (never
+// without one).
+func (s *source) afterTimeout(fn func()) {
+	if s.spec.Timeout > 0 {
+		s.w.sched.After(s.spec.Timeout, fn)
+	}
 }
 
 func (s *source) backoff() time.Duration {

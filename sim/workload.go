@@ -38,6 +38,11 @@ type SourceSpec struct {
 	// StartPermille: the source starts when this many thousandths of the
 	// fault phase's steps have run (a bulk load that begins mid-run).
 	StartPermille int `json:"start_permille,omitempty"`
+	// Timeout: a unit unanswered this long is sent again, the same unit
+	// with the same offsets or idempotency key, while the first attempt
+	// may still be pending (an HTTP client's timeout, a consumer's
+	// re-poll). 0: never.
+	Timeout time.Duration `json:"timeout,omitempty"`
 }
 
 func (s SourceSpec) sinkRef() string {
@@ -95,6 +100,9 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 		}
 		src.RowsMax = src.RowsMin + r.Intn(56)
 		src.PayloadMax = src.PayloadMin + r.Intn(448)
+		if r.Chance(0.5) {
+			src.Timeout = r.Duration(200*time.Millisecond, 10*time.Second)
+		}
 		switch {
 		case i == 0 || r.Chance(0.25): // an HTTP endpoint
 			src.InFlight = 1 + r.Intn(8)

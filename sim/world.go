@@ -36,8 +36,8 @@ type Faults interface {
 	// Rewind is asked for each replayable partition when it resumes: how
 	// many units earlier than the recovered offsets to restart from.
 	Rewind() (uint64, bool)
-	// CorruptAtRest is asked as each commit marker lands: whether the
-	// segment's body changes in the store from then on (CorruptBytes).
+	// CorruptAtRest is asked as each engine process starts: whether a
+	// live segment's body or bitmap changes in the store (CorruptBytes).
 	CorruptAtRest() (int64, bool)
 	Heal()
 	ConfigureStore(StoreConfig) StoreConfig
@@ -124,7 +124,10 @@ type World struct {
 	awaiting    int           // units submitted to the current engine, not answered yet
 	memWatch    memWatch
 	marks       engine.Marks // coverage marks of every incarnation so far
-	halted      string       // why the run stopped early as it should (a corruption alert)
+	halted      string       // why the run stopped early as it should (an expected alert)
+	// expected: what an alert may name (a segment corrupted at rest, a
+	// job a sink refused): such an alert halts the run as it should.
+	expected []string
 
 	res Result
 }
@@ -242,13 +245,8 @@ func (r Result) Err() error {
 }
 
 func (w *World) onApply(op Op, key string) {
-	if _, _, kind, ok := w.layout.ParseKey(key); ok {
-		if op == OpDelete {
-			w.deletes = append(w.deletes, w.sched.Now())
-		}
-		if op == OpPut && kind == engine.KindMarker {
-			defer w.maybeCorruptAtRest(key)
-		}
+	if _, _, _, ok := w.layout.ParseKey(key); ok && op == OpDelete {
+		w.deletes = append(w.deletes, w.sched.Now())
 	}
 	w.oracle.onApply(op, key)
 }
@@ -268,7 +266,7 @@ func (w *World) lingeringDeletes() uint64 {
 type noFaults struct{}
 
 func (noFaults) Decide(Op, string, time.Duration, *Rand) (Outcome, time.Duration) { return OK, 0 }
-func (noFaults) DecideSink(time.Duration) (bool, bool)                            { return false, false }
+func (noFaults) DecideSink(time.Duration) SinkOutcome                             { return SinkOK }
 func (noFaults) CrashAtPoint() bool                                               { return false }
 func (noFaults) MemoryChange() (int64, bool)                                      { return 0, false }
 func (noFaults) CrashNow() bool                                                   { return false }
