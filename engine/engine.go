@@ -49,6 +49,7 @@ type Engine struct {
 	ackDelayEMA time.Duration
 	rateEMA     float64 // ingest bytes per second, 0 until measured
 
+	schemas       []schemaFP       // recent schemas' fingerprints (ingest.go)
 	idemPending   map[string]*unit // idempotency keys held but not yet committed
 	offsetPending map[string]*unit // offset key → its unanswered unit
 	committed     *offsetsView     // max over every commit (and the checkpoint)
@@ -120,6 +121,11 @@ func (e *Engine) Epoch() uint64 { return e.epoch }
 // Offsets returns a copy of the offsets view: every offset some owned
 // segment committed. Replayable sources resume from here.
 func (e *Engine) Offsets() segment.Offsets { return e.committed.sorted() }
+
+// Offset returns one offset of the view: a replayable source's progress
+// for key, or — for "idem/" + an idempotency key — when that key was
+// first seen. O(1), unlike Offsets.
+func (e *Engine) Offset(key string) (uint64, bool) { return e.committed.get(key) }
 
 // Segments returns the owned segments (not yet reclaimed) in id order.
 func (e *Engine) Segments() []Segment {

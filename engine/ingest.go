@@ -88,7 +88,7 @@ func (e *Engine) admit(in Unit) error {
 	default:
 		return ErrClosed
 	}
-	if err := validateUnit(in); err != nil {
+	if err := validateUnit(in, e.fingerprint(in.Schema)); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidUnit, err)
 	}
 	for _, o := range in.Offsets {
@@ -132,14 +132,45 @@ func (e *Engine) walSegments() int {
 	return n
 }
 
-func validateUnit(in Unit) error {
+// fingerprint returns segment.FingerprintOf(s), remembering the last few
+// schemas: a source sends the same schema again and again, and hashing
+// its text form is most of a small unit's validation. A schema is
+// immutable, and the cache holds it, so a pointer names one schema.
+func (e *Engine) fingerprint(s *arrow.Schema) segment.SchemaFingerprint {
+	if s == nil {
+		return 0
+	}
+	for _, c := range e.schemas {
+		if c.schema == s {
+			return c.fp
+		}
+	}
+	fp := segment.FingerprintOf(s)
+	if len(e.schemas) == schemasCached {
+		copy(e.schemas, e.schemas[1:])
+		e.schemas = e.schemas[:schemasCached-1]
+	}
+	e.schemas = append(e.schemas, schemaFP{s, fp})
+	return fp
+}
+
+// schemasCached bounds the fingerprint cache (a linear scan: a source
+// has a handful of schemas).
+const schemasCached = 16
+
+type schemaFP struct {
+	schema *arrow.Schema
+	fp     segment.SchemaFingerprint
+}
+
+func validateUnit(in Unit, fp segment.SchemaFingerprint) error {
 	if err := in.Key.Validate(); err != nil {
 		return err
 	}
 	if in.Schema == nil {
 		return fmt.Errorf("no schema")
 	}
-	if fp := segment.FingerprintOf(in.Schema); fp != in.Key.Schema {
+	if fp != in.Key.Schema {
 		return fmt.Errorf("schema fingerprint %016x, key says %016x", uint64(fp), uint64(in.Key.Schema))
 	}
 	var rows int64

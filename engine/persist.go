@@ -38,6 +38,9 @@ func (e *Engine) persist(s *snapshot) {
 	offsets := s.content.offsets
 	created := e.p.Clock.WallUnixMs()
 	var buf bytes.Buffer
+	// The body is about the content's size (Arrow buffers, sidecars,
+	// offsets) plus headers: grow once instead of doubling through it.
+	buf.Grow(int(min(s.content.bytes+s.content.bytes/8+64<<10, segment.BodyBytesMax)))
 	var err error
 	e.p.Exec.Go(func() {
 		var merged []segment.Part

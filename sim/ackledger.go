@@ -1,41 +1,48 @@
 package sim
 
 import (
+	"slices"
 	"strconv"
-	"strings"
-
-	"github.com/skipprd/skipprd/engine/segment"
+	"time"
 )
 
 // ackLedger is what every recovery must preserve, aggregated as ACKs
-// arrive so that the check after a recovery costs the number of segments,
-// offset keys and idempotent units acked — not a sort of every unit.
+// arrive so that the check after a recovery costs the live segments,
+// the offset keys and the idempotent units acked within the window —
+// not every unit or segment in the history.
 //
 // The aggregation is exact: a unit's marker key never changes once
 // committed (a second commit is itself a violation), a replayable
 // partition is covered iff its recovered offset reaches the highest seq
 // acked in it, and an idempotent unit is covered iff its key survives
-// (or may have expired).
+// (or may have expired). A reclaimed segment needs no more checking, nor
+// does a unit whose key may have expired (time only grows): pruning them
+// keeps each check proportional to what is live.
 type ackLedger struct {
-	segs   []string // marker keys holding acked units, first-ack order
+	segs   []string // marker keys holding acked units, not yet reclaimed, first-ack order
 	segSet map[string]bool
 	maxSeq map[string]uint64
-	keys   []string // keys of maxSeq, first-ack order
-	idem   []UID    // acked units of sources that cannot replay, ack order
+	keys   []string    // keys of maxSeq, first-ack order
+	idem   []idemAcked // acked units of sources that cannot replay, ack order
+}
+
+type idemAcked struct {
+	uid  UID
+	seen time.Duration // when its source first submitted it
 }
 
 func newAckLedger() ackLedger {
 	return ackLedger{segSet: map[string]bool{}, maxSeq: map[string]uint64{}}
 }
 
-// add records a unit's first ACK.
-func (l *ackLedger) add(uid UID, spec SourceSpec, marker string) {
+// add records a unit's first ACK; seen is when it was first submitted.
+func (l *ackLedger) add(uid UID, spec SourceSpec, marker string, seen time.Duration) {
 	if !l.segSet[marker] {
 		l.segSet[marker] = true
 		l.segs = append(l.segs, marker)
 	}
 	if !spec.Replayable {
-		l.idem = append(l.idem, uid)
+		l.idem = append(l.idem, idemAcked{uid, seen})
 		return
 	}
 	key := offsetKey(spec, uid.partition())
@@ -48,35 +55,26 @@ func (l *ackLedger) add(uid UID, spec SourceSpec, marker string) {
 	}
 }
 
+// liveSegs returns the marker keys holding acked units that were not
+// reclaimed, dropping the reclaimed ones for good.
+func (l *ackLedger) liveSegs(reclaimed map[string]bool) []string {
+	l.segs = slices.DeleteFunc(l.segs, func(k string) bool { return reclaimed[k] })
+	return l.segs
+}
+
 // uncovered calls bad for every acked offset or idempotent unit that the
-// recovered offsets fail to cover. expired reports units whose key the
-// engine may have dropped already.
-func (l *ackLedger) uncovered(offsets segment.Offsets, expired func(UID) bool, bad func(what string)) {
+// recovered offsets fail to cover. An idempotent unit first seen more
+// than window before now may have had its key expired: it is dropped.
+func (l *ackLedger) uncovered(offset func(key string) (uint64, bool), now, window time.Duration, bad func(what string)) {
 	for _, key := range l.keys {
-		if v, _ := offsets.Get(key); v < l.maxSeq[key] {
+		if v, _ := offset(key); v < l.maxSeq[key] {
 			bad(key + "=" + strconv.FormatUint(l.maxSeq[key], 10) + " (recovered " + strconv.FormatUint(v, 10) + ")")
 		}
 	}
-	if len(l.idem) == 0 {
-		return
-	}
-	present := idemKeys(offsets)
-	for _, uid := range l.idem {
-		if !present[idemKey(uid)] && !expired(uid) {
-			bad("unit " + uid.String() + " (idempotency key " + idemKey(uid) + ")")
+	l.idem = slices.DeleteFunc(l.idem, func(a idemAcked) bool { return expiredAfter(now, a.seen, window) })
+	for _, a := range l.idem {
+		if _, ok := offset("idem/" + idemKey(a.uid)); !ok {
+			bad("unit " + a.uid.String() + " (idempotency key " + idemKey(a.uid) + ")")
 		}
 	}
-}
-
-// idemKeys is the set of idempotency keys in offsets. Offsets are sorted,
-// so the keys sit in one run.
-func idemKeys(offsets segment.Offsets) map[string]bool {
-	const prefix = "idem/"
-	out := map[string]bool{}
-	for _, e := range offsets {
-		if rest, ok := strings.CutPrefix(e.Key, prefix); ok {
-			out[rest] = true
-		}
-	}
-	return out
 }

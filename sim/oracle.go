@@ -325,7 +325,7 @@ func (o *Oracle) onAck(uid UID) {
 			m = c
 		}
 	}
-	o.ledger.add(uid, o.w.sources[uid.source()].spec, m.key)
+	o.ledger.add(uid, o.w.sources[uid.source()].spec, m.key, u.firstSeen)
 }
 
 // checkCommits: no unit is in two markers that count, and every acked
@@ -413,7 +413,7 @@ type recoveryStats struct {
 // these claims with the store's truth.
 type engineView interface {
 	Segments() []engine.Segment
-	Offsets() segment.Offsets
+	Offset(key string) (uint64, bool)
 	Stats() engine.Stats
 }
 
@@ -429,13 +429,12 @@ func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
 			o.fail("recovery owns %s, whose marker does not exist (an orphan)", s.ID)
 		}
 	}
-	for _, key := range o.ledger.segs {
-		if !owned[key] && !o.reclaimed[key] {
+	for _, key := range o.ledger.liveSegs(o.reclaimed) {
+		if !owned[key] {
 			o.fail("segment %s holds acked units but is neither owned nor reclaimed after recovery", key)
 		}
 	}
-	now, window := o.w.sched.Now(), o.w.engCfg.IdempotencyWindow
-	o.ledger.uncovered(eng.Offsets(), func(uid UID) bool { return expiredAfter(now, o.units[uid].firstSeen, window) },
+	o.ledger.uncovered(eng.Offset, o.w.sched.Now(), o.w.engCfg.IdempotencyWindow,
 		func(what string) { o.fail("acked %s not covered by the recovered offsets", what) })
 	if rs.bodyReads > 0 {
 		o.fail("recovery read %d segment bodies", rs.bodyReads)

@@ -27,7 +27,7 @@ func testWorld(t *testing.T) *World {
 // unitOf builds unit uid (2 rows) as its source would, and tells the
 // oracle it was produced.
 func unitOf(w *World, uid UID) arrow.RecordBatch {
-	b := unitBatch(w.mem, w.spec.Sources[uid.source()], uid, 2)
+	b := unitBatch(w.spec.Sources[uid.source()], uid, 2)
 	w.oracle.produced(uid, b, nil)
 	return b
 }
@@ -75,9 +75,9 @@ type fakeView struct {
 	runs    uint64
 }
 
-func (v fakeView) Segments() []engine.Segment { return v.segs }
-func (v fakeView) Offsets() segment.Offsets   { return v.offsets }
-func (v fakeView) Stats() engine.Stats        { return engine.Stats{RecoveryRuns: v.runs} }
+func (v fakeView) Segments() []engine.Segment     { return v.segs }
+func (v fakeView) Offset(k string) (uint64, bool) { return v.offsets.Get(k) }
+func (v fakeView) Stats() engine.Stats            { return engine.Stats{RecoveryRuns: v.runs} }
 
 func wantViolation(t *testing.T, w *World, substr string) {
 	t.Helper()
@@ -240,7 +240,7 @@ func TestOracleUnitContent(t *testing.T) {
 
 	w = testWorld(t)
 	unitOf(w, uid) // produced with 2 rows
-	short := unitBatch(w.mem, w.spec.Sources[0], uid, 1)
+	short := unitBatch(w.spec.Sources[0], uid, 1)
 	commitBatches(t, w, engine.SnapshotID{Epoch: 1, Seq: 1}, []arrow.RecordBatch{short})
 	wantViolation(t, w, "produced 2 rows")
 
@@ -285,10 +285,10 @@ func TestOracleRecoveryIdempotent(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			w := testWorld(t)
 			seg := commitSegment(t, w, 1, uid)
-			w.oracle.onAck(uid)
 			if c.expired {
 				w.oracle.units[uid].firstSeen = -w.engCfg.IdempotencyWindow - time.Second
 			}
+			w.oracle.onAck(uid)
 			w.oracle.checkRecovery(fakeView{segs: []engine.Segment{seg}, offsets: c.offsets, runs: 1}, recoveryStats{ops: 3})
 			if c.want == "" {
 				wantClean(t, w)

@@ -259,9 +259,8 @@ func (w *World) onReady(inc *Incarnation) {
 	}
 	w.res.WorstRecOps = max(w.res.WorstRecOps, w.rec.ops)
 	w.oracle.checkRecovery(w.eng, w.rec)
-	offsets := w.eng.Offsets()
 	for _, s := range w.sources {
-		s.onReady(offsets)
+		s.onReady(w.eng.Offset)
 	}
 }
 

@@ -79,10 +79,10 @@ func (s *source) onCrash() {
 // when the fault plan rewinds one, from earlier ones, as a consumer that
 // restarts from an older commit does — and the non-replayable source with
 // its unanswered units first.
-func (s *source) onReady(offsets segment.Offsets) {
+func (s *source) onReady(offset func(key string) (uint64, bool)) {
 	s.gen++
 	for p := range s.next {
-		v, _ := offsets.Get(offsetKey(s.spec, p))
+		v, _ := offset(offsetKey(s.spec, p))
 		s.next[p] = v + 1
 		if n, ok := s.w.faults.Rewind(); ok {
 			s.next[p] = max(s.next[p], n+1) - n
@@ -236,7 +236,7 @@ func (s *source) backoff() time.Duration {
 // unit builds the unit's content: a pure function of its id.
 func (s *source) unit(uid UID) engine.Unit {
 	rows := unitRows(s.spec, uid)
-	batch := unitBatch(s.w.mem, s.spec, uid, rows)
+	batch := unitBatch(s.spec, uid, rows)
 	in := engine.Unit{
 		Key:     segment.PartitionKey{SinkRef: s.spec.sinkRef(), Namespace: s.spec.Name, Partition: "0", Schema: unitFingerprint},
 		Schema:  unitSchema,

@@ -210,7 +210,7 @@ func payloadLens(spec SourceSpec, u UID, rows int) ([]int32, int) {
 
 // unitBatch builds the unit's record batch: uid and row columns, and the
 // payload column over a window of the pool (zero copy).
-func unitBatch(mem memory.Allocator, spec SourceSpec, u UID, rows int) arrow.RecordBatch {
+func unitBatch(spec SourceSpec, u UID, rows int) arrow.RecordBatch {
 	lens, total := payloadLens(spec, u, rows)
 	if total > len(payloadPool) {
 		panic(fmt.Sprintf("sim: unit %s has %d payload bytes, pool %d", u, total, len(payloadPool)))
@@ -226,14 +226,15 @@ func unitBatch(mem memory.Allocator, spec SourceSpec, u UID, rows int) arrow.Rec
 	payload := array.NewData(arrow.BinaryTypes.String, rows,
 		[]*memory.Buffer{nil, memory.NewBufferBytes(offsets), memory.NewBufferBytes(payloadPool[at : at+total])}, nil, 0, 0)
 	defer payload.Release()
-	ub, rb := array.NewInt64Builder(mem), array.NewInt32Builder(mem)
-	defer ub.Release()
-	defer rb.Release()
+	uids, idx := make([]int64, rows), make([]int32, rows)
 	for r := range rows {
-		ub.Append(int64(u))
-		rb.Append(int32(r))
+		uids[r], idx[r] = int64(u), int32(r)
 	}
-	cols := []arrow.Array{ub.NewArray(), rb.NewArray(), array.MakeFromData(payload)}
+	uidData := array.NewData(arrow.PrimitiveTypes.Int64, rows, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(uids))}, nil, 0, 0)
+	rowData := array.NewData(arrow.PrimitiveTypes.Int32, rows, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(idx))}, nil, 0, 0)
+	defer uidData.Release()
+	defer rowData.Release()
+	cols := []arrow.Array{array.MakeFromData(uidData), array.MakeFromData(rowData), array.MakeFromData(payload)}
 	defer func() {
 		for _, c := range cols {
 			c.Release()

@@ -99,6 +99,20 @@ func (m *Memory) Release() {
 	}
 }
 
+// ReleaseJob releases the batches of one applied job (a caller that has
+// read what it needs, and keeps memory bounded over a long run). The ID
+// stays known: a replay is still a no-op.
+func (m *Memory) ReleaseJob(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if j, ok := m.byID[id]; ok {
+		for _, b := range j.Batches {
+			b.Release()
+		}
+		j.Batches = nil
+	}
+}
+
 // apply records job unless its ID is known, and checks a replay against
 // the first apply.
 func (m *Memory) apply(job *engine.Job) {

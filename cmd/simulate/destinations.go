@@ -22,7 +22,9 @@ import (
 // destinations are the sinks a simulated world may deliver to, by the
 // kind name a world spec gives; DrawWorld picks one or two per world.
 var destinations = map[string]sim.DestinationFactory{
-	"memory": func(*sim.World, string) sim.Destination { return &memoryDest{m: sinks.NewMemory()} },
+	"memory": func(*sim.World, string) sim.Destination {
+		return &memoryDest{m: sinks.NewMemory(), byID: map[string]int{}}
+	},
 	"parquet-objects": func(w *sim.World, ref string) sim.Destination {
 		return &objectsDest{w: w, prefix: ref, segOf: map[string]engine.SnapshotID{}}
 	},
@@ -32,23 +34,48 @@ var destinations = map[string]sim.DestinationFactory{
 }
 
 // memoryDest is the in-memory sink: it knows the order it applied jobs in.
-type memoryDest struct{ m *sinks.Memory }
+// It digests each job as it is first applied (what the sink holds is what
+// it was given), then lets the sink release the rows: a long run does not
+// keep every row in memory.
+type memoryDest struct {
+	m    *sinks.Memory
+	jobs []sim.DestJob
+	byID map[string]int // job ID → index in jobs
+	err  error
+}
 
 func (d *memoryDest) Name() string { return "memory" }
 
-func (d *memoryDest) Sink(p engine.Ports) engine.Sink { return d.m.Sink(p.Timers) }
+func (d *memoryDest) Sink(p engine.Ports) engine.Sink { return digestFirst{d, d.m.Sink(p.Timers)} }
 
-func (d *memoryDest) Contents() ([]sim.DestJob, error) {
-	var out []sim.DestJob
-	for i, a := range d.m.Applied() {
-		j := sim.DestJob{ID: a.ID, Namespace: a.Namespace, Segment: a.Segment, Order: i}
-		if err := digestSlices(&j.Digest, a.Batches, a.Sidecars); err != nil {
-			return nil, fmt.Errorf("job %s: %w", a.ID, err)
-		}
-		out = append(out, j)
-	}
-	return out, nil
+// digestFirst digests a job the first time its ID is applied.
+type digestFirst struct {
+	d     *memoryDest
+	inner engine.Sink
 }
+
+func (s digestFirst) Apply(job *engine.Job, done func(error)) {
+	d := s.d
+	s.inner.Apply(job, done) // applies at once (sinks.Memory), answers later
+	if _, seen := d.byID[job.ID]; seen {
+		return
+	}
+	j := sim.DestJob{ID: job.ID, Namespace: job.Namespace, Segment: job.Segment, Order: len(d.jobs)}
+	for _, sl := range job.Slices {
+		var cdc []segment.CDCRow
+		if sl.Sidecar != nil {
+			cdc = sl.Sidecar.Rows
+		}
+		if err := digestSlices(&j.Digest, sl.Batches, []*segment.Sidecar{{Rows: cdc}}); err != nil && d.err == nil {
+			d.err = fmt.Errorf("job %s: %w", job.ID, err)
+		}
+	}
+	d.byID[job.ID] = len(d.jobs)
+	d.jobs = append(d.jobs, j)
+	d.m.ReleaseJob(job.ID)
+}
+
+func (d *memoryDest) Contents() ([]sim.DestJob, error) { return d.jobs, d.err }
 
 // digestSlices digests a memory job's rows: its batches, each slice's
 // sidecar rows spread over that slice's batches in order.

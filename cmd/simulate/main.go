@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
 	"sync"
@@ -32,6 +33,7 @@ type options struct {
 	trace      string
 	save       bool
 	cpuprof    string
+	memprof    string
 	coverage   bool
 	replay     string // a seed file to replay
 	schedule   string // a schedule to replay in the seed's drawn world
@@ -40,7 +42,17 @@ type options struct {
 	twice      bool // -check-determinism (diverge.go)
 }
 
+// gcPercent: simulate is a batch tool whose worlds allocate a lot of
+// short-lived garbage; collecting less often trades memory (a few times
+// the live heap, bounded by gcMemoryLimit) for time.
+const (
+	gcPercent     = 400
+	gcMemoryLimit = 8 << 30
+)
+
 func main() {
+	debug.SetGCPercent(gcPercent)
+	debug.SetMemoryLimit(gcMemoryLimit)
 	opts, err := parseFlags(os.Args[1:])
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "simulate:", err)
@@ -66,6 +78,9 @@ func main() {
 	if opts.cpuprof != "" {
 		pprof.StopCPUProfile()
 	}
+	if opts.memprof != "" {
+		writeHeapProfile(opts.memprof)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "simulate:", err)
 		os.Exit(2)
@@ -88,6 +103,7 @@ func parseFlags(args []string) (options, error) {
 	fs.BoolVar(&o.twice, "check-determinism", false, "run the seed twice and compare trace hashes; if they differ, print the first step and event where the runs diverge, and exit 1")
 	fs.BoolVar(&o.save, "save", false, "write a seeds/ file (the shrunk world and schedule) for every failing seed")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.StringVar(&o.memprof, "memprofile", "", "write a heap profile at the end of the run to this file")
 	fs.BoolVar(&o.coverage, "coverage", false, "print each coverage mark with the number of worlds that reached it")
 	fs.StringVar(&o.replay, "replay", "", "replay a seed file: its recorded world and fault schedule")
 	fs.StringVar(&o.schedule, "schedule", "", "replay this fault schedule (kind@n …) in the seed's world instead of drawing faults")
@@ -296,4 +312,15 @@ func saveSeed(out outcome) (string, error) {
 	defer f.Close()
 	_, err = f.Write(b)
 	return path, err
+}
+
+func writeHeapProfile(path string) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = pprof.WriteHeapProfile(f)
+		f.Close()
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "simulate: heap profile:", err)
+	}
 }
