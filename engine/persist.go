@@ -13,6 +13,10 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
+// bodyPartOverhead estimates one PART's bytes besides its data: the
+// header, the Arrow schema and batch messages, padding.
+const bodyPartOverhead = 2 << 10
+
 // snapshot is a sealed accumulator on its way to becoming a segment.
 type snapshot struct {
 	id        SnapshotID
@@ -39,8 +43,9 @@ func (e *Engine) persist(s *snapshot) {
 	created := e.p.Clock.WallUnixMs()
 	var buf bytes.Buffer
 	// The body is about the content's size (Arrow buffers, sidecars,
-	// offsets) plus headers: grow once instead of doubling through it.
-	buf.Grow(int(min(s.content.bytes+s.content.bytes/8+64<<10, segment.BodyBytesMax)))
+	// offsets) plus a few hundred bytes of headers and IPC metadata per
+	// PART: grow once instead of doubling through it.
+	buf.Grow(int(min(s.content.bytes+s.content.bytes/8+int64(len(parts))*bodyPartOverhead, segment.BodyBytesMax)))
 	var err error
 	e.p.Exec.Go(func() {
 		var merged []segment.Part

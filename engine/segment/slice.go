@@ -96,13 +96,10 @@ func (s *Slice) decodeArrow(window []byte, mem memory.Allocator) (err error) {
 	if !bytes.HasSuffix(window, eosMarker) {
 		return s.fail("arrow", e.ArrowStart, ErrCorrupt, "stream does not end with the end-of-stream marker")
 	}
-	src := bytes.NewReader(window)
-	limit := int64(len(window))
-	opts := []ipc.Option{ipc.WithAllocator(mem), ipc.WithMetadataSizeLimit(limit), ipc.WithBodySizeLimit(limit)}
-	// ipc.NewReader (arrow-go v18.8.0) drops the size limits on the floor,
-	// so a hostile body length would be allocated in full; a MessageReader
-	// built by hand keeps them.
-	rd, err := ipc.NewReaderFromMessageReader(ipc.NewMessageReader(src, opts...), opts...)
+	// Messages are read in place (windowMessages): every length is
+	// bounded by the window, and no body is copied.
+	src := &windowMessages{b: window}
+	rd, err := ipc.NewReaderFromMessageReader(src, ipc.WithAllocator(mem))
 	if err != nil {
 		return s.fail("arrow", e.ArrowStart, ErrCorrupt, "%v", err)
 	}
@@ -122,8 +119,8 @@ func (s *Slice) decodeArrow(window []byte, mem memory.Allocator) (err error) {
 	if err := rd.Err(); err != nil {
 		return s.fail("arrow", e.ArrowStart, ErrCorrupt, "%v", err)
 	}
-	if src.Len() != 0 {
-		return s.fail("arrow", e.ArrowStart, ErrCorrupt, "%d bytes after the end of the stream", src.Len())
+	if src.rest() != 0 {
+		return s.fail("arrow", e.ArrowStart, ErrCorrupt, "%d bytes after the end of the stream", src.rest())
 	}
 	if rows != e.Rows {
 		return s.fail("row_count", e.ArrowStart, ErrRowCountMismatch, "arrow has %d rows, the index says %d", rows, e.Rows)
