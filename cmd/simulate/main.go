@@ -29,6 +29,8 @@ type options struct {
 	trace   string
 	save    bool
 	cpuprof string
+
+	failfast bool // stop at the first failing seed (failfast.go)
 }
 
 func main() {
@@ -66,6 +68,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.trace, "trace", "", "write a human-readable event trace to this file (single seed)")
 	fs.BoolVar(&o.save, "save", false, "write a seeds/ file for every failing seed")
 	fs.StringVar(&o.cpuprof, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	fs.BoolVar(&o.failfast, "failfast", false, "stop starting seeds after the first failure (a panic counts as one)")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -90,21 +93,27 @@ func parseFlags(args []string) (options, error) {
 func run(o options) bool {
 	results := make([]sim.Result, o.seeds)
 	var wg sync.WaitGroup
+	ff := &failFast{on: o.failfast}
 	work := make(chan int)
 	for range min(runtime.GOMAXPROCS(0), o.seeds) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				results[i] = runSeed(o, o.seed+uint64(i))
+				results[i] = ff.run(o, o.seed+uint64(i))
 			}
 		}()
 	}
-	for i := range o.seeds {
-		work <- i
+	sent := 0
+	for ; sent < o.seeds && !ff.stopped(); sent++ {
+		work <- sent
 	}
 	close(work)
 	wg.Wait()
+	if sent < o.seeds {
+		fmt.Printf("failfast: stopped after a failure; seeds %d..%d not run\n", o.seed+uint64(sent), o.seed+uint64(o.seeds)-1)
+		o.seeds, results = sent, results[:sent]
+	}
 	return report(o, results)
 }
 
