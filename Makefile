@@ -44,7 +44,7 @@ fuzz:
 
 # Mutation self-test of the simulator's oracles: each one-line bug in
 # internal/mutants/mutants.txt, applied to a scratch copy of the tree, must
-# fail a bounded simulate sweep. Not part of test (about 25 minutes on
+# fail a bounded simulate sweep. Not part of test (about 20 minutes on
 # two cores). MUTANTS_FLAGS, e.g. "-only ack-after-body -seeds 100".
 mutants:
 	$(GO) build -o bin/mutants ./cmd/mutants

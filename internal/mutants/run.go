@@ -18,7 +18,7 @@ import (
 // Defaults of a harness run.
 var Defaults = Options{
 	Iters: "1e5",
-	// 16 seeds keep a full run near 25 minutes on two cores; a mutant
+	// 16 seeds keep a full run near 20 minutes on two cores; a mutant
 	// whose kill needs a rarer world raises its own (seeds: in the file).
 	Seeds:  16,
 	Faults: "swarm",
