@@ -40,6 +40,7 @@ type options struct {
 	shrink     bool
 	shrinkTime time.Duration
 	twice      bool // -check-determinism (diverge.go)
+	failfast   bool // stop at the first failing seed (failfast.go)
 }
 
 // gcPercent: simulate is a batch tool whose worlds allocate a lot of
@@ -109,6 +110,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.schedule, "schedule", "", "replay this fault schedule (kind@n …) in the seed's world instead of drawing faults")
 	fs.BoolVar(&o.shrink, "shrink", true, "on a failure, search for a smaller fault schedule and a shorter run that still fail")
 	fs.DurationVar(&o.shrinkTime, "shrink-time", 2*time.Minute, "how long shrinking may search, per failing seed")
+	fs.BoolVar(&o.failfast, "failfast", false, "stop starting seeds after the first failure (a panic counts as one); no shrinking")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -185,13 +187,13 @@ func run(o options) (bool, error) {
 			fmt.Printf("start seed=%d iters=%d plan=%s\n  world: %s\n", j.seed, j.iters, j.plan, j.spec.Summary())
 		}
 	}
-	outs := runAll(jobs)
+	outs := runAll(jobs, &failFast{on: o.failfast})
 	ok := report(o, outs)
 	if o.coverage {
 		printCoverage(outs)
 	}
 	for _, out := range outs {
-		if out.res.Err() != nil {
+		if out.res.Err() != nil && !o.failfast {
 			if err := o.afterFailure(out); err != nil {
 				return ok, err
 			}
@@ -200,8 +202,8 @@ func run(o options) (bool, error) {
 	return ok, nil
 }
 
-// runAll runs the jobs on all cores.
-func runAll(jobs []job) []outcome {
+// runAll runs the jobs on all cores (stopping early under -failfast).
+func runAll(jobs []job, ff *failFast) []outcome {
 	outs := make([]outcome, len(jobs))
 	var wg sync.WaitGroup
 	work := make(chan int)
@@ -210,15 +212,20 @@ func runAll(jobs []job) []outcome {
 		go func() {
 			defer wg.Done()
 			for i := range work {
-				outs[i] = jobs[i].run()
+				outs[i] = ff.run(jobs[i])
 			}
 		}()
 	}
-	for i := range jobs {
-		work <- i
+	sent := 0
+	for ; sent < len(jobs) && !ff.stopped(); sent++ {
+		work <- sent
 	}
 	close(work)
 	wg.Wait()
+	if sent < len(jobs) {
+		fmt.Printf("failfast: stopped after a failure; seeds %d..%d not run\n", jobs[sent].seed, jobs[len(jobs)-1].seed)
+		outs = outs[:sent]
+	}
 	return outs
 }
 
