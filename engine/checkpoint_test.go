@@ -317,6 +317,9 @@ func TestOldFormatCheckpointIsHonoured(t *testing.T) {
 	if _, held := r.idemBuckets(); !slices.Equal(keysOf(held), []string{"idem/legacy-1", "idem/legacy-2"}) {
 		t.Fatalf("buckets hold %v", held)
 	}
+	if r.eng.Marks()[engine.MarkCheckpointOldFormat] == 0 {
+		t.Fatal("checkpoint-old-format mark not passed")
+	}
 	r.start()
 	if err := r.answer(idemUnit("http", 2, "legacy-2")); err != nil || r.eng.Stats().UnitsDuplicate != 1 {
 		t.Fatalf("retry after the move: %v, %d duplicates", err, r.eng.Stats().UnitsDuplicate)

@@ -245,8 +245,8 @@ func TestRecoveryLaggingBody(t *testing.T) {
 		eng.Start(func(e error) { done, err = true, e })
 		r.until(func() bool { return done }, "recovery")
 		switch {
-		case bodyExists && (err != nil || len(eng.Segments()) != 1):
-			t.Fatalf("body present: err %v, owned %d", err, len(eng.Segments()))
+		case bodyExists && (err != nil || len(eng.Segments()) != 1 || eng.Marks()[engine.MarkMarkerBodyUnlisted] != 1):
+			t.Fatalf("body present: err %v, owned %d, marker-body-unlisted %d", err, len(eng.Segments()), eng.Marks()[engine.MarkMarkerBodyUnlisted])
 		case !bodyExists && !errors.Is(err, engine.ErrCorrupt):
 			t.Fatalf("body missing: err %v, want ErrCorrupt", err)
 		}
@@ -360,6 +360,10 @@ func TestRefusals(t *testing.T) {
 	r.until(func() bool { return first.done && again.done && second.done }, "answers")
 	if first.err != nil || again.err != nil || !errors.Is(second.err, engine.ErrResourceExhausted) {
 		t.Fatalf("offset key in flight: %v, %v, %v", first.err, again.err, second.err)
+	}
+	if m := r.eng.Marks(); m[engine.MarkBackpressureOffset] != 1 || m[engine.MarkDuplicateJoined] != 1 || m[engine.MarkBackpressureMemory] != 1 {
+		t.Fatalf("marks: backpressure-offset %d, duplicate-joined %d, backpressure-memory %d",
+			m[engine.MarkBackpressureOffset], m[engine.MarkDuplicateJoined], m[engine.MarkBackpressureMemory])
 	}
 	if got := r.committedValues()["a"]; !slices.Equal(got, []int64{1}) {
 		t.Fatalf("committed %v, want the unit once", got)
@@ -493,5 +497,39 @@ func TestConfigRejectsAnOffsetsViewLargerThanACheckpoint(t *testing.T) {
 	c.OffsetsViewMax = segment.CheckpointEntriesMax + 1
 	if err := c.Validate(); err == nil || !strings.Contains(err.Error(), "offsets view") {
 		t.Fatalf("validate: %v", err)
+	}
+}
+
+// A snapshot at a segment limit (here: offset entries) is sealed; when the
+// writer queue is full too, the unit is refused — backpressure, nothing
+// lost — and once the queue drains the same unit is accepted.
+func TestRefusalWhenSnapshotFullAndQueueFull(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{Latency: [sim.NumOps]sim.Latency{sim.OpPut: sim.Constant(time.Second)}})
+	r.cfg.QueueCapacity = 1
+	r.memory = 1 << 32
+	r.start()
+	many := func(ns string, n int) engine.Unit {
+		u := unit(ns, 1)
+		for i := range n {
+			u.Offsets = append(u.Offsets, segment.Offset{Key: fmt.Sprintf("%s/%06d", ns, i), Value: 1})
+		}
+		return u
+	}
+	a := r.submit(many("a", 40_000)) // sealed at once (over the target): persisting
+	b := r.submit(many("b", 40_000)) // sealed into the queue
+	c := r.submit(many("c", 40_000)) // live: the queue is full
+	d := r.submit(many("d", 40_000)) // live would pass 65,536 entries; cannot seal
+	r.until(func() bool { return d.done }, "the fourth answer")
+	if !errors.Is(d.err, engine.ErrResourceExhausted) || !strings.Contains(d.err.Error(), "writer queue is full") {
+		t.Fatalf("fourth unit: %v, want a full-queue refusal", d.err)
+	}
+	if r.eng.Marks()[engine.MarkBackpressureQueue] != 1 {
+		t.Fatal("backpressure-queue mark not passed")
+	}
+	r.until(func() bool { return a.done && b.done && c.done }, "the others' acks")
+	again := r.submit(many("d", 40_000))
+	r.until(func() bool { return again.done }, "the retry")
+	if a.err != nil || b.err != nil || c.err != nil || again.err != nil {
+		t.Fatalf("answers %v %v %v, retry %v", a.err, b.err, c.err, again.err)
 	}
 }

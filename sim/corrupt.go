@@ -30,8 +30,9 @@ func (w *World) maybeCorruptAtRest() {
 	u := uint64(param)
 	marker := markers[u%uint64(len(markers))]
 	target := strings.TrimSuffix(marker, ".commit") // the body
-	if bitmap := target + ".scbl"; u>>32&1 == 1 && w.store.entries[bitmap] != nil && w.store.entries[bitmap].present {
-		target = bitmap
+	if bitmaps := w.liveBitmaps(markers); u>>32&1 == 1 && len(bitmaps) > 0 {
+		target = bitmaps[u%uint64(len(bitmaps))]
+		marker = strings.TrimSuffix(target, ".scbl") + ".commit"
 	}
 	e := w.store.entries[target]
 	if e == nil || !e.present || len(e.body) == 0 {
@@ -44,4 +45,16 @@ func (w *World) maybeCorruptAtRest() {
 	w.oracle.corruptAtRest = append(w.oracle.corruptAtRest, id)
 	w.expectAlert("segment " + id.String())
 	w.trace.Begin(w.sched.now, KindCorruptAtRest).S("key", target).End()
+}
+
+// liveBitmaps lists the completion bitmaps of live segments.
+func (w *World) liveBitmaps(markers []string) []string {
+	var out []string
+	for _, m := range markers {
+		b := strings.TrimSuffix(m, ".commit") + ".scbl"
+		if e := w.store.entries[b]; e != nil && e.present {
+			out = append(out, b)
+		}
+	}
+	return out
 }

@@ -68,7 +68,7 @@ const (
 	partMax     = 16 << 20
 	s3PartMin   = 5 << 20
 	bulkMaxSum  = 256 << 20 // bytes a world's bulk load delivers, at most
-	memoryFloor = 64 << 20
+	memoryFloor = 32 << 20
 )
 
 // DrawWorld draws a world from r: segment targets of 4–64 MiB, part sizes,
@@ -82,7 +82,9 @@ func DrawWorld(r *Rand, dests []string) WorldSpec {
 	s := WorldSpec{Version: SpecVersion, PageSize: 2 + int(logUniform(r, 1, 999)), PartSizeMin: s3PartMin}
 	s.Engine = drawEngine(r.Split("engine"))
 	target := s.Engine.TargetBytes
-	s.MemoryBytes = max(int64(logUniform(r, 3.5*float64(target), 40*float64(target))), memoryFloor)
+	// From a machine whose admission cannot take one round of the bulk
+	// load (backpressure) to one whose cache holds many bodies.
+	s.MemoryBytes = max(int64(logUniform(r, 1.2*float64(target), 40*float64(target))), memoryFloor)
 	if r.Chance(0.5) {
 		s.AmbiguousLandMax = r.Duration(time.Millisecond, 2*time.Second)
 	}

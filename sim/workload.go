@@ -85,10 +85,10 @@ func DefaultWorkload() []SourceSpec {
 }
 
 // drawSources draws the workload: one to five steady sources (logs,
-// CDC, one HTTP endpoint) with small rows, and a bulk load — a backfill
-// read from many partitions at once, in units sized so that the
-// accumulator reaches the segment target — that starts somewhere in the
-// fault phase and delivers a bounded number of bytes.
+// CDC, one HTTP endpoint) with small rows, and one or two bulk loads —
+// backfills read from many partitions at once, in units sized so that the
+// accumulator reaches the segment target — that start somewhere in the
+// fault phase and deliver a bounded number of bytes.
 func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 	n := 1 + r.Intn(5)
 	var out []SourceSpec
@@ -115,7 +115,11 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 		}
 		out = append(out, src)
 	}
-	return append(out, drawBulk(r.Split("bulk"), s, len(out)))
+	out = append(out, drawBulk(r.Split("bulk"), s, len(out)))
+	if r.Chance(0.4) {
+		out = append(out, drawBulk(r.Split("bulk2"), s, len(out)))
+	}
+	return out
 }
 
 // drawBulk is the bulk load: Partitions × unit bytes ≈ ¾–2½ segment
@@ -128,7 +132,7 @@ func drawBulk(r *Rand, s WorldSpec, i int) SourceSpec {
 	unit := target * fill / float64(parts)
 	rows := 8 + r.Intn(121)
 	avg := max(int(unit)/rows, 64)
-	total := min(target*logUniform(r, 2, 8), bulkMaxSum)
+	total := min(target*logUniform(r, 2, 8), bulkMaxSum/2)
 	units := max(uint64(total/(float64(parts)*float64(avg*rows))), 1)
 	return SourceSpec{
 		Name: fmt.Sprintf("bulk%d", i), Sink: pickSink(r, s), Replayable: true, Partitions: parts,

@@ -2,8 +2,9 @@
 // (`make mutants`, cmd/mutants). A mutant is a one-line bug a tired
 // engineer could really write into the engine — acking before the marker,
 // reclaiming before the offsets checkpoint, trusting an ambiguous answer —
-// each breaking one of the guarantees of DESIGN.md §2. For every mutant
-// the harness applies the bug to a scratch copy of the tree, builds
+// each breaking one of the guarantees README.md lists ("Guarantees"). For
+// every mutant the harness applies the bug to a scratch copy of the tree,
+// builds
 // simulate from it, and runs a bounded sweep that stops at the first
 // failing seed. A sweep that fails kills the mutant; one that passes
 // means the simulator cannot see that bug: a missing oracle, or a path
@@ -17,7 +18,7 @@
 //	id:      a short unique name
 //	file:    the file to mutate, from the repository root
 //	rule:    one line: "§2.N <guarantee> — <why the slip is realistic>",
-//	         naming the DESIGN.md §2 guarantee the bug breaks
+//	         naming the README guarantee the bug breaks
 //	orig:    the exact original text; it must occur exactly once in file
 //	repl:    the replacement
 //	faults:  the simulate profile (optional; default swarm)

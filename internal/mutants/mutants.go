@@ -27,7 +27,7 @@ type Mutant struct {
 	Line   int    // line of the data file where the block starts
 }
 
-// ruleRef is how a rule line starts: a DESIGN.md §2 guarantee, 1 to 7.
+// ruleRef is how a rule line starts: a README guarantee, §2.1 to §2.7.
 var ruleRef = regexp.MustCompile(`^§2\.[1-7] `)
 
 var idSyntax = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
