@@ -4,9 +4,8 @@
 // reclaiming before the offsets checkpoint, trusting an ambiguous answer —
 // each breaking one of the guarantees README.md lists ("Guarantees"). For
 // every mutant the harness applies the bug to a scratch copy of the tree,
-// builds
-// simulate from it, and runs a bounded sweep that stops at the first
-// failing seed. A sweep that fails kills the mutant; one that passes
+// builds simulate from it, and runs a bounded sweep that stops at the
+// first failing seed. A sweep that fails kills the mutant; one that passes
 // means the simulator cannot see that bug: a missing oracle, or a path
 // the simulated world never reaches.
 //
