@@ -40,6 +40,7 @@ const (
 	Zombie                        // the engine pauses, a new one takes over, the old one resumes
 	SourceRewind                  // a replayable source resumes from earlier offsets than recovered
 	SinkRefuse                    // a sink says a job can never be applied (the lane halts)
+	UploadLost                    // a multipart upload is aborted under its writer (a lifecycle rule)
 	NumKinds
 )
 
@@ -50,7 +51,7 @@ var kindNames = [NumKinds]string{
 	"sink-error", "sink-ambiguous", "sink-outage", "crash-point", "memory-hint",
 	"restart", "store-outage", "ambiguous-marker", "ambiguous-bitmap", "ambiguous-delete",
 	"ambiguous-control", "read-timeout", "corrupt-read", "corrupt-at-rest", "zombie",
-	"source-rewind", "sink-refuse",
+	"source-rewind", "sink-refuse", "mpu-lost",
 }
 
 func (k Kind) String() string {
@@ -85,7 +86,7 @@ const (
 )
 
 var kindNeeds = [NumKinds]Needs{
-	MultipartPart: NeedsMultipart, MultipartComplete: NeedsMultipart, MultipartAbort: NeedsMultipart,
+	MultipartPart: NeedsMultipart, MultipartComplete: NeedsMultipart, MultipartAbort: NeedsMultipart, UploadLost: NeedsMultipart,
 	FsyncError: NeedsDisk, DiskWriteError: NeedsDisk, DiskFull: NeedsDisk, SlowIO: NeedsDisk,
 	BitFlip:   NeedsDiskRead,
 	SinkError: NeedsSink, SinkAmbiguous: NeedsSink, SinkOutage: NeedsSink, CorruptAtRest: NeedsSink,

@@ -55,6 +55,11 @@ const (
 	// per resume of a replayable partition
 	rewindRateMin = 0.05
 	rewindRateMax = 0.5
+	// per multipart request: a world makes few, so a swarm raises their
+	// rates for the rare branches (a part retried, a Complete settled by
+	// HEAD, an upload lost and aborted) to happen at all
+	mpuRateMin = 0.01
+	mpuRateMax = 0.25
 	// per GET: wire damage is rare, and a readable object must not fail
 	// AttemptsMax reads in a row by chance (0.02⁵ ≈ 3e-9)
 	corruptRateMin = 0.0005
@@ -66,7 +71,7 @@ const (
 	enableChance = 0.5
 	// corrupt-at-rest and sink-refuse halt a lane for good: fewer
 	// worlds enable them
-	atRestChance  = 0.15
+	atRestChance  = 0.25
 	swarmAttempts = 8
 )
 
@@ -116,6 +121,8 @@ func rateBounds(k Kind) (lo, hi float64) {
 		return rewindRateMin, rewindRateMax
 	case CorruptRead:
 		return corruptRateMin, corruptRateMax
+	case MultipartPart, MultipartComplete, MultipartAbort, UploadLost:
+		return mpuRateMin, mpuRateMax
 	case SinkOutage, StoreOutage:
 		return 1, 1 // every decision inside a window
 	}

@@ -35,7 +35,7 @@ func TestSwarmIsSeededAndVaried(t *testing.T) {
 	for k := range NumKinds {
 		lo, hi := 100, 300 // about half of 400
 		if haltingKind(k) {
-			lo, hi = 30, 100 // atRestChance of 400
+			lo, hi = 60, 140 // atRestChance (1/4) of 400
 		}
 		if seen[k] < lo || seen[k] > hi {
 			t.Errorf("%s enabled in %d of 400 plans, want %d..%d", k, seen[k], lo, hi)

@@ -46,7 +46,12 @@ func (in *Injector) opFailure(op sim.Op) (bool, sim.Outcome) {
 	case sim.OpDelete:
 		k = DeleteError
 	case sim.OpUploadPart:
-		k, draw = MultipartPart, pickOutcome(sim.Fail, sim.AmbiguousApplied)
+		lost, gone := in.decide(UploadLost, false, pickOutcome(sim.UploadGone))
+		o, failed := in.decide(MultipartPart, false, pickOutcome(sim.Fail, sim.AmbiguousApplied))
+		if gone {
+			return true, sim.Outcome(lost)
+		}
+		return failed, sim.Outcome(o)
 	case sim.OpComplete:
 		k, draw = MultipartComplete, pickOutcome(sim.Fail, sim.AmbiguousApplied, sim.AmbiguousLost)
 	case sim.OpAbort:

@@ -21,10 +21,13 @@ func (w *World) Run(wallNow func() time.Time) Result {
 	w.res.Destination = w.destNames()
 	w.startIncarnation()
 	w.memoryTicks()
-	limit := w.cfg.Iters + uint64(float64(w.cfg.Iters)*drainExtra)
+	limit := w.cfg.Iters + max(w.cfg.Iters/2, drainStepsMin)
 	for w.sched.Steps() < limit && len(w.oracle.violations) == 0 && w.halted == "" && !w.recorderHalted() {
 		if w.sched.Steps() >= w.healAt && w.producing {
 			w.heal()
+		}
+		if !w.producing && w.sched.Now()-w.healTime > drainTime {
+			break
 		}
 		if !w.producing && w.sched.Steps() >= w.cfg.Iters && w.converged() {
 			break
@@ -61,6 +64,7 @@ func (w *World) step() {
 func (w *World) heal() {
 	w.faults.Heal()
 	w.producing = false
+	w.healTime = w.sched.Now()
 	for _, z := range w.zombies {
 		w.killZombie(z)
 	}
@@ -165,7 +169,7 @@ func (w *World) finish() {
 			w.res.Halted = w.halted
 			w.oracle.checkSafety()
 		case !w.converged():
-			w.oracle.fail("did not converge within %d steps after the fault phase", w.sched.Steps()-w.healAt)
+			w.oracle.fail("did not converge within %d steps (%v) after the fault phase", w.sched.Steps()-w.healAt, (w.sched.Now() - w.healTime).Round(time.Second))
 			if len(w.dests) > 0 && w.eng != nil {
 				st := w.eng.Stats()
 				w.oracle.fail("at the end: %d segments owned, %d jobs applied, alerts %d (%v)", st.LiveSegments, st.JobsApplied, st.Alerts, w.eng.LastAlert())

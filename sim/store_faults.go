@@ -68,10 +68,15 @@ const (
 	AmbiguousApplied
 	// AmbiguousLost: no effect, and the caller gets engine.ErrAmbiguous.
 	AmbiguousLost
+	// UploadGone: the multipart upload was aborted by someone else (a
+	// bucket lifecycle rule, another client) just before this UploadPart
+	// or Complete: it is aborted now and the request fails with
+	// engine.ErrNoSuchUpload. Other operations treat it as OK.
+	UploadGone
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "fail", "throttle", "ambiguous-applied", "ambiguous-lost"}
+var outcomeNames = [numOutcomes]string{"ok", "fail", "throttle", "ambiguous-applied", "ambiguous-lost", "upload-gone"}
 
 // String returns the outcome's name.
 func (o Outcome) String() string {

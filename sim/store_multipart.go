@@ -100,7 +100,7 @@ func (s *Store) activeUpload(key, id string) *upload {
 func (c *storeClient) UploadPart(key, uploadID string, n int32, body []byte, done func(etag string, err error)) {
 	sent := bytes.Clone(body)
 	var etag string
-	c.s.submit(c.inc, OpUploadPart, key, len(sent), func() error {
+	c.s.submitUpload(c.inc, OpUploadPart, key, uploadID, len(sent), func() error {
 		var err error
 		etag, err = c.s.uploadPart(key, uploadID, n, sent)
 		return err
@@ -133,7 +133,7 @@ func (s *Store) uploadPart(key, id string, n int32, body []byte) (string, error)
 // is copied at issue.
 func (c *storeClient) CompleteMultipartUpload(key, uploadID string, parts []engine.CompletedPart, done func(err error)) {
 	list := slices.Clone(parts)
-	c.s.submit(c.inc, OpComplete, key, 0, func() error {
+	c.s.submitUpload(c.inc, OpComplete, key, uploadID, 0, func() error {
 		return c.s.completeUpload(key, uploadID, list)
 	}, done)
 }

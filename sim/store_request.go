@@ -9,10 +9,11 @@ import (
 
 // request is one object-store request in flight.
 type request struct {
-	op  Op
-	inc *Incarnation
-	key string
-	seq uint64
+	op     Op
+	inc    *Incarnation
+	key    string
+	upload string // multipart upload id, for UploadPart and Complete
+	seq    uint64
 	// outcome is decided at issue and takes effect at completion.
 	outcome Outcome
 }
@@ -35,13 +36,19 @@ func (e *StoreError) Unwrap() error { return e.Err }
 // hands the final error to the engine's callback. Both run later, at
 // completion; deliver only if the incarnation is still alive.
 func (s *Store) submit(inc *Incarnation, op Op, key string, bytes int, apply func() error, deliver func(err error)) {
+	s.submitUpload(inc, op, key, "", bytes, apply, deliver)
+}
+
+// submitUpload is submit for a request on multipart upload id (which the
+// UploadGone outcome aborts).
+func (s *Store) submitUpload(inc *Incarnation, op Op, key, upload string, bytes int, apply func() error, deliver func(err error)) {
 	c := &s.counts[op]
 	if !inc.alive {
 		c.Discarded++
 		return
 	}
 	s.reqSeq++
-	req := &request{op: op, inc: inc, key: key, seq: s.reqSeq}
+	req := &request{op: op, inc: inc, key: key, upload: upload, seq: s.reqSeq}
 	extra := s.decide(req)
 	delay := s.cfg.Latency[op].Sample(s.latRand, bytes) + extra
 	if req.seq == s.skew {
@@ -91,6 +98,11 @@ func (s *Store) completeRequest(req *request, apply func() error, deliver func(e
 		err = engine.ErrAmbiguous
 	case AmbiguousLost:
 		err = engine.ErrAmbiguous
+	case UploadGone:
+		if u := s.activeUpload(req.key, req.upload); u != nil {
+			s.finishUpload(u) // aborted by someone else just before
+		}
+		err = engine.ErrNoSuchUpload
 	}
 	if s.cfg.Response == (Latency{}) {
 		s.deliver(req, deliver, err)

@@ -66,11 +66,16 @@ type Config struct {
 
 // healFraction of the steps run with faults; the rest is the quiet phase
 // in which everything heals, sources stop producing, and the run must
-// converge. drainExtra is how much longer a run may take to converge.
+// converge: within drainTime of simulated time after the heal (a few
+// recoveries, a backlog of LiveSegmentsMax segments, a couple of sweeps —
+// far less), and within drainStepsMin steps or half the run's, whichever
+// is more (a cap on runaway worlds). The bounds are absolute so that a
+// short run (a shrunk failure) is not failed for want of steps.
 const (
-	healFraction = 0.8
-	drainExtra   = 0.5
-	restartDelay = 500 * time.Millisecond
+	healFraction  = 0.8
+	drainTime     = time.Hour
+	drainStepsMin = 500_000
+	restartDelay  = 500 * time.Millisecond
 	// closeBound: a graceful close that has not answered by then hangs.
 	// Generous: it flushes and applies under the fault plan's retries and
 	// latency spikes, and waits up to engine.CloseReclaimGrace for
@@ -110,6 +115,7 @@ type World struct {
 	rec        recoveryStats
 	producing  bool
 	healAt     uint64          // the step the fault phase ends
+	healTime   time.Duration   // when it ended
 	deletes    []time.Duration // when segment keys were deleted, oldest first
 	storeCfg   StoreConfig
 
