@@ -17,6 +17,7 @@ func (e *Engine) startJob(j *job) {
 	if !ok {
 		j.state = jobRunning
 		e.running++
+		e.checkRunning()
 		e.refuseJob(j, fmt.Errorf("segment %s: no sink %q is configured", j.seg.ID, j.sinkRef))
 		return
 	}
@@ -28,6 +29,9 @@ func (e *Engine) startJob(j *job) {
 	}
 	j.state = jobRunning
 	e.running++
+	if !e.checkRunning() {
+		return
+	}
 	e.withBody(j, func(b *segment.Body, release func(), err error) {
 		if err != nil {
 			e.jobFailed(j, err)

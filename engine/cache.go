@@ -9,15 +9,19 @@ import "github.com/skipprd/skipprd/engine/segment"
 // budget: a body that does not fit after evicting every unpinned entry is
 // not cached (compaction then streams what it needs).
 //
-// INVARIANT: used = Σ len(entry.body) ≤ budget; every entry with pins > 0
-// stays.
+// INVARIANT: used = Σ entry sizes; used ≤ budget, except after the
+// budget shrank under pinned bodies (then every entry is pinned, and the
+// excess goes as they are unpinned). Eviction never takes an entry with
+// pins > 0; drop does (its segment is gone), and a job still reading it
+// keeps its own reference. Checked by check (assert.go).
 type bodyCache struct {
 	budget   int64
 	used     int64
 	reserved int64  // bytes of bodies being fetched into the cache
 	clock    uint64 // last-use stamps; unique, so eviction order is total
 	entries  map[SnapshotID]*cacheEntry
-	marks    *Marks // the engine's coverage marks
+	marks    *Marks        // the engine's coverage marks
+	inv      invariantHook // the engine's failClosed
 }
 
 type cacheEntry struct {
@@ -62,6 +66,7 @@ func (c *bodyCache) put(id SnapshotID, b *segment.Body, size int64, pin bool) bo
 	}
 	c.entries[id] = e
 	c.used += size
+	c.check(true)
 	return true
 }
 
@@ -86,6 +91,7 @@ func (c *bodyCache) unpin(id SnapshotID) {
 		e.pins--
 	}
 	c.makeRoom(0) // a budget that shrank while this was pinned
+	c.check(false)
 }
 
 // drop removes a body (its segment was reclaimed).
@@ -93,6 +99,9 @@ func (c *bodyCache) drop(id SnapshotID) {
 	if e, ok := c.entries[id]; ok {
 		c.used -= e.size
 		delete(c.entries, id)
+		if c.used < 0 {
+			c.inv.broken("body cache bytes not negative: used %d after dropping %s of %d bytes", c.used, id, e.size)
+		}
 	}
 }
 
@@ -100,6 +109,7 @@ func (c *bodyCache) drop(id SnapshotID) {
 func (c *bodyCache) resize(budget int64) {
 	c.budget = budget
 	c.makeRoom(0)
+	c.check(false)
 }
 
 // makeRoom evicts least recently used unpinned entries until size more

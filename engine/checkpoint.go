@@ -87,6 +87,10 @@ func (e *Engine) writeCheckpoint(attempt int) {
 	if e.state == stateFailed {
 		return
 	}
+	if e.ckptWriting != (attempt > 0) { // INVARIANT: one round at a time; a retry continues its round
+		e.broken("one checkpoint round at a time: attempt %d starts with a round running %t", attempt, e.ckptWriting)
+		return
+	}
 	e.ckptWriting = true
 	e.expireIdempotencyKeys()
 	e.writeParts(e.committed.dirtyBuckets(), func(ok bool) {
@@ -147,6 +151,11 @@ func (e *Engine) writePart(p *viewPart, done func(landed bool)) {
 		return
 	}
 	key := e.partKey(p)
+	if len(p.flight) > 0 { // beginWrite REQUIRES it; fail closed rather than panic
+		e.broken("one write per checkpoint object at a time: %s written while %d keys of another write are in flight", key, len(p.flight))
+		done(false)
+		return
+	}
 	body, err := segment.EncodeCheckpoint(e.epoch, v.beginWrite(p))
 	if err != nil {
 		v.endWrite(p, false)
@@ -220,6 +229,7 @@ func (e *Engine) readPart(v *offsetsView, p *viewPart, done func(error)) {
 // GETs at a time.
 func (e *Engine) readCheckpoint(done func(*offsetsView, error)) {
 	v := newOffsetsView(e.cfg.IdempotencyWindow)
+	v.inv = e.failClosed
 	parts := []*viewPart{v.sources}
 	lo, hi := e.idemBucketsToRead(v)
 	for b := lo; b <= hi; b++ {

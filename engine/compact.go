@@ -31,13 +31,21 @@ import (
 // segState is an owned segment and its compaction progress.
 //
 // INVARIANT: applied has one bit per PART; a bit is set iff the job
-// holding that ordinal was applied (or a durable bitmap said so).
+// holding that ordinal was applied (or a durable bitmap said so); bits
+// only get set (checkBitmapWrite, mergeBits).
+// INVARIANT: pending = the jobs not applied: 0 ≤ pending ≤ len(jobs)
+// (checkPending), and 0 only once every job is applied and every bit set
+// (checkReclaimable).
 type segState struct {
 	Segment
 	jobs    []*job
 	applied *segment.Bitmap
 	pending int  // jobs not applied yet
 	keep    bool // never reclaim: unreadable bitmap or a refused job
+
+	// written: the bits of the last bitmap write started (nil before the
+	// first); every later write holds them all.
+	written *segment.Bitmap
 
 	flushCancel func() // pending bitmap write
 	writing     bool   // a bitmap PUT is in flight
@@ -76,7 +84,11 @@ type job struct {
 	failedClosing bool
 }
 
-// lane is the queue of one (sink, namespace), in segment order.
+// lane is the queue of one (sink, namespace).
+//
+// INVARIANT: jobs in segment order, and in ordinal order within a segment
+// (checkLaneAppend); only the head runs, and it leaves when applied
+// (checkLaneHead).
 type lane struct {
 	key  laneKey
 	jobs []*job
@@ -142,6 +154,7 @@ func compactionID(id SnapshotID, ordinals []segment.SliceOrdinal, sinkRef string
 
 // register adds an owned segment: its pending jobs join their lanes.
 func (e *Engine) register(st *segState) {
+	e.checkSegAppend(st)
 	e.segs = append(e.segs, st)
 	for _, j := range st.jobs {
 		if j.state != jobPending {
@@ -154,6 +167,7 @@ func (e *Engine) register(st *segState) {
 			e.lanes[k] = ln
 			e.laneOrder = append(e.laneOrder, ln)
 		}
+		e.checkLaneAppend(ln, j)
 		ln.jobs = append(ln.jobs, j)
 	}
 	if st.pending == 0 {
@@ -231,7 +245,9 @@ func (e *Engine) drainPending() bool {
 
 // jobDone records the outcome of a running job and moves its lane on.
 func (e *Engine) jobDone(j *job, applied bool) {
+	e.checkJobEnds(j)
 	e.running--
+	e.checkRunning()
 	st := j.seg
 	if st.gone {
 		e.compact()
@@ -244,6 +260,7 @@ func (e *Engine) jobDone(j *job, applied bool) {
 			st.applied.Set(o)
 		}
 		st.pending--
+		e.checkPending(st)
 		e.popLane(j)
 		if st.pending == 0 {
 			e.reclaim(st)
@@ -257,6 +274,9 @@ func (e *Engine) jobDone(j *job, applied bool) {
 
 func (e *Engine) popLane(j *job) {
 	ln := e.lanes[laneKey{j.sinkRef, j.namespace}]
+	if !e.checkLaneHead(ln, j) {
+		return
+	}
 	if len(ln.jobs) > 0 && ln.jobs[0] == j {
 		ln.jobs = ln.jobs[1:]
 	}
@@ -264,6 +284,7 @@ func (e *Engine) popLane(j *job) {
 
 // retryJob puts a failed job back at the head of its lane after a backoff.
 func (e *Engine) retryJob(j *job) {
+	e.checkJobEnds(j)
 	e.mark(MarkSinkRetry)
 	if e.state == stateClosing {
 		e.mark(MarkCloseSinkFailing)
@@ -274,6 +295,7 @@ func (e *Engine) retryJob(j *job) {
 	j.notBefore = e.now() + d
 	j.failedClosing = e.state == stateClosing
 	e.running--
+	e.checkRunning()
 	e.stats.SinkFailures++
 	e.p.Timers.AfterFunc(d, e.compact)
 	e.compact()
@@ -283,10 +305,12 @@ func (e *Engine) retryJob(j *job) {
 // refuseJob: the job's slices cannot be read. Alert; its segment is kept
 // and its lane stops (order within the lane forbids skipping it).
 func (e *Engine) refuseJob(j *job, err error) {
+	e.checkJobEnds(j)
 	e.mark(MarkJobRefused)
 	j.state = jobRefused
 	j.seg.keep = true
 	e.running--
+	e.checkRunning()
 	e.alert(err)
 	e.compact()
 	e.checkClosed()

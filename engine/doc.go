@@ -38,6 +38,15 @@
 // queue are full, or when it could grow the offsets view past what one
 // checkpoint holds (Config.OffsetsViewMax) before idempotency keys expire.
 //
+// The engine fails closed — nothing more is acked or deleted, every unit
+// it holds is answered ErrClosed, Err reports why, and only a restart
+// (recovery from the store) resumes — when the WAL is corrupt (ErrCorrupt),
+// when a newer writer has claimed the pipeline (ErrFenced), and when one
+// of its own invariants is broken (ErrInvariant: a bug, caught by a check
+// placed where the invariant can break, with the values involved; see
+// assert.go). A caller misusing the API (Start called twice) gets a panic
+// instead: the state is not in question, the call is.
+//
 // Close is graceful: it commits and acks what is held, applies what it can
 // (a job failing during the close is left for the next start) and gives
 // reclaims CloseReclaimGrace; whatever is left is recovered like after a
@@ -50,6 +59,8 @@
 // # Where things are
 //
 //   - ports.go, errors.go: the ports and their contracts; sentinels.
+//   - assert.go: how invariants are checked (fail closed with
+//     ErrInvariant, or panic) and the checks that need more than a line.
 //   - ingest.go, accumulator.go: Submit, admission, duplicates, the live
 //     accumulator.
 //   - flush.go, persist.go, retry.go: the coalescing writer and the commit

@@ -37,13 +37,18 @@ type Engine struct {
 	liveSince   time.Duration // Monotonic time of the first append into live
 	flushCancel func()        // pending flush-delay timer, nil if none
 	flushDue    bool          // the delay fired (or live reached target)
-	// INVARIANT: len(queue) ≤ cfg.QueueCapacity; snapshots in id order.
+	// INVARIANT: len(queue) ≤ cfg.QueueCapacity; snapshots in id order,
+	// after active's (checkQueue).
 	queue   []*snapshot
 	active  *snapshot // being persisted; at most one, so commits happen in id order
 	cooling bool      // backing off after a persist failure
-	// INVARIANT: held = live.bytes + Σ queue bytes + active bytes.
+	// INVARIANT: held = live.bytes + Σ queue bytes + active bytes
+	// (checkHeld).
 	held     int64
 	failures int // consecutive persist failures
+	// INVARIANT: lastCommit < every snapshot id queued or active; each
+	// commit is of a later id (checkCommit).
+	lastCommit SnapshotID
 
 	persistEMA  time.Duration // 0 until the first commit
 	ackDelayEMA time.Duration
@@ -51,14 +56,14 @@ type Engine struct {
 
 	schemas       []schemaFP       // recent schemas' fingerprints (ingest.go)
 	idemPending   map[string]*unit // idempotency keys held but not yet committed
-	offsetPending map[string]*unit // offset key → its unanswered unit
+	offsetPending map[string]*unit // offset key → its unanswered unit; INVARIANT: one per key (append)
 	committed     *offsetsView     // max over every commit (and the checkpoint)
 
 	// Compaction (compact.go, apply.go, reclaim.go).
-	segs      []*segState // owned segments, in id order
+	segs      []*segState // INVARIANT: owned segments, in id order (checkSegAppend)
 	lanes     map[laneKey]*lane
 	laneOrder []*lane // lanes in creation order (deterministic scans)
-	running   int     // jobs in flight
+	running   int     // jobs in flight; INVARIANT: 0 ≤ running ≤ CompactionConcurrency (checkRunning)
 	cache     *bodyCache
 	budget    budget // the memory pool's split (memory.go)
 
@@ -66,7 +71,7 @@ type Engine struct {
 
 	// Offsets checkpoint (checkpoint.go); what is durable where is in
 	// committed.
-	ckptWriting   bool // a write round is running
+	ckptWriting   bool // a write round is running; INVARIANT: one at a time (writeCheckpoint)
 	ckptScheduled bool
 	ckptWaiters   []checkpointWaiter
 
@@ -101,6 +106,7 @@ func New(cfg Config, p Ports) (*Engine, error) {
 		lanes: map[laneKey]*lane{},
 	}
 	e.cache = newBodyCache(0, &e.marks)
+	e.cache.inv, e.committed.inv = e.failClosed, e.failClosed
 	e.p.Store = countingStore{ObjectStore: p.Store, n: &e.stats.Requests}
 	e.refreshBudget()
 	return e, nil
@@ -154,7 +160,7 @@ func (e *Engine) answer(done func(error), err error) {
 	e.later(func() {
 		e.answering--
 		if e.answering < 0 {
-			panic(fmt.Sprintf("engine: %d answers in flight", e.answering))
+			e.broken("answering ≥ 0: %d answers in flight after delivering one", e.answering)
 		}
 		done(err)
 		e.checkClosed()
@@ -170,6 +176,7 @@ func (e *Engine) failClosed(err error) {
 	if e.state == stateFailed {
 		return
 	}
+	err = e.checkHeldAnswered(err)
 	e.state, e.err = stateFailed, err
 	e.stats.Alerts++
 	if e.flushCancel != nil {

@@ -28,6 +28,10 @@ func (e *Engine) claimRound(nonce uint64, round int, done func(writerRecord, str
 			return
 		}
 		next := writerRecord{epoch: cur.epoch + 1, nonce: nonce, floor: cur.floor, seals: cur.seals}
+		if err := next.check(); err != nil {
+			done(next, "", err) // never write a record that breaks what it promises
+			return
+		}
 		in := PutObjectInput{Key: e.layout.WriterKey(), Body: next.encode(), IfNoneMatch: !found}
 		if found {
 			in.IfMatch = info.ETag

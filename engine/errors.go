@@ -42,4 +42,10 @@ var (
 	// ErrFenced: a newer writer has claimed the pipeline; this engine
 	// stops without acking anything more.
 	ErrFenced = errors.New("engine: fenced by a newer writer")
+	// ErrInvariant: a broken invariant of the engine itself — a bug; the
+	// engine stops rather than act on a state it cannot trust. It fails
+	// closed (nothing more is acked or deleted) with a message naming the
+	// invariant and the values involved; a restart recovers from the
+	// store, which never depended on the state that broke (assert.go).
+	ErrInvariant = errors.New("engine: invariant broken")
 )

@@ -84,7 +84,9 @@ func (e *Engine) bodyMissing(j *job, cause error) {
 		}
 		switch {
 		case errors.Is(err, ErrNotFound):
+			e.checkJobEnds(j)
 			e.running--
+			e.checkRunning()
 			e.reclaimedElsewhere(j.seg)
 		case err == nil:
 			e.refuseJob(j, fmt.Errorf("%w: committed segment %s has no body: %v", ErrCorrupt, j.seg.ID, cause))

@@ -70,6 +70,8 @@ func (e *Engine) seal() {
 		id: id, dir: e.layout.SegmentDir(e.p.Clock.WallUnixMs()), content: e.live,
 	})
 	e.live = newBatchSet()
+	e.checkQueue()
+	e.checkHeld()
 	e.flushDue = false
 	if e.flushCancel != nil {
 		e.flushCancel()
@@ -84,6 +86,9 @@ func (e *Engine) pump() {
 	}
 	e.active = e.queue[0]
 	e.queue = e.queue[1:]
+	if !e.checkQueue() {
+		return // do not persist out of order
+	}
 	e.persist(e.active)
 	e.maybeSeal() // the queue has room again
 }

@@ -67,6 +67,12 @@ func (e *Engine) Submit(in Unit, done func(error)) {
 	if !e.roomFor(in) {
 		e.flushDue = true
 		e.maybeSeal()
+		if n := e.walSegments(); n >= e.cfg.LiveSegmentsMax { // the seal took admit's last slot
+			e.mark(MarkBackpressureWAL)
+			e.stats.UnitsRejected++
+			e.answer(done, fmt.Errorf("%w: WAL backlog of %d segments not yet applied, limit %d", ErrResourceExhausted, n, e.cfg.LiveSegmentsMax))
+			return
+		}
 		if !e.roomFor(in) {
 			e.mark(MarkBackpressureQueue)
 			e.stats.UnitsRejected++
@@ -123,7 +129,9 @@ func (e *Engine) admit(in Unit) error {
 //
 //	INVARIANT: walSegments() + (live non-empty ? 1 : 0) ≤ LiveSegmentsMax,
 //
-// except just after recovery, which owns whatever the log holds.
+// except just after recovery, which owns whatever the log holds. Submit
+// counts again after sealing live to make room for a unit: that seal
+// takes a slot. Checked where a unit joins live (checkWAL).
 func (e *Engine) walSegments() int {
 	n := len(e.segs) + len(e.queue)
 	if e.active != nil {
@@ -219,7 +227,8 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 			u.dones = append(u.dones, done)
 			return true
 		}
-		return false
+		// A new key; its offsets, if any, may still name a unit
+		// committed or pending (Unit.Offsets).
 	}
 	if len(in.Offsets) == 0 {
 		return false
@@ -301,6 +310,11 @@ func (e *Engine) append(in Unit, done func(error)) {
 	}
 	u.offsets = slices.Clone(in.Offsets) // the caller keeps its slice
 	for _, o := range u.offsets {
+		if prev := e.offsetPending[o.Key]; prev != nil {
+			e.broken("one unanswered unit per offset key: %q has one at %v, another appended at %v", o.Key, prev.offsets, u.offsets)
+			e.answer(done, fmt.Errorf("%w: %v", ErrClosed, e.err)) // not held: failing closed did not answer it
+			return
+		}
 		e.offsetPending[o.Key] = u
 	}
 	for _, b := range in.Batches {
@@ -316,5 +330,7 @@ func (e *Engine) append(in Unit, done func(error)) {
 	}
 	e.live.add(u, in)
 	e.held += u.bytes
+	e.checkHeld()
+	e.checkWAL()
 	e.afterAppend()
 }

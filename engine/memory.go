@@ -49,5 +49,6 @@ func (e *Engine) memoryHint() int64 {
 // pinned.
 func (e *Engine) refreshBudget() {
 	e.budget = splitPool(e.memoryHint())
+	e.checkBudget()
 	e.cache.resize(e.budget.cache)
 }

@@ -29,13 +29,15 @@ import (
 // expiry drops whole buckets: neither costs O(every key of the window).
 //
 // INVARIANT: every key of vals is listed (order or fresh) in the part it
-// belongs to; nums holds the numbers of buckets, ascending.
+// belongs to; nums holds the numbers of buckets, ascending (checked where
+// a bucket is added or dropped; the whole of it by check, in tests).
 type offsetsView struct {
 	vals    map[string]uint64
 	widthMs uint64
 	sources *viewPart
 	buckets map[int64]*viewPart
 	nums    []int64
+	inv     invariantHook // the engine's failClosed
 }
 
 // viewPart is one checkpoint object's share of the view. Its keys are
@@ -44,8 +46,9 @@ type offsetsView struct {
 // a later bucket) are skipped, so a snapshot costs O(n + k log k) for k
 // new keys, not a sort of the part.
 //
-// INVARIANT: order is sorted without duplicates; it and fresh may hold
-// keys that left the part (dropped at the next snapshot).
+// INVARIANT: order is sorted without duplicates (checked as snapshot
+// rebuilds it); it and fresh may hold keys that left the part (dropped at
+// the next snapshot).
 type viewPart struct {
 	bucket int64    // the bucket number; sourcesPart for _offsets
 	order  []string // sorted keys as of the last snapshot
@@ -145,6 +148,9 @@ func (v *offsetsView) part(n int64) *viewPart {
 	v.buckets[n] = p
 	i, _ := slices.BinarySearch(v.nums, n)
 	v.nums = slices.Insert(v.nums, i, n)
+	if len(v.nums) != len(v.buckets) || i > 0 && v.nums[i-1] >= n || i+1 < len(v.nums) && v.nums[i+1] <= n {
+		v.inv.broken("offsets view bucket numbers ascending, one per bucket: bucket %d inserted at %d of %d numbers, %d buckets", n, i, len(v.nums), len(v.buckets))
+	}
 	return p
 }
 
@@ -217,6 +223,10 @@ func (v *offsetsView) durable(want segment.Offsets, cutoffMs int64) bool {
 		if idem {
 			p = v.buckets[v.bucketOf(cur)]
 		}
+		if p == nil {
+			v.inv.broken("offsets view keys live in their part: %s=%d, bucket %d missing", e.Key, cur, v.bucketOf(cur))
+			return false
+		}
 		if _, ok := p.unsynced[e.Key]; ok {
 			return false
 		}
@@ -246,6 +256,9 @@ func (v *offsetsView) expire(cutoffMs int64) (dropped []*viewPart, keys int) {
 		delete(v.buckets, b)
 		v.nums = v.nums[1:]
 		dropped = append(dropped, p)
+	}
+	if len(v.nums) != len(v.buckets) {
+		v.inv.broken("offsets view bucket numbers one per bucket: %d numbers, %d buckets after expiry", len(v.nums), len(v.buckets))
 	}
 	return dropped, keys
 }
@@ -288,6 +301,9 @@ func (v *offsetsView) snapshot(p *viewPart) segment.Offsets {
 		}
 		val, ok := v.vals[k]
 		if ok && v.home(k, val) == p.bucket && (len(keys) == 0 || keys[len(keys)-1] != k) {
+			if len(keys) > 0 && keys[len(keys)-1] > k {
+				v.inv.broken("offsets view part order sorted: part %d lists %q before %q", p.bucket, keys[len(keys)-1], k)
+			}
 			keys = append(keys, k)
 		}
 	}

@@ -263,11 +263,18 @@ func (e *Engine) commit(s *snapshot) {
 	if e.state == stateFailed {
 		return // its units were answered ErrClosed; recovery will find the segment
 	}
+	if !e.checkCommit(s) {
+		return // failing closed answered its units
+	}
+	e.lastCommit = s.id
 	e.persistEMA = time.Duration(ema(float64(e.persistEMA), float64(e.now()-s.startedAt)))
 	e.committed.merge(s.content.offsets)
 	seg := Segment{ID: s.id, Dir: s.dir, Index: s.index}
 	// The writer still has the body: cache it for compaction (no GET).
 	e.cache.put(s.id, segment.EncodedBody(e.layout.Key(s.dir, s.id, KindBody), s.index, s.body), int64(len(s.body)), false)
+	if e.state == stateFailed {
+		return // a check of the view or the cache failed: failing closed answered the units
+	}
 	var acks []func(error)
 	for _, u := range s.content.units {
 		if u.idem != "" {
@@ -287,6 +294,10 @@ func (e *Engine) commit(s *snapshot) {
 	s.body = nil
 	e.stats.Commits++
 	e.active, e.failures = nil, 0
+	// Checked once the snapshot left the writer: if it fails, the engine
+	// fails closed but these units are still acked below — their marker
+	// exists and the epoch was ours, so they are committed.
+	e.checkHeld()
 	st := newSegState(seg, segment.NewBitmap(len(s.index.Entries)))
 	st.reclaimAfter = s.settledAt
 	e.register(st)
@@ -326,6 +337,7 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 	}
 	e.live.prepend(older)
 	e.queue, e.active = nil, nil
+	e.checkHeld()
 	e.failures++
 	e.cooling = true
 	e.p.Timers.AfterFunc(e.backoff(e.failures), func() {

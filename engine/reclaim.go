@@ -44,6 +44,9 @@ func (e *Engine) writeBitmap(st *segState) {
 		st.dirty = true
 		return
 	}
+	if !e.checkBitmapWrite(st) {
+		return
+	}
 	st.writing, st.dirty = true, false
 	key := e.layout.Key(st.Dir, st.ID, KindBitmap)
 	in := PutObjectInput{Key: key, Body: st.applied.Encode(), IfMatch: st.bitmapETag, IfNoneMatch: st.bitmapETag == ""}
@@ -62,7 +65,7 @@ func (e *Engine) writeBitmap(st *segState) {
 		e.readBitmap(st.Segment, func(b *segment.Bitmap, etag string, rerr error) {
 			st.writing = false
 			if rerr == nil && b != nil {
-				_ = st.applied.Merge(b) // same segment: same length
+				e.mergeBits(st, b) // same segment: same length
 				st.bitmapETag = etag
 			}
 			e.scheduleBitmap(st)
@@ -79,6 +82,9 @@ func (e *Engine) reclaim(st *segState) {
 		e.mark(MarkReclaimWaitsSettle)
 		e.p.Timers.AfterFunc(wait, func() { e.reclaim(st) })
 		return
+	}
+	if !e.checkReclaimable(st) {
+		return // never delete what is not applied
 	}
 	st.reclaiming = true
 	if st.flushCancel != nil {

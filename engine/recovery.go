@@ -114,6 +114,10 @@ func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed wr
 		return
 	}
 	e.open(r)
+	if e.state == stateFailed {
+		done(e.err) // a check failed while registering: no sweep, no compaction
+		return
+	}
 	e.writer = sealed
 	e.stats.RecoveryOps = ops
 	done(nil)
@@ -130,6 +134,10 @@ func (e *Engine) sealEpochs(rec writerRecord, etag string, listing []*listedSegm
 	sealed := rec.sealed(listing)
 	if sealed.floor == rec.floor && slices.Equal(sealed.seals, rec.seals) {
 		done(sealed, nil)
+		return
+	}
+	if err := sealed.check(); err != nil {
+		done(sealed, err) // never write a record that breaks what it promises
 		return
 	}
 	e.p.Store.PutObject(PutObjectInput{Key: e.layout.WriterKey(), Body: sealed.encode(), IfMatch: etag}, func(_ string, err error) {
@@ -167,7 +175,7 @@ func validMarkers(listing []*listedSegment, w writerRecord) []*listedSegment {
 
 func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 	err = fmt.Errorf("recovery: %w", err)
-	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrFenced) {
+	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrFenced) || errors.Is(err, ErrInvariant) {
 		e.failClosed(err)
 		done(err)
 		return

@@ -19,7 +19,7 @@ import (
 // engine code, a seeded world, no goroutines. Tests steer faults per
 // request with a StoreFaultsFunc.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	sched  *sim.Scheduler
 	store  *sim.Store
 	root   *sim.Rand
@@ -37,7 +37,7 @@ type memHint int64
 
 func (m memHint) AvailableBytes() int64 { return int64(m) }
 
-func newRig(t *testing.T, storeCfg sim.StoreConfig) *rig {
+func newRig(t testing.TB, storeCfg sim.StoreConfig) *rig {
 	t.Helper()
 	r := &rig{t: t, root: sim.NewRand(1), memory: 8 << 20}
 	r.sched = sim.NewScheduler(r.root.Split("sched"), sim.NewTrace(), sim.SchedulerConfig{})

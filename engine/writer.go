@@ -60,7 +60,7 @@ type writerRecord struct {
 	epoch uint64
 	nonce uint64
 	floor uint64 // epochs below were all decided; INVARIANT: floor ≤ epoch
-	seals []seal // ascending epoch, all below floor
+	seals []seal // INVARIANT: ascending epoch, all below floor (check, before every write)
 }
 
 func (w writerRecord) encode() []byte {

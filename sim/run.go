@@ -91,8 +91,11 @@ func (w *World) checkEngine() {
 	if w.eng == nil {
 		return
 	}
-	if w.eng.Err() != nil {
-		w.oracle.fail("engine failed closed: %v", w.eng.Err())
+	switch err := w.eng.Err(); {
+	case errors.Is(err, engine.ErrInvariant): // a class of its own: shrinking keeps it
+		w.oracle.fail("engine failed closed on a broken invariant (an engine bug): %v", err)
+	case err != nil:
+		w.oracle.fail("engine failed closed: %v", err)
 	}
 	w.checkAlerts(w.eng)
 	if w.eng.Ready() {
@@ -244,6 +247,10 @@ func (w *World) startIncarnation() {
 	w.eng, w.recovering, w.recStart, w.rec = eng, true, w.sched.Now(), recoveryStats{}
 	w.progress = progress{since: w.sched.Now()}
 	eng.Start(func(err error) {
+		if errors.Is(err, engine.ErrInvariant) {
+			w.oracle.fail("recovery failed closed on a broken invariant (an engine bug): %v", err)
+			return
+		}
 		if err != nil {
 			w.oracle.fail("recovery failed closed: %v", err)
 			return

@@ -80,7 +80,10 @@ func (w *World) checkZombies() {
 		if err == nil {
 			continue
 		}
-		if !errors.Is(err, engine.ErrFenced) {
+		switch {
+		case errors.Is(err, engine.ErrInvariant):
+			w.oracle.fail("zombie incarnation %d failed closed on a broken invariant (an engine bug): %v", z.inc.ID(), err)
+		case !errors.Is(err, engine.ErrFenced):
 			w.oracle.fail("zombie incarnation %d failed closed, not fenced: %v", z.inc.ID(), err)
 		}
 		w.killZombie(z)

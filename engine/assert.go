@@ -1,0 +1,382 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// Assertions (STYLE.md, "Assertions and errors").
+//
+// The engine states its invariants as INVARIANT comments on the fields
+// that carry them, and checks each one right after the mutation that
+// could break it: a check names the invariant and carries the values
+// involved, so that a failure says what broke and how, not only where.
+//
+// # Fail closed, or panic
+//
+// A check that fails means the engine's own state contradicts itself: a
+// bug, found at runtime, possibly long after its cause. The engine fails
+// closed (failClosed) with an error wrapping ErrInvariant: nothing more
+// is acked or deleted, every unit it holds is answered ErrClosed, and the
+// next start recovers from the store — the WAL is the truth, and recovery
+// never reads the state that broke. Failing closed, rather than
+// panicking, keeps those guarantees in production (the loop's other
+// callbacks still run against a stopped engine instead of a half-updated
+// one), and in the simulator it makes a broken invariant a violation of
+// the seed that hit it — reported, reproduced and shrunk like any other
+// (sim.World.checkEngine).
+//
+// A panic is right where the caller of an API breaks its contract and the
+// state is not in question: Start called twice, a bitmap bit out of range
+// in package segment (which has no engine to stop), a helper's REQUIRES
+// broken by a direct caller. The stack then points at the culprit.
+//
+// # Cost
+//
+// A check is written
+//
+//	if got != want {
+//		e.broken("held bytes = live + queued + active: held %d, …", got, …)
+//	}
+//
+// so that a check that holds costs its comparison and nothing else: the
+// message — and the boxing of its arguments into ...any, which escape to
+// fmt — is built only on the failing branch. (A helper of the form
+// assert(cond, format, args...) would allocate its arguments at every call,
+// holding or not.) Checks that need a loop are methods below, bounded by a
+// small limit (the queue, one segment's jobs or bits, the cache's entries)
+// and run where that state changes, never per row or per byte.
+// TestInvariantChecksDoNotAllocate holds them to zero allocations.
+//
+// # After failing
+//
+// failClosed keeps the first error. Checks that fail afterwards are not
+// reported: a failed engine stops keeping some of its state (a job that
+// ends after the failure is not counted out of running, for one). A check
+// placed in the middle of a sequence that would go on acting — persist a
+// snapshot, start a job, delete objects, open ingest — reports false and
+// its caller returns, so that nothing is done on a state it could not
+// trust; commit returns before its acks if the view or the cache failed
+// (failing closed answered those units). One exception: a check that
+// fails in commit after the snapshot left the writer does not take back
+// that snapshot's acks — its marker exists and the epoch was ours, so the
+// units are committed, and failing closed no longer holds them.
+//
+// # The checks, and where they run
+//
+//   - held = live + queued + active (checkHeld): append, seal, commit,
+//     persistFailed; and failing closed answers exactly what is held
+//     (checkHeldAnswered, in failClosed).
+//   - queue ≤ QueueCapacity, in id order after the active snapshot
+//     (checkQueue): seal, pump. Commits in id order, of the active
+//     snapshot (checkCommit, lastCommit): commit.
+//   - walSegments + live ≤ LiveSegmentsMax (checkWAL): append.
+//   - one unanswered unit per offset key: append (ingest.go).
+//   - 0 ≤ running ≤ CompactionConcurrency (checkRunning) after every
+//     change; a job ends once per start (checkJobEnds): startJob, jobDone,
+//     retryJob, refuseJob, bodyMissing.
+//   - owned segments in id order (checkSegAppend), lanes in segment order
+//     (checkLaneAppend): register. A lane applies its head (checkLaneHead):
+//     popLane.
+//   - 0 ≤ pending ≤ jobs (checkPending): jobDone. Reclaimed only when
+//     every job is applied, every bit set, no pin (checkReclaimable):
+//     reclaim.
+//   - bitmap bits only get set: every write holds the previous one's bits
+//     (checkBitmapWrite, writeBitmap); a merge keeps them (mergeBits).
+//   - body cache: used = Σ sizes ≤ budget unless all pinned, nothing
+//     negative (bodyCache.check): put, unpin, resize, drop.
+//   - admission + cache ≤ pool (checkBudget): refreshBudget.
+//   - writer record floor ≤ epoch, seals ascending below it
+//     (writerRecord.check): before each write of the writer object.
+//   - offsets view: bucket numbers one per bucket, ascending (part,
+//     expire); a part's order sorted (snapshot); a key's bucket exists
+//     (durable). One checkpoint round, and one write per object, at a
+//     time (writeCheckpoint, writePart).
+//   - answering ≥ 0: answer.
+
+// invariantError is the error of a broken invariant: ErrInvariant and the
+// message.
+func invariantError(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvariant, fmt.Sprintf(format, args...))
+}
+
+// broken fails the engine closed on a broken invariant. The message names
+// the invariant, then the values involved.
+func (e *Engine) broken(format string, args ...any) {
+	e.failClosed(invariantError(format, args...))
+}
+
+// invariantHook is how a helper without an engine (bodyCache,
+// offsetsView) reports a broken invariant: the engine sets it to
+// failClosed. A helper with no hook — one under a unit test of its own —
+// panics instead.
+type invariantHook func(error)
+
+func (h invariantHook) broken(format string, args ...any) {
+	err := invariantError(format, args...)
+	if h == nil {
+		panic(err)
+	}
+	h(err)
+}
+
+// checkHeld: held = live.bytes + Σ queue bytes + active bytes. It can
+// break wherever units enter (append), move between the sets (seal,
+// persistFailed) or leave (commit).
+func (e *Engine) checkHeld() bool {
+	if queued, active, ok := e.heldSum(); !ok {
+		e.broken("held bytes = live + queued + active: held %d, live %d, queued %d (%d snapshots), active %d",
+			e.held, e.live.bytes, queued, len(e.queue), active)
+		return false
+	}
+	return true
+}
+
+// checkHeldAnswered: failing closed answers every unit of live, the queue
+// and the active snapshot, so those must be all that is held. A mismatch
+// is reported in place of err (and names it).
+func (e *Engine) checkHeldAnswered(err error) error {
+	if errors.Is(err, ErrInvariant) {
+		return err
+	}
+	if queued, active, ok := e.heldSum(); !ok {
+		return invariantError("held bytes = live + queued + active when failing closed: held %d, live %d, queued %d (%d snapshots), active %d; failing closed on: %v",
+			e.held, e.live.bytes, queued, len(e.queue), active, err)
+	}
+	return err
+}
+
+// heldSum sums the queued and active snapshots' bytes and reports whether
+// held is what live, they and nothing else hold. O(QueueCapacity).
+func (e *Engine) heldSum() (queued, active int64, ok bool) {
+	for _, s := range e.queue {
+		queued += s.content.bytes
+	}
+	if e.active != nil {
+		active = e.active.content.bytes
+	}
+	return queued, active, e.held == e.live.bytes+queued+active && e.held >= 0
+}
+
+// checkQueue: len(queue) ≤ QueueCapacity, and the active snapshot and the
+// queue are in id order (so that commits are). It can break where a
+// snapshot is sealed into the queue or leaves it for the writer.
+func (e *Engine) checkQueue() bool {
+	if len(e.queue) > e.cfg.QueueCapacity {
+		e.broken("len(queue) ≤ QueueCapacity: %d snapshots queued, capacity %d", len(e.queue), e.cfg.QueueCapacity)
+		return false
+	}
+	prev := e.lastCommit
+	if e.active != nil {
+		if e.active.id.Compare(prev) <= 0 {
+			e.broken("snapshots in id order: active %s, last committed %s", e.active.id, prev)
+			return false
+		}
+		prev = e.active.id
+	}
+	for i, s := range e.queue {
+		if s.id.Compare(prev) <= 0 {
+			e.broken("snapshots in id order: queue[%d] is %s, after %s", i, s.id, prev)
+			return false
+		}
+		prev = s.id
+	}
+	return true
+}
+
+// checkCommit: the snapshot committing is the one being persisted, and
+// it comes after the last commit (commits happen in snapshot-id order).
+func (e *Engine) checkCommit(s *snapshot) bool {
+	if s != e.active || s.id.Compare(e.lastCommit) <= 0 || s.id.Epoch != e.epoch {
+		active := SnapshotID{}
+		if e.active != nil {
+			active = e.active.id
+		}
+		e.broken("commits in snapshot-id order, of the active snapshot: commit %s, active %s, last committed %s, epoch %d",
+			s.id, active, e.lastCommit, e.epoch)
+		if s != e.active { // failing closed answered the others
+			for _, u := range s.content.units {
+				for _, d := range u.dones {
+					e.answer(d, fmt.Errorf("%w: %v", ErrClosed, e.err))
+				}
+			}
+		}
+		return false
+	}
+	return true
+}
+
+// checkWAL: after admission a unit joins the live accumulator, so
+// walSegments() + 1 ≤ LiveSegmentsMax (ingest.go). Called from append,
+// where a unit has just made live non-empty.
+func (e *Engine) checkWAL() {
+	if n := e.walSegments(); n+1 > e.cfg.LiveSegmentsMax {
+		e.broken("walSegments + live ≤ LiveSegmentsMax: %d segments owned, %d queued, active %t, and live, limit %d",
+			len(e.segs), len(e.queue), e.active != nil, e.cfg.LiveSegmentsMax)
+	}
+}
+
+// checkRunning: 0 ≤ running ≤ CompactionConcurrency, after every change
+// of running. compact starts a job only while running is below the limit,
+// one increment per start, so even a burst of starts stays within it.
+func (e *Engine) checkRunning() bool {
+	if e.running < 0 || e.running > e.cfg.CompactionConcurrency {
+		e.broken("0 ≤ running ≤ CompactionConcurrency: running %d, limit %d", e.running, e.cfg.CompactionConcurrency)
+		return false
+	}
+	return true
+}
+
+// checkJobEnds: a job ends (applied, retried, refused) only while it
+// runs, once per start; a second end would count it out of running twice.
+func (e *Engine) checkJobEnds(j *job) {
+	if j.state != jobRunning {
+		e.broken("a job ends once per start: job %s of segment %s ends in state %d", j.id, j.seg.ID, j.state)
+	}
+}
+
+// checkLaneAppend: a lane's jobs are in segment order (and, within one
+// segment, in ordinal order), so rows reach a table in commit order.
+// Called before j joins the end of ln.
+func (e *Engine) checkLaneAppend(ln *lane, j *job) {
+	if len(ln.jobs) == 0 {
+		return
+	}
+	last := ln.jobs[len(ln.jobs)-1]
+	c := last.seg.ID.Compare(j.seg.ID)
+	if c > 0 || c == 0 && last.ordinals[0] >= j.ordinals[0] {
+		e.broken("lane %s/%s in segment order: job of segment %s (ordinal %d) queued after one of %s (ordinal %d)",
+			ln.key.sinkRef, ln.key.namespace, j.seg.ID, j.ordinals[0], last.seg.ID, last.ordinals[0])
+	}
+}
+
+// checkLaneHead: the job applied is its lane's head — a lane runs one job
+// at a time, in order. Called before popping it.
+func (e *Engine) checkLaneHead(ln *lane, j *job) bool {
+	if ln == nil || len(ln.jobs) == 0 || ln.jobs[0] != j {
+		head, n := "none", 0
+		if ln != nil && len(ln.jobs) > 0 {
+			head, n = ln.jobs[0].seg.ID.String(), len(ln.jobs)
+		}
+		e.broken("a lane applies its head first: job %s of segment %s (%s/%s) applied, lane head of segment %s, %d jobs",
+			j.id, j.seg.ID, j.sinkRef, j.namespace, head, n)
+		return false
+	}
+	return true
+}
+
+// checkSegAppend: owned segments are in id order. Called before st joins.
+func (e *Engine) checkSegAppend(st *segState) {
+	if n := len(e.segs); n > 0 && e.segs[n-1].ID.Compare(st.ID) >= 0 {
+		e.broken("owned segments in id order: %s registered after %s", st.ID, e.segs[n-1].ID)
+	}
+}
+
+// checkPending: 0 ≤ pending ≤ len(jobs), after pending changes.
+func (e *Engine) checkPending(st *segState) {
+	if st.pending < 0 || st.pending > len(st.jobs) {
+		e.broken("0 ≤ pending ≤ jobs of a segment: segment %s, pending %d, %d jobs", st.ID, st.pending, len(st.jobs))
+	}
+}
+
+// checkReclaimable: a segment is reclaimed only when every job of it is
+// applied, every bit of its bitmap set, and no job still reads its body:
+// pending = 0 must mean exactly that. Deleting it otherwise would lose
+// committed rows. O(jobs + parts/8) once per reclaim.
+func (e *Engine) checkReclaimable(st *segState) bool {
+	unapplied := 0
+	for _, j := range st.jobs {
+		if j.state != jobApplied {
+			unapplied++
+		}
+	}
+	pins := 0
+	if ce := e.cache.entries[st.ID]; ce != nil {
+		pins = ce.pins
+	}
+	if st.pending != 0 || unapplied != 0 || !st.applied.AllSet() || pins != 0 {
+		e.broken("a reclaimed segment is fully applied: segment %s, pending %d, %d of %d jobs not applied, %d of %d bits set, body pinned %d times",
+			st.ID, st.pending, unapplied, len(st.jobs), st.applied.Count(), st.applied.Len(), pins)
+		return false
+	}
+	return true
+}
+
+// checkBitmapWrite: bits only get set, so every bitmap written for a
+// segment holds every bit of the one written before. It remembers what
+// this write holds for the next. O(parts) per write, and writes are
+// coalesced (BitmapDelay).
+func (e *Engine) checkBitmapWrite(st *segState) bool {
+	if prev := st.written; prev != nil {
+		for i := range prev.Len() {
+			if o := segment.SliceOrdinal(i); prev.IsSet(o) && !st.applied.IsSet(o) {
+				e.broken("bitmap bits only get set: segment %s, bit %d written before is clear now (%d bits set, %d before)",
+					st.ID, i, st.applied.Count(), prev.Count())
+				return false
+			}
+		}
+	}
+	st.written = st.applied.Clone()
+	return true
+}
+
+// mergeBits ORs a bitmap read back from the store into st's: the same
+// segment's (same length), and a merge never loses a bit.
+func (e *Engine) mergeBits(st *segState, b *segment.Bitmap) {
+	before := st.applied.Count()
+	if err := st.applied.Merge(b); err != nil || st.applied.Count() < before {
+		e.broken("bitmap bits only get set: merge into segment %s: %d bits set before, %d after (%v)",
+			st.ID, before, st.applied.Count(), err)
+	}
+}
+
+// checkBudget: admission + cache ≤ pool, none negative.
+func (e *Engine) checkBudget() {
+	if b := e.budget; b.admission+b.cache > b.pool || b.admission < 0 || b.cache < 0 {
+		e.broken("admission + cache ≤ pool: admission %d, cache %d, pool %d", b.admission, b.cache, b.pool)
+	}
+}
+
+// check verifies the cache's accounting after a change: used and reserved
+// are not negative, used = Σ entry sizes (sum: only where an entry was
+// added), and used ≤ budget unless every entry is pinned (a budget that
+// shrank under pinned bodies; they stay, and go once unpinned).
+func (c *bodyCache) check(sum bool) {
+	if c.used < 0 || c.reserved < 0 {
+		c.inv.broken("body cache bytes not negative: used %d, reserved %d", c.used, c.reserved)
+		return
+	}
+	if sum {
+		total := int64(0)
+		//engine:orderless — a sum.
+		for _, ce := range c.entries {
+			total += ce.size
+		}
+		if total != c.used {
+			c.inv.broken("body cache used = Σ entry sizes: used %d, entries %d hold %d", c.used, len(c.entries), total)
+			return
+		}
+	}
+	if c.used > c.budget {
+		if pinned := c.pinnedBytes(); pinned != c.used {
+			c.inv.broken("body cache used ≤ budget unless all pinned: used %d, budget %d, pinned %d, %d entries",
+				c.used, c.budget, pinned, len(c.entries))
+		}
+	}
+}
+
+// check verifies what a writer record promises (writer.go) before it is
+// written: floor ≤ epoch, seals in ascending epoch and all below the floor.
+func (w writerRecord) check() error {
+	if w.floor > w.epoch {
+		return invariantError("writer record floor ≤ epoch: floor %d, epoch %d", w.floor, w.epoch)
+	}
+	for i, s := range w.seals {
+		if s.epoch >= w.floor || i > 0 && s.epoch <= w.seals[i-1].epoch {
+			return invariantError("writer record seals ascending, below the floor: seal %d of epoch %d, floor %d", i, s.epoch, w.floor)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,186 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// Checks of helpers without an engine (the cache, the offsets view, the
+// writer record, the budget) and of engine paths that need no ports. The
+// engine-level checks are tested in assert_test.go.
+
+// capture is an invariantHook that keeps the first error.
+type capture struct{ err error }
+
+func (c *capture) hook() invariantHook {
+	return func(err error) {
+		if c.err == nil {
+			c.err = err
+		}
+	}
+}
+
+func (c *capture) want(t *testing.T, name string) {
+	t.Helper()
+	if !errors.Is(c.err, ErrInvariant) || !strings.Contains(c.err.Error(), name) {
+		t.Fatalf("got %v; want the invariant %q broken", c.err, name)
+	}
+}
+
+// bare is an engine with no ports, enough for paths that only fail
+// closed.
+func bare() *Engine {
+	return &Engine{live: newBatchSet(), committed: newOffsetsView(time.Hour), cache: newBodyCache(0, nil)}
+}
+
+func wantFailed(t *testing.T, e *Engine, name string) {
+	t.Helper()
+	if e.state != stateFailed || !errors.Is(e.Err(), ErrInvariant) || !strings.Contains(e.Err().Error(), name) {
+		t.Fatalf("state %d, err %v; want failed closed on %q", e.state, e.Err(), name)
+	}
+}
+
+func TestInvariantHookWithoutEngine(t *testing.T) {
+	defer func() {
+		err, _ := recover().(error)
+		if !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), "x 1, y 2") {
+			t.Fatalf("recovered %v; want a panic with ErrInvariant and the values", err)
+		}
+	}()
+	invariantHook(nil).broken("x = y: x %d, y %d", 1, 2)
+}
+
+func TestInvariantCache(t *testing.T) {
+	var marks Marks
+	var got capture
+	c := newBodyCache(100, &marks)
+	c.inv = got.hook()
+	body := func() *segment.Body { return nil }
+	// Legal: a budget that shrinks under a pinned body keeps it.
+	c.put(SnapshotID{1, 1}, body(), 60, true)
+	c.resize(50)
+	c.unpin(SnapshotID{1, 1})
+	if got.err != nil || c.used != 0 {
+		t.Fatalf("shrink under a pin: %v, used %d", got.err, c.used)
+	}
+	c.resize(100)
+	c.put(SnapshotID{1, 2}, body(), 10, false)
+	c.used += 3
+	c.put(SnapshotID{1, 3}, body(), 10, false)
+	got.want(t, "body cache used = Σ entry sizes: used 23, entries 2 hold 20")
+
+	got = capture{}
+	c = newBodyCache(100, &marks)
+	c.inv = got.hook()
+	c.put(SnapshotID{1, 1}, body(), 10, false)
+	c.used = 5
+	c.drop(SnapshotID{1, 1})
+	got.want(t, "body cache bytes not negative: used -5 after dropping")
+
+	got = capture{}
+	c = newBodyCache(100, &marks)
+	c.inv = got.hook()
+	c.put(SnapshotID{1, 1}, body(), 60, false)
+	c.budget = 50 // shrunk without resize: nothing evicted, nothing pinned
+	c.unpin(SnapshotID{9, 9})
+	if got.err != nil { // unpin evicts: the state is legal again
+		t.Fatalf("unpin after a shrink: %v", got.err)
+	}
+	c.put(SnapshotID{1, 2}, body(), 40, false)
+	c.put(SnapshotID{1, 3}, body(), 5, true)
+	c.budget = 30 // shrunk without evicting
+	c.check(false)
+	got.want(t, "body cache used ≤ budget unless all pinned: used 45, budget 30, pinned 5")
+}
+
+func TestInvariantOffsetsView(t *testing.T) {
+	var got capture
+	v := newOffsetsView(time.Hour)
+	v.inv = got.hook()
+	v.part(5)
+	v.part(9)
+	delete(v.buckets, 9) // a number without its bucket
+	v.part(9)
+	got.want(t, "offsets view bucket numbers ascending, one per bucket: bucket 9 inserted at 1 of 3 numbers, 2 buckets")
+
+	got = capture{}
+	v = newOffsetsView(time.Hour)
+	v.inv = got.hook()
+	v.buckets[3] = newViewPart(3) // a bucket without its number
+	v.expire(0)
+	got.want(t, "offsets view bucket numbers one per bucket: 0 numbers, 1 buckets")
+
+	got = capture{}
+	v = newOffsetsView(time.Hour)
+	v.inv = got.hook()
+	v.merge(segment.Offsets{{Key: "a", Value: 1}, {Key: "b", Value: 1}})
+	v.snapshot(v.sources)
+	v.sources.order = []string{"b", "a"}
+	v.snapshot(v.sources)
+	got.want(t, `offsets view part order sorted: part -1 lists "b" before "a"`)
+
+	got = capture{}
+	v = newOffsetsView(time.Hour)
+	v.inv = got.hook()
+	v.merge(segment.Offsets{{Key: idemPrefix + "k", Value: 5}})
+	v.buckets, v.nums = map[int64]*viewPart{}, nil
+	if v.durable(segment.Offsets{{Key: idemPrefix + "k", Value: 5}}, 0) {
+		t.Fatal("durable without its bucket")
+	}
+	got.want(t, "offsets view keys live in their part: idem/k=5, bucket 0 missing")
+}
+
+func TestInvariantWriterRecord(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		w    writerRecord
+		want string // "" if valid
+	}{
+		{"valid", writerRecord{epoch: 5, floor: 4, seals: []seal{{1, 3}, {3, 0}}}, ""},
+		{"floor = epoch", writerRecord{epoch: 5, floor: 5}, ""},
+		{"floor above epoch", writerRecord{epoch: 5, floor: 6}, "floor ≤ epoch: floor 6, epoch 5"},
+		{"seal at the floor", writerRecord{epoch: 5, floor: 4, seals: []seal{{4, 1}}}, "seal 0 of epoch 4, floor 4"},
+		{"seals out of order", writerRecord{epoch: 5, floor: 4, seals: []seal{{3, 1}, {2, 1}}}, "seal 1 of epoch 2, floor 4"},
+	} {
+		err := c.w.check()
+		if c.want == "" && err != nil || c.want != "" && (!errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("%s: %v, want %q", c.name, err, c.want)
+		}
+	}
+}
+
+// A broken invariant found during recovery fails it closed: it is not a
+// transient failure to retry.
+func TestInvariantStopsRecovery(t *testing.T) {
+	e := bare()
+	var got error
+	e.recoveryFailed(0, writerRecord{epoch: 1, floor: 2}.check(), func(err error) { got = err })
+	wantFailed(t, e, "writer record floor ≤ epoch")
+	if !errors.Is(got, ErrInvariant) {
+		t.Fatalf("Start's done got %v", got)
+	}
+}
+
+func TestInvariantBudget(t *testing.T) {
+	e := bare()
+	e.budget = budget{pool: 100, admission: 80, cache: 30}
+	e.checkBudget()
+	wantFailed(t, e, "admission + cache ≤ pool: admission 80, cache 30, pool 100")
+	for _, avail := range []int64{-1, 0, 1, 100 << 20, 1 << 30, 1 << 40, 1 << 62} {
+		e := bare()
+		e.budget = splitPool(avail)
+		if e.checkBudget(); e.err != nil {
+			t.Fatalf("splitPool(%d): %v", avail, e.err)
+		}
+	}
+}
+
+func TestInvariantCheckpointRound(t *testing.T) {
+	e := bare()
+	e.writeCheckpoint(1) // a retry with no round running
+	wantFailed(t, e, "one checkpoint round at a time: attempt 1 starts with a round running false")
+}
