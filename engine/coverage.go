@@ -22,7 +22,7 @@ const (
 	MarkCompleteSettledByHead             // an ambiguous Complete answered NoSuchUpload: a HEAD settled it
 	MarkUploadAborted                     // a failed persist aborted its multipart upload
 	MarkPersistFailed                     // a persist failed: units back in the accumulator
-	MarkMarkerExists                      // a marker PUT found the key taken (an earlier attempt of ours landed)
+	MarkMarkerExists                      // a marker PUT found its key taken (only a writer sharing the epoch could)
 	MarkInDoubtCommitted                  // an in-doubt marker was found by a later read: committed
 	MarkInDoubtAbsent                     // an in-doubt marker was found absent: not committed
 	MarkFencedLive                        // a live superseded writer's commit hit the fence

@@ -182,11 +182,17 @@ func (e *Engine) completeUpload(s *snapshot, parts []CompletedPart, done func(er
 // putMarker writes the commit marker. Create-only: if the key exists, an
 // earlier attempt of ours landed (same bytes) or another writer took the
 // id (different bytes).
+//
+// After an attempt whose outcome is unknown the key is never PUT again,
+// only read (settle): the marker may have landed, counted, been applied
+// and reclaimed by a successor while this writer was frozen, and a second
+// create-only PUT would then recreate it without a body (seed 8).
 func (e *Engine) putMarker(s *snapshot) {
-	e.retry(func(d func(error)) {
+	isAmbiguous := func(err error) bool { return errors.Is(err, ErrAmbiguous) }
+	e.retryStop(func(d func(error)) {
 		in := PutObjectInput{Key: e.key(s, KindMarker), Body: s.marker, IfNoneMatch: true}
 		e.p.Store.PutObject(in, func(_ string, err error) { d(err) })
-	}, func(err error, ambiguous bool) {
+	}, isAmbiguous, func(err error, ambiguous bool) {
 		if ambiguous {
 			// An earlier attempt may still land: the marker must not be
 			// deleted (reclaim) before the store's request lifetime is over,
@@ -198,13 +204,14 @@ func (e *Engine) putMarker(s *snapshot) {
 			e.fenceThenCommit(s)
 		case errors.Is(err, ErrPreconditionFailed):
 			e.mark(MarkMarkerExists)
-			e.settle(s)
+			e.settle(s, false)
 		case ambiguous:
-			// In doubt: the marker may exist. Re-committing these units
-			// under another id could deliver them twice, so wait out the
-			// store's request lifetime and read the key.
+			// In doubt: the marker may exist, or still land. Re-committing
+			// these units under another id could deliver them twice, so
+			// read the key now (it usually landed) and, if it is absent,
+			// again once the store's request lifetime is over.
 			e.stats.InDoubt++
-			e.p.Timers.AfterFunc(e.cfg.FenceWait, func() { e.settle(s) })
+			e.settle(s, true)
 		default:
 			e.persistFailed(s, fmt.Errorf("put marker: %w", err))
 		}
@@ -212,8 +219,10 @@ func (e *Engine) putMarker(s *snapshot) {
 }
 
 // settle reads the marker key of an in-doubt snapshot until it knows.
-// While it cannot know, the snapshot's units wait (fail closed).
-func (e *Engine) settle(s *snapshot) {
+// While it cannot know, the snapshot's units wait (fail closed). early: a
+// marker PUT may still be in flight, so an absent key is read again after
+// FenceWait before it counts as absent.
+func (e *Engine) settle(s *snapshot, early bool) {
 	key := e.key(s, KindMarker)
 	in := GetObjectInput{Key: key, Limit: markerReadLimit}
 	check := func(b []byte, _ ObjectInfo) error { _, err := segment.DecodeMarker(key, b); return err }
@@ -224,13 +233,15 @@ func (e *Engine) settle(s *snapshot) {
 			e.fenceThenCommit(s)
 		case err == nil:
 			e.failClosed(fmt.Errorf("%w: marker %s holds another writer's commit", ErrCorrupt, e.key(s, KindMarker)))
+		case errors.Is(err, ErrNotFound) && early:
+			e.p.Timers.AfterFunc(e.cfg.FenceWait, func() { e.settle(s, false) })
 		case errors.Is(err, ErrNotFound):
 			e.mark(MarkInDoubtAbsent)
 			e.persistFailed(s, fmt.Errorf("marker did not land"))
 		case errors.Is(err, ErrCorrupt):
 			e.failClosed(fmt.Errorf("settle in-doubt snapshot %s: %w", s.id, err))
 		default:
-			e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() { e.settle(s) })
+			e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() { e.settle(s, early) })
 		}
 	})
 }

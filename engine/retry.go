@@ -12,6 +12,11 @@ import (
 // saw an ambiguous write must find out what happened before acting as if
 // it had not.
 func (e *Engine) retry(try func(done func(error)), done func(err error, ambiguous bool)) {
+	e.retryStop(try, isAnswer, done)
+}
+
+// retryStop is retry that also stops at the first error stop accepts.
+func (e *Engine) retryStop(try func(done func(error)), stop func(error) bool, done func(err error, ambiguous bool)) {
 	var ambiguous bool
 	var run func(n int)
 	run = func(n int) {
@@ -19,7 +24,7 @@ func (e *Engine) retry(try func(done func(error)), done func(err error, ambiguou
 			if errors.Is(err, ErrAmbiguous) {
 				ambiguous = true
 			}
-			if err == nil || isAnswer(err) || n+1 >= AttemptsMax {
+			if err == nil || isAnswer(err) || stop(err) || n+1 >= AttemptsMax {
 				done(err, ambiguous)
 				return
 			}

@@ -122,7 +122,7 @@ func TestInDoubtMarkerLost(t *testing.T) {
 	r.start()
 	lost := 0
 	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if op == sim.OpPut && isMarker(key) && lost < engine.AttemptsMax {
+		if op == sim.OpPut && isMarker(key) && lost < 1 {
 			lost++
 			return sim.AmbiguousLost
 		}
@@ -139,6 +139,31 @@ func TestInDoubtMarkerLost(t *testing.T) {
 	}
 }
 
+// After a marker PUT whose outcome is unknown, the key is only read, never
+// PUT again: the marker may have landed and been reclaimed by a successor
+// meanwhile, and a second create-only PUT would recreate it (seed 8).
+func TestInDoubtMarkerIsNeverPutAgain(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	puts := 0
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if op == sim.OpPut && isMarker(key) {
+			puts++
+			if puts == 1 {
+				return sim.AmbiguousLost
+			}
+		}
+		return sim.OK
+	}
+	res := r.submit(unit("a", 7))
+	r.until(func() bool { return res.done }, "ack")
+	// One lost PUT of the first id, then one PUT of the next id: never a
+	// second PUT of a key whose first PUT went unheard.
+	if res.err != nil || puts != 2 || r.eng.Stats().PersistFailures != 1 {
+		t.Fatalf("err %v, marker PUTs %d, stats %+v", res.err, puts, r.eng.Stats())
+	}
+}
+
 // Another writer's marker at our key: the engine fails closed rather
 // than ack or re-commit.
 func TestForeignMarkerFailsClosed(t *testing.T) {
@@ -149,8 +174,8 @@ func TestForeignMarkerFailsClosed(t *testing.T) {
 	r.putObject(key, []byte("another writer's marker"))
 	res := r.submit(unit("a", 1))
 	r.until(func() bool { return res.done }, "answer")
-	if !errors.Is(res.err, engine.ErrClosed) || !errors.Is(eng.Err(), engine.ErrCorrupt) {
-		t.Fatalf("answer %v, engine error %v", res.err, eng.Err())
+	if !errors.Is(res.err, engine.ErrClosed) || !errors.Is(eng.Err(), engine.ErrCorrupt) || eng.Marks()[engine.MarkMarkerExists] != 1 {
+		t.Fatalf("answer %v, engine error %v, marker-exists %d", res.err, eng.Err(), eng.Marks()[engine.MarkMarkerExists])
 	}
 }
 

@@ -48,10 +48,13 @@ const (
 	// per compaction or upload step (several per segment)
 	crashPointRateMin = 1e-4
 	crashPointRateMax = 5e-3
-	// per restart (corrupt-at-rest) or per sink apply (sink-refuse): each
-	// halts a lane for good, so they are rare, and fire once a world
-	atRestRateMin = 2e-4
-	atRestRateMax = 2e-3
+	// each halts a lane for good, so fires once a world: corrupt-at-rest is
+	// asked at each restart with live segments (tens a world), sink-refuse
+	// at each sink apply (thousands)
+	atRestRateMin = 0.05
+	atRestRateMax = 0.5
+	refuseRateMin = 2e-4
+	refuseRateMax = 2e-3
 	// per resume of a replayable partition
 	rewindRateMin = 0.05
 	rewindRateMax = 0.5
@@ -116,7 +119,7 @@ func rateBounds(k Kind) (lo, hi float64) {
 	case CorruptAtRest:
 		return atRestRateMin, atRestRateMax
 	case SinkRefuse:
-		return atRestRateMin, atRestRateMax
+		return refuseRateMin, refuseRateMax
 	case SourceRewind:
 		return rewindRateMin, rewindRateMax
 	case CorruptRead:
@@ -179,7 +182,7 @@ func Named(name string, r *sim.Rand) (Plan, error) {
 		p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie], p.Rate[CorruptAtRest], p.Rate[SinkRefuse] = 0, 0, 0, 0, 0, 0
 		if name == "all" {
 			p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie] = 1e-4, 0.01, 1e-4, 1e-4
-			p.Rate[CorruptAtRest], p.Rate[SinkRefuse] = 0.01, 5e-4
+			p.Rate[CorruptAtRest], p.Rate[SinkRefuse] = 0.1, 5e-4
 		}
 		return p, nil
 	}

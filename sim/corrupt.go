@@ -14,10 +14,6 @@ import (
 // segment (World.checkAlerts then ends the run, halted as it should be).
 // At most once per world.
 func (w *World) maybeCorruptAtRest() {
-	param, ok := w.faults.CorruptAtRest()
-	if !ok {
-		return
-	}
 	var markers []string
 	for _, k := range w.store.Keys(w.layout.SegmentsPrefix()) {
 		if strings.HasSuffix(k, ".seg.commit") {
@@ -25,6 +21,10 @@ func (w *World) maybeCorruptAtRest() {
 		}
 	}
 	if len(markers) == 0 {
+		return // nothing to corrupt: not a decision point
+	}
+	param, ok := w.faults.CorruptAtRest()
+	if !ok {
 		return
 	}
 	u := uint64(param)

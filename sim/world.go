@@ -36,8 +36,9 @@ type Faults interface {
 	// Rewind is asked for each replayable partition when it resumes: how
 	// many units earlier than the recovered offsets to restart from.
 	Rewind() (uint64, bool)
-	// CorruptAtRest is asked as each engine process starts: whether a
-	// live segment's body or bitmap changes in the store (CorruptBytes).
+	// CorruptAtRest is asked as each engine process starts with live
+	// segments in the store: whether one's body or bitmap changes there
+	// (CorruptBytes).
 	CorruptAtRest() (int64, bool)
 	Heal()
 	ConfigureStore(StoreConfig) StoreConfig

@@ -21,6 +21,8 @@ var optionalMarks = map[engine.Mark]string{
 		"body is listed too; engine TestRecoveryLaggingBody reaches it",
 	engine.MarkCheckpointOldFormat: "a log written before idempotency keys moved to buckets; " +
 		"engine TestOldFormatCheckpointIsHonoured reaches it",
+	engine.MarkMarkerExists: "a marker key is taken only if two writers share an epoch, which claims prevent (an unheard " +
+		"marker PUT is read, never PUT again); engine TestForeignMarkerFailsClosed reaches it",
 }
 
 // coverage counts, for each mark, the worlds that reached it and the
