@@ -63,6 +63,9 @@ const (
 	// HEAD, an upload lost and aborted) to happen at all
 	mpuRateMin = 0.01
 	mpuRateMax = 0.25
+	// one Complete per upload, a handful a world: higher still
+	completeRateMin = 0.05
+	completeRateMax = 0.5
 	// per GET: wire damage is rare, and a readable object must not fail
 	// AttemptsMax reads in a row by chance (0.02⁵ ≈ 3e-9)
 	corruptRateMin = 0.0005
@@ -124,8 +127,10 @@ func rateBounds(k Kind) (lo, hi float64) {
 		return rewindRateMin, rewindRateMax
 	case CorruptRead:
 		return corruptRateMin, corruptRateMax
-	case MultipartPart, MultipartComplete, MultipartAbort, UploadLost:
+	case MultipartPart, MultipartAbort, UploadLost:
 		return mpuRateMin, mpuRateMax
+	case MultipartComplete:
+		return completeRateMin, completeRateMax
 	case SinkOutage, StoreOutage:
 		return 1, 1 // every decision inside a window
 	}

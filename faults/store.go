@@ -53,7 +53,9 @@ func (in *Injector) opFailure(op sim.Op) (bool, sim.Outcome) {
 		}
 		return failed, sim.Outcome(o)
 	case sim.OpComplete:
-		k, draw = MultipartComplete, pickOutcome(sim.Fail, sim.AmbiguousApplied, sim.AmbiguousLost)
+		// S3's Complete is slow and known to answer an error after doing
+		// the work: applied-but-unheard is the likeliest failure.
+		k, draw = MultipartComplete, pickOutcome(sim.Fail, sim.AmbiguousApplied, sim.AmbiguousApplied, sim.AmbiguousLost)
 	case sim.OpAbort:
 		k, draw = MultipartAbort, pickOutcome(sim.Fail, sim.AmbiguousApplied)
 	default:

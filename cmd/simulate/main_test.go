@@ -3,12 +3,14 @@ package main
 import (
 	"os"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/faults"
+	"github.com/skipprd/skipprd/sim"
 )
 
 // runSeed draws seed's world and plan under profile and runs it.
@@ -54,21 +56,36 @@ func TestReplayReproducesTheRun(t *testing.T) {
 	}
 }
 
-// TestSweep is the short swarm sweep `make test` runs. A failure names the
-// seed; `go run ./cmd/simulate -seed N -iters I -faults swarm` reproduces it.
+// TestSweep is the swarm sweep `make test` runs: every world must pass,
+// and together they must reach every required coverage mark (a mark no
+// world reaches is a path the simulator does not test; the optional ones
+// are listed in optionalMarks with the engine test that reaches them). A
+// failure names the seed; `go run ./cmd/simulate -seed N -iters I -faults
+// swarm` reproduces it.
 func TestSweep(t *testing.T) {
-	seeds := 12
+	seeds, iters := uint64(24), uint64(100_000)
 	if testing.Short() {
-		seeds = 4
+		seeds, iters = 4, 20_000
 	}
-	for i := range seeds {
-		seed := uint64(1000 + i)
-		t.Run(strconv.FormatUint(seed, 10), func(t *testing.T) {
-			t.Parallel()
-			if out := runSeed(t, "swarm", 20000, seed); out.res.Err() != nil {
-				t.Fatalf("%s\n%s\nreproduce: %s", summary(out.res), strings.Join(out.res.Violations, "\n"), out.job.command(""))
-			}
-		})
+	var jobs []job
+	for seed := uint64(1); seed <= seeds; seed++ {
+		j, err := drawJob(seed, iters, "swarm")
+		if err != nil {
+			t.Fatal(err)
+		}
+		jobs = append(jobs, j)
+	}
+	outs := runAll(jobs, &failFast{})
+	for _, out := range outs {
+		if out.res.Err() != nil {
+			t.Errorf("%s\n%s\nreproduce: %s", summary(out.res), strings.Join(out.res.Violations, "\n"), out.job.command(""))
+		}
+	}
+	if testing.Short() {
+		return
+	}
+	if missed := coverageOf(outs).unreached(true); len(missed) > 0 {
+		t.Errorf("no world of seeds 1..%d reached the required marks %v: a path the simulator no longer tests", seeds, missed)
 	}
 }
 
@@ -184,5 +201,32 @@ func TestTraceFile(t *testing.T) {
 	b, err := os.ReadFile(path)
 	if err != nil || strings.Count(string(b), "\n") < 1000 {
 		t.Fatalf("trace file: %d bytes, %v", len(b), err)
+	}
+}
+
+// The coverage check reports a required mark no world reached, and not an
+// optional one.
+func TestCoverageUnreached(t *testing.T) {
+	var all engine.Marks
+	for m := range engine.NumMarks {
+		all[m] = 1
+	}
+	missing := all
+	missing[engine.MarkPartRetry] = 0
+	missing[engine.MarkBackpressureQueue] = 0 // optional
+	c := coverageOf([]outcome{{res: sim.Result{Marks: missing}}})
+	if got := c.unreached(true); !slices.Equal(got, []engine.Mark{engine.MarkPartRetry}) {
+		t.Fatalf("required unreached %v, want [part-retry]", got)
+	}
+	if got := c.unreached(false); len(got) != 2 {
+		t.Fatalf("unreached %v, want part-retry and backpressure-queue", got)
+	}
+	if got := coverageOf([]outcome{{res: sim.Result{Marks: all}}}).unreached(false); len(got) != 0 {
+		t.Fatalf("all reached, yet %v", got)
+	}
+	for m, why := range optionalMarks {
+		if why == "" || m >= engine.NumMarks {
+			t.Errorf("optional mark %d without a reason", m)
+		}
 	}
 }
