@@ -33,10 +33,28 @@
 //     deleted (.seg.commit first, then .seg, then the bitmap).
 //
 // Refusals are backpressure, never loss: a unit is refused with
-// ErrResourceExhausted when admission memory is full, when its offset key
-// already has an unanswered unit, when the snapshot limits and the writer
-// queue are full, or when it could grow the offsets view past what one
-// checkpoint holds (Config.OffsetsViewMax) before idempotency keys expire.
+// ErrResourceExhausted when admission memory is full, when the WAL holds
+// LiveSegmentsMax segments not yet reclaimed (a sink slower than ingest,
+// or down), when its offset key already has an unanswered unit, when the
+// snapshot limits and the writer queue are full, or when it could grow
+// the offsets view past what one checkpoint holds (Config.OffsetsViewMax)
+// before idempotency keys expire.
+//
+// Reads are verified: every object read carries its own check (checksums,
+// the lengths a marker promises), an answer that fails it is read again
+// like a failed request, and only an object that fails it on every try is
+// corrupt (read.go).
+//
+// Compaction takes the oldest segment's jobs first across lanes, so
+// segments complete, and are reclaimed, in order (compact.go).
+//
+// A superseded writer that is still running (a zombie: it froze while a
+// successor recovered) can neither ack nor delete: it reads the writer
+// object after every marker lands and before every round of deletes, and
+// fails closed with ErrFenced. An unheard marker PUT is never PUT again,
+// only read (settled), since the successor may have owned, applied and
+// reclaimed it meanwhile; and a writer whose segment vanished under it
+// (body and marker gone) drops it (fence.go).
 //
 // The engine fails closed — nothing more is acked or deleted, every unit
 // it holds is answered ErrClosed, Err reports why, and only a restart
@@ -65,8 +83,12 @@
 //     accumulator.
 //   - flush.go, persist.go, retry.go: the coalescing writer and the commit
 //     protocol (body, create-only marker, fence check, ack).
-//   - epoch.go, writer.go: writer epochs, seals and fencing of superseded
-//     writers.
+//   - epoch.go, writer.go, fence.go: writer epochs, seals, fencing of
+//     superseded writers (at commit and before deletes), segments another
+//     writer reclaimed.
+//   - read.go: verified reads (re-read what fails its check).
+//   - coverage.go: coverage marks on the rare branches, counted per engine
+//     for the simulator's coverage report.
 //   - recovery.go, sweep.go: recovery from markers, bitmaps and the
 //     offsets checkpoint; the orphan sweeper.
 //   - compact.go, apply.go, reclaim.go, cache.go, memory.go: compaction

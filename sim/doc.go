@@ -26,11 +26,13 @@
 //   - Recorder and CheckDeterminism (trace_record.go, diverge.go): per-
 //     record fingerprints of one run, compared as another runs, and text
 //     captured for a small window only: where two runs of a seed part.
-//   - Scheduler (sched.go): events ordered by (time, sequence number);
-//     Step, Run, RunUntil; the Clock port (clock.go).
+//   - Scheduler (sched.go): events ordered by (time, a tie drawn from the
+//     seed, sequence number) — same-instant events run in a seeded order,
+//     not FIFO; Step, Run, RunUntil; the Clock port (clock.go).
 //   - Incarnation (incarnation.go): one engine process lifetime. Its
 //     Timers and Executor ports, and every completion addressed to it, are
-//     events it owns; Kill drops them all.
+//     events it owns; Kill drops them all; Pause holds them (and every
+//     store answer) until Resume — a zombie writer (zombie.go).
 //   - Store (store*.go): one S3 bucket that outlives incarnations. Each
 //     request's effect applies at its completion as a world event (so a
 //     killed process's requests still land); the callback runs only if the
@@ -39,18 +41,25 @@
 //   - Disk (disk*.go): a filesystem with a crash model — written vs
 //     durable bytes per file, durable vs pending entries per directory,
 //     fsync poisoning, torn writes, bit flips (disk.go, disk_crash.go).
-//   - World (world.go, run.go): one seeded run — the engine (one
-//     incarnation at a time), the store, the disk, the sources, crashes
-//     decided by a Faults plan, a fault phase, then a quiet phase in which
-//     the run must converge.
-//   - Sources (workload.go, source.go): a busy events stream, a trickle of
-//     pageviews, a small CDC orders snapshot (replayable, resuming from the
-//     recovered offsets, one unit in flight per offset key) and an HTTP
-//     source that retries unanswered units with the same idempotency key.
-//     A unit's content is a pure function of its id.
-//   - Oracle (oracle.go): the guarantees, checked against the store's
-//     truth (it decodes every segment whose marker lands), never against
-//     what the engine says of itself.
+//   - WorldSpec (spec.go): everything a seed draws about a world —
+//     segment and part sizes, memory, limits, sources, sinks — so that a
+//     seed file can record the world itself (DrawWorld, UnmarshalSpec).
+//   - World (world.go, run.go): one seeded run — the engine (one current
+//     incarnation, possibly zombies of earlier ones), the store, the disk,
+//     the sources, the destinations, crashes, zombies, restarts and
+//     corruption decided by a Faults plan (corrupt.go, zombie.go), a fault
+//     phase, then a quiet phase in which the run must converge.
+//   - Sources (workload.go, source.go): steady logs, CDC snapshots and
+//     HTTP endpoints (with client timeouts that resend) and bulk loads,
+//     drawn per world; replayable ones resume from the recovered offsets
+//     (or older ones), one unit in flight per offset key; non-replayable
+//     ones retry with the same idempotency key. A unit's content is a pure
+//     function of its id.
+//   - Oracles (oracle.go, sinkoracle.go, ackledger.go, digest.go): the
+//     guarantees, checked against the store's truth (the oracle decodes
+//     every segment whose marker lands and compares whole rows with what
+//     was produced, RowDigest), never against what the engine says of
+//     itself; destinations (destination.go) report what they hold.
 //
 // # Wiring one engine incarnation
 //
