@@ -25,11 +25,20 @@ func (d *RowDigest) word(v uint64) { d.Sum = mix64(d.Sum ^ v + golden) }
 
 // AddRow adds one row of the unit schema (uid, row, payload).
 func (d *RowDigest) AddRow(uid int64, row int32, payload string) {
+	d.addRow(uid, row, xxh3.HashString(payload))
+}
+
+// addRow is AddRow with the payload already hashed (one hash serves
+// several digests of the same row).
+func (d *RowDigest) addRow(uid int64, row int32, payloadHash uint64) {
 	d.Rows++
 	d.word(uint64(uid))
 	d.word(uint64(uint32(row)))
-	d.word(xxh3.HashString(payload))
+	d.word(payloadHash)
 }
+
+// addChange is AddChange for a sidecar row.
+func (d *RowDigest) addChange(c segment.CDCRow) { d.AddChange(c.Kind.String(), c.Identity, c.Order) }
 
 // AddChange adds the CDC change of the row just added: its kind by name
 // ("insert", "update", "delete"), identity and order token. A row without

@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/zeebo/xxh3"
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
@@ -170,7 +171,9 @@ func (o *Oracle) markerLanded(key string) {
 }
 
 // readSlice checks each unit in a slice against what its source produced
-// and adds the slice's rows to its job's expected digest.
+// and adds the slice's rows to its job's expected digest. A unit's rows
+// are consecutive in a slice; a unit found in two runs is committed twice
+// (checkCommits), a unit split or padded fails its digest.
 func (o *Oracle) readSlice(m *markerInfo, b *segment.Body, ord segment.SliceOrdinal) {
 	s, err := b.ReadSlice(ord, o.mem)
 	if err != nil {
@@ -180,52 +183,62 @@ func (o *Oracle) readSlice(m *markerInfo, b *segment.Body, ord segment.SliceOrdi
 	defer s.Release()
 	k := jobKey{s.Entry.Key.SinkRef, s.Entry.Key.Namespace}
 	job := m.jobs[k]
-	units := map[UID]*RowDigest{}
-	var order []UID
 	var cdc []segment.CDCRow
 	if s.Sidecar != nil {
 		cdc = s.Sidecar.Rows
 	}
+	run := unitRun{}
 	for _, batch := range s.Batches {
 		n := int(batch.NumRows())
 		var rows []segment.CDCRow
 		if cdc != nil {
+			if len(cdc) < n {
+				o.fail("segment %s slice %d: sidecar of %d rows for %d", m.key, ord, len(cdc), n)
+				return
+			}
 			rows, cdc = cdc[:n], cdc[n:]
 		}
-		if err := job.AddBatch(batch, rows); err != nil {
+		if err := o.digestBatch(m, &job, &run, batch, rows); err != nil {
 			o.fail("segment %s slice %d: %v", m.key, ord, err)
 			return
 		}
-		order = o.unitDigests(batch, rows, units, order)
+	}
+	if run.rows > 0 {
+		o.unitCommitted(m, run.uid, run.d)
 	}
 	m.jobs[k] = job
-	for _, uid := range order {
-		o.unitCommitted(m, uid, *units[uid])
-	}
 }
 
-// unitDigests splits a batch's rows by unit (a unit's rows are
-// consecutive) and digests each unit's rows.
-func (o *Oracle) unitDigests(b arrow.RecordBatch, cdc []segment.CDCRow, units map[UID]*RowDigest, order []UID) []UID {
+// unitRun is the unit whose rows a slice is going through.
+type unitRun struct {
+	uid  UID
+	d    RowDigest
+	rows int
+}
+
+// digestBatch adds a batch's rows to the job's digest and to the digest
+// of the unit each belongs to, hashing each payload once.
+func (o *Oracle) digestBatch(m *markerInfo, job *RowDigest, run *unitRun, b arrow.RecordBatch, cdc []segment.CDCRow) error {
 	uids, rows, payloads, err := unitColumns(b)
 	if err != nil {
-		o.fail("%v", err)
-		return order
+		return err
 	}
 	for i := range uids.Len() {
 		uid := UID(uids.Value(i))
-		d := units[uid]
-		if d == nil {
-			d = &RowDigest{}
-			units[uid] = d
-			order = append(order, uid)
+		if run.rows > 0 && uid != run.uid {
+			o.unitCommitted(m, run.uid, run.d)
+			*run = unitRun{}
 		}
-		d.AddRow(uids.Value(i), rows.Value(i), payloads.Value(i))
+		run.uid, run.rows = uid, run.rows+1
+		ph := xxh3.HashString(payloads.Value(i))
+		job.addRow(uids.Value(i), rows.Value(i), ph)
+		run.d.addRow(uids.Value(i), rows.Value(i), ph)
 		if cdc != nil {
-			d.AddChange(cdc[i].Kind.String(), cdc[i].Identity, cdc[i].Order)
+			job.addChange(cdc[i])
+			run.d.addChange(cdc[i])
 		}
 	}
-	return order
+	return nil
 }
 
 func (o *Oracle) unitCommitted(m *markerInfo, uid UID, got RowDigest) {
