@@ -336,7 +336,7 @@ func TestWALBacklogIsBounded(t *testing.T) {
 	r.start()
 	cs.down["events"] = true
 	for i := range 3 {
-		res := r.submit(unit("events", int64(i)))
+		res := r.submit(withOffset(unit("events", int64(i)), "src/events", uint64(i+1)))
 		r.until(func() bool { return res.done }, "ack")
 		if res.err != nil {
 			t.Fatalf("unit %d: %v", i, res.err)
@@ -349,6 +349,12 @@ func TestWALBacklogIsBounded(t *testing.T) {
 	}
 	if n := len(r.eng.Segments()); n != 3 {
 		t.Fatalf("%d segments owned, limit 3", n)
+	}
+	// A unit the offsets already cover takes no room: acked at once.
+	replayed := r.submit(withOffset(unit("events", 0), "src/events", 1))
+	r.until(func() bool { return replayed.done }, "the replay's answer")
+	if replayed.err != nil {
+		t.Fatalf("a covered unit under backpressure: %v", replayed.err)
 	}
 	cs.down["events"] = false
 	r.until(func() bool { return r.eng.Drained() }, "drain")

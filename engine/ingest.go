@@ -55,8 +55,15 @@ func (e *Engine) Submit(in Unit, done func(error)) {
 		e.answer(done, err)
 		return
 	}
+	// A unit already committed, or pending, takes no room: it is answered
+	// even under backpressure (a source replaying after a restart).
 	if e.joinDuplicate(in, done) {
 		e.stats.UnitsDuplicate++
+		return
+	}
+	if err := e.room(in); err != nil {
+		e.stats.UnitsRejected++
+		e.answer(done, err)
 		return
 	}
 	if err := e.viewRoom(in); err != nil {
@@ -83,7 +90,7 @@ func (e *Engine) Submit(in Unit, done func(error)) {
 	e.append(in, done)
 }
 
-// admit checks state, the unit itself and admission.
+// admit checks state and the unit itself.
 func (e *Engine) admit(in Unit) error {
 	switch e.state {
 	case stateReady:
@@ -111,6 +118,12 @@ func (e *Engine) admit(in Unit) error {
 			return fmt.Errorf("%w: no sink %q is configured", ErrInvalidUnit, in.Key.SinkRef)
 		}
 	}
+	return nil
+}
+
+// room refuses a new unit the engine has no room for: admission memory,
+// or the WAL backlog at LiveSegmentsMax.
+func (e *Engine) room(in Unit) error {
 	if n := unitBytes(in); e.held+n > e.budget.admission {
 		e.mark(MarkBackpressureMemory)
 		return fmt.Errorf("%w: %d bytes held, unit of %d, admission %d", ErrResourceExhausted, e.held, n, e.budget.admission)

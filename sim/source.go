@@ -29,6 +29,7 @@ type source struct {
 	next     []uint64
 	inFlight []bool
 	highest  []uint64 // highest sequence number ever submitted
+	attempt  []uint64 // per partition, counts submissions; a timeout resends only its own
 	// Non-replayable: sequence numbers to (re)submit, and how many slots
 	// are busy.
 	retry   []uint64
@@ -45,6 +46,7 @@ func newSource(w *World, idx int, spec SourceSpec) *source {
 		s.next = make([]uint64, spec.Partitions)
 		s.inFlight = make([]bool, spec.Partitions)
 		s.highest = make([]uint64, spec.Partitions)
+		s.attempt = make([]uint64, spec.Partitions)
 	}
 	return s
 }
@@ -131,6 +133,7 @@ func (s *source) tickPartition(p int) {
 	}
 	s.highest[p] = max(s.highest[p], seq)
 	s.inFlight[p] = true
+	s.attempt[p]++
 	s.sendPartition(p, seq)
 }
 
@@ -140,8 +143,8 @@ func (s *source) sendPartition(p int, seq uint64) {
 	uid := makeUID(s.idx, p, seq)
 	in := s.unit(uid)
 	in.Offsets = segment.Offsets{{Key: offsetKey(s.spec, p), Value: seq}}
-	gen := s.gen
-	waiting := func() bool { return gen == s.gen && s.inFlight[p] && s.next[p] == seq }
+	gen, attempt := s.gen, s.attempt[p]
+	waiting := func() bool { return gen == s.gen && s.inFlight[p] && s.attempt[p] == attempt }
 	s.afterTimeout(func() {
 		if waiting() {
 			s.sendPartition(p, seq)
@@ -249,10 +252,12 @@ func (s *source) unit(uid UID) engine.Unit {
 	return in
 }
 
-// idle reports whether nothing is in flight or waiting to be retried.
+// idle reports whether the source has nothing left to do: nothing in
+// flight, nothing to retry, and no partition short of what it delivers
+// (a rewound partition walks back up to its highest unit).
 func (s *source) idle() bool {
-	for _, f := range s.inFlight {
-		if f {
+	for p, f := range s.inFlight {
+		if f || s.started && !s.exhausted(s.next[p], s.highest[p]) {
 			return false
 		}
 	}

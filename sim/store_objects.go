@@ -84,9 +84,12 @@ func (c *storeClient) GetObject(in engine.GetObjectInput, done func(body []byte,
 	}
 	var body []byte
 	var info engine.ObjectInfo
-	size := 0
+	size := 0 // what travels back: the range, not the whole object
 	if e := c.s.entries[in.Key]; e != nil && e.present {
 		size = len(e.body)
+		if rng != nil {
+			size = int(max(min(int64(size)-rng.Start, rng.Length), 0))
+		}
 	}
 	c.s.submit(c.inc, OpGet, in.Key, size, func() error {
 		var err error
