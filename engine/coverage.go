@@ -71,6 +71,8 @@ const (
 	// Offsets checkpoint (checkpoint.go).
 	MarkCheckpointOldFormat // an _offsets holding idempotency keys was read: they move to their buckets
 	MarkIdemBucketSwept     // the sweeper deleted an expired idempotency-key bucket object
+	// Streaming (stream.go).
+	MarkChunkReread // a streamed chunk disagreed with the previous pass and was read again
 	NumMarks
 )
 
@@ -87,7 +89,7 @@ var markNames = [NumMarks]string{
 	"backpressure-memory", "backpressure-wal", "backpressure-offset", "backpressure-queue",
 	"backpressure-view", "duplicate-committed", "duplicate-joined", "offsets-covered",
 	"idempotency-expired", "read-damaged", "fenced-before-reclaim", "reclaimed-elsewhere",
-	"checkpoint-old-format", "idem-bucket-swept",
+	"checkpoint-old-format", "idem-bucket-swept", "chunk-reread",
 }
 
 // String returns the mark's name.

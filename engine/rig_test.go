@@ -27,12 +27,33 @@ type rig struct {
 	inc    *sim.Incarnation
 	eng    *engine.Engine
 	faults func(op sim.Op, key string) sim.Outcome
+	// corrupt, if set, is asked for every successful GET: damage it (as
+	// sim.CorruptBytes does with the parameter)?
+	corrupt func() (int64, bool)
 	memory memHint // the Memory port's answer
 	// sinksFor gives each incarnation its sinks; nil: no compaction.
 	sinksFor func(*sim.Incarnation) engine.Sinks
 }
 
 // memHint is a Memory port with a fixed answer.
+// rigFaults steers each request with rig.faults, and damages GET answers
+// with rig.corrupt.
+type rigFaults struct{ r *rig }
+
+func (f rigFaults) Decide(op sim.Op, key string, _ time.Duration, _ *sim.Rand) (sim.Outcome, time.Duration) {
+	if f.r.faults == nil {
+		return sim.OK, 0
+	}
+	return f.r.faults(op, key), 0
+}
+
+func (f rigFaults) CorruptRead() (int64, bool) {
+	if f.r.corrupt == nil {
+		return 0, false
+	}
+	return f.r.corrupt()
+}
+
 type memHint int64
 
 func (m memHint) AvailableBytes() int64 { return int64(m) }
@@ -41,12 +62,7 @@ func newRig(t testing.TB, storeCfg sim.StoreConfig) *rig {
 	t.Helper()
 	r := &rig{t: t, root: sim.NewRand(1), memory: 8 << 20}
 	r.sched = sim.NewScheduler(r.root.Split("sched"), sim.NewTrace(), sim.SchedulerConfig{})
-	storeCfg.Faults = sim.StoreFaultsFunc(func(op sim.Op, key string, _ *sim.Rand) (sim.Outcome, time.Duration) {
-		if r.faults == nil {
-			return sim.OK, 0
-		}
-		return r.faults(op, key), 0
-	})
+	storeCfg.Faults = rigFaults{r}
 	r.store = sim.NewStore(r.sched, r.root.Split("store"), storeCfg)
 	r.cfg = engine.Config{
 		Prefix: "wal", Pipeline: "test", TargetBytes: 64 << 10, MaxDelay: time.Minute, QueueCapacity: 2,
