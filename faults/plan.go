@@ -187,7 +187,7 @@ func Named(name string, r *sim.Rand) (Plan, error) {
 		p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie], p.Rate[CorruptAtRest], p.Rate[SinkRefuse] = 0, 0, 0, 0, 0, 0
 		if name == "all" {
 			p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie] = 1e-4, 0.01, 1e-4, 1e-4
-			p.Rate[CorruptAtRest], p.Rate[SinkRefuse] = 0.1, 5e-4
+			p.Rate[CorruptAtRest], p.Rate[SinkRefuse] = 0.02, 2e-4
 		}
 		return p, nil
 	}
