@@ -30,7 +30,7 @@ type rig struct {
 	// corrupt, if set, is asked for every successful GET: damage it (as
 	// sim.CorruptBytes does with the parameter)?
 	corrupt func() (int64, bool)
-	memory memHint // the Memory port's answer
+	memory  memHint // the Memory port's answer
 	// sinksFor gives each incarnation its sinks; nil: no compaction.
 	sinksFor func(*sim.Incarnation) engine.Sinks
 }
