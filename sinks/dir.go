@@ -19,6 +19,7 @@ import (
 //
 //	MkdirAll(folder)
 //	SyncDir(every ancestor of folder, up to the disk root)  once per folder per sink
+//	ReadDir(folder), Remove(every other writer's temp file)  once per folder per sink
 //	Open(final)               exists ⇒ SyncDir(folder), applied: success
 //	encode                    (Executor)
 //	Open(temp, Create)        exists ⇒ Remove(temp) and create again
@@ -40,22 +41,29 @@ import (
 // it finds may come from an attempt that crashed between the rename and
 // its SyncDir.
 //
-// An Apply of a job whose earlier Apply is still in flight joins it: both
-// callbacks get its result. Two attempts would otherwise share the temp
-// file.
+// Temp files are named after the job and the writer (a token drawn when
+// the sink is made), so two writers applying one job at once — a zombie
+// that has not noticed it was superseded, and its successor, sharing the
+// folder — never share one: a shared name would let one writer rename the
+// other's half-written file into place. A writer removes the other
+// writers' temp files when it first uses a folder (leftovers of crashed
+// processes; a live writer that loses its temp file fails its rename and
+// retries). An Apply of a job whose earlier Apply on this sink is still in
+// flight joins it: both callbacks get its result.
 type ParquetDir struct {
-	disk engine.Disk
-	exec engine.Executor
-	root string // clean, relative; "" is the disk root
+	disk  engine.Disk
+	exec  engine.Executor
+	root  string // clean, relative; "" is the disk root
+	token string // names this writer's temp files (tempName)
 
 	// inflight holds, per job ID being applied, every callback waiting for
 	// that attempt.
 	// INVARIANT: every list is non-empty.
 	inflight map[string][]func(error)
 	// durableDirs holds folders whose own entry and ancestors' entries
-	// this sink has synced. Entries stay durable (nothing here removes
-	// directories), so each folder's ancestors are synced once per sink,
-	// not once per job.
+	// this sink has synced, and whose other writers' temp files it has
+	// removed. Entries stay durable (nothing here removes directories),
+	// so each folder is prepared once per sink, not once per job.
 	// INVARIANT: len(durableDirs) <= durableDirsMax.
 	durableDirs map[string]bool
 }
@@ -70,9 +78,9 @@ var _ engine.Sink = (*ParquetDir)(nil)
 // NewParquetDir returns a sink writing under root ("" or "." for the
 // disk's root) of disk; encoding runs in exec.
 // REQUIRES: root is relative and does not climb out of the disk ("..").
-func NewParquetDir(disk engine.Disk, exec engine.Executor, root string) *ParquetDir {
-	if disk == nil || exec == nil {
-		panic("sinks: NewParquetDir with a nil disk or executor")
+func NewParquetDir(disk engine.Disk, exec engine.Executor, rnd engine.Rand, root string) *ParquetDir {
+	if disk == nil || exec == nil || rnd == nil {
+		panic("sinks: NewParquetDir with a nil disk, executor or rand")
 	}
 	clean := path.Clean(root)
 	if clean == "." {
@@ -81,7 +89,7 @@ func NewParquetDir(disk engine.Disk, exec engine.Executor, root string) *Parquet
 	if strings.HasPrefix(clean, "/") || clean == ".." || strings.HasPrefix(clean, "../") {
 		panic(fmt.Sprintf("sinks: NewParquetDir root %q is not inside the disk", root))
 	}
-	return &ParquetDir{disk: disk, exec: exec, root: clean,
+	return &ParquetDir{disk: disk, exec: exec, root: clean, token: fmt.Sprintf("%016x", rnd.Uint64()),
 		inflight: make(map[string][]func(error)), durableDirs: make(map[string]bool)}
 }
 
@@ -103,7 +111,7 @@ func (p *ParquetDir) Apply(job *engine.Job, done func(err error)) {
 	p.inflight[job.ID] = []func(error){done}
 	dir := path.Join(p.root, jobDir(job))
 	a := &dirApply{p: p, job: job, dir: dir,
-		final: dir + "/" + fileName(job), temp: dir + "/" + tempName(job)}
+		final: dir + "/" + fileName(job), temp: dir + "/" + tempName(job, p.token)}
 	a.mkdir()
 }
 
@@ -123,13 +131,14 @@ func (a *dirApply) mkdir() {
 			a.finish(err)
 			return
 		}
-		a.syncAncestors(a.checkFinal)
+		a.prepare(a.checkFinal)
 	})
 }
 
-// syncAncestors makes the folder's entry and its ancestors' durable,
-// deepest first, then runs next.
-func (a *dirApply) syncAncestors(next func()) {
+// prepare readies the folder once per sink, then runs next: its entry and
+// its ancestors' made durable, deepest first, and the temp files of other
+// writers removed.
+func (a *dirApply) prepare(next func()) {
 	if a.p.durableDirs[a.dir] {
 		next()
 		return
@@ -142,8 +151,10 @@ func (a *dirApply) syncAncestors(next func()) {
 	var step func(i int)
 	step = func(i int) {
 		if i == len(dirs) {
-			a.p.markDurable(a.dir)
-			next()
+			a.removeOthersTemps(func() {
+				a.p.markDurable(a.dir)
+				next()
+			})
 			return
 		}
 		a.p.disk.SyncDir(dirs[i], func(err error) {
@@ -155,6 +166,40 @@ func (a *dirApply) syncAncestors(next func()) {
 		})
 	}
 	step(0)
+}
+
+// removeOthersTemps removes the temp files in the folder that are not
+// this writer's, then runs next. A name already gone is fine (its writer
+// renamed or removed it meanwhile); any other error fails the attempt, so
+// the folder is prepared again by the retry.
+func (a *dirApply) removeOthersTemps(next func()) {
+	a.p.disk.ReadDir(a.dir, func(names []string, err error) {
+		if err != nil {
+			a.finish(err)
+			return
+		}
+		var stale []string
+		for _, n := range names {
+			if isTempName(n) && !isTempOf(n, a.p.token) {
+				stale = append(stale, a.dir+"/"+n)
+			}
+		}
+		var step func(i int)
+		step = func(i int) {
+			if i == len(stale) {
+				next()
+				return
+			}
+			a.p.disk.Remove(stale[i], func(err error) {
+				if err != nil && !errors.Is(err, engine.ErrNotFound) {
+					a.finish(err)
+					return
+				}
+				step(i + 1)
+			})
+		}
+		step(0)
+	})
 }
 
 func (p *ParquetDir) markDurable(dir string) {

@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path"
 	"path/filepath"
@@ -35,7 +36,7 @@ func newOSDiskSink(t *testing.T, root string) (*storage.Loop, *ParquetDir, *coun
 		t.Fatal(err)
 	}
 	exec := &countingExec{Executor: l.Ports(nil, disk).Exec}
-	return l, NewParquetDir(disk, exec, root), exec, dir
+	return l, NewParquetDir(disk, exec, storage.NewRand(), root), exec, dir
 }
 
 func TestParquetDirOverOSDisk(t *testing.T) {
@@ -80,7 +81,7 @@ func TestParquetDirReplacesALeftoverTempFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	want, _ := EncodeParquet(f.job)
-	temp := filepath.Join(folder, tempName(f.job))
+	temp := filepath.Join(folder, tempName(f.job, "0123456789abcdef")) // a crashed writer's
 	if err := os.WriteFile(temp, want[:len(want)/2], 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -126,7 +127,7 @@ func TestParquetDirJoinsAnApplyInFlight(t *testing.T) {
 	w := newSimWorld(t, 21, sim.StoreConfig{}, sim.DiskConfig{})
 	f := newFixture(t, plainSpec)
 	exec := &countingExec{Executor: w.inc.Executor()}
-	sink := NewParquetDir(w.disk.Client(w.inc), exec, "lake")
+	sink := NewParquetDir(w.disk.Client(w.inc), exec, w.root.Split("sink"), "lake")
 	var answers []error
 	applyChecked(t, sink, f.job, func(err error) { answers = append(answers, err) })
 	applyChecked(t, sink, f.job, func(err error) { answers = append(answers, err) })
@@ -160,12 +161,12 @@ func TestParquetDirDiskErrorThenRetry(t *testing.T) {
 			})
 			w := newSimWorld(t, 22, sim.StoreConfig{}, sim.DiskConfig{Faults: faults})
 			f := newFixture(t, cdcSpec)
-			sink := NewParquetDir(w.disk.Client(w.inc), w.inc.Executor(), "lake")
+			sink := NewParquetDir(w.disk.Client(w.inc), w.inc.Executor(), w.root.Split("sink"), "lake")
 			err := w.apply(sink, f.job)
 			if err == nil || !strings.Contains(err.Error(), f.job.ID) || !strings.Contains(err.Error(), f.job.Namespace) {
 				t.Fatalf("got %v, want an error naming job %s and namespace %s", err, f.job.ID, f.job.Namespace)
 			}
-			if w.disk.Exists(path.Join(path.Dir(sink.Path(f.job)), tempName(f.job))) {
+			if w.disk.Exists(path.Join(path.Dir(sink.Path(f.job)), tempName(f.job, sink.token))) {
 				t.Fatal("the failed attempt left its temp file")
 			}
 			if err := w.apply(sink, f.job); err != nil {
@@ -218,7 +219,7 @@ func TestParquetDirCrashAnywhere(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	final := NewParquetDir(noDisk{}, noExec{}, "lake").Path(f.job)
+	final := NewParquetDir(noDisk{}, noExec{}, fixedRand(0), "lake").Path(f.job)
 	var crashes, tornTemps, finalsAfterCrash int
 	for seed := uint64(1); seed <= seedsMax(400); seed++ {
 		faulty := true
@@ -236,7 +237,7 @@ func TestParquetDirCrashAnywhere(t *testing.T) {
 			if attempt == 10 {
 				faulty = false // the quiet phase: the run must converge
 			}
-			sink := NewParquetDir(w.disk.Client(w.inc), w.inc.Executor(), "lake")
+			sink := NewParquetDir(w.disk.Client(w.inc), w.inc.Executor(), w.root.Split(fmt.Sprintf("sink/%d", attempt)), "lake")
 			answered := false
 			applyChecked(t, sink, f.job, func(err error) { last, answered = err, true })
 			for steps := r.Intn(40); !answered && (steps > 0 || !faulty); steps-- {
@@ -259,9 +260,10 @@ func TestParquetDirCrashAnywhere(t *testing.T) {
 							seed, len(written), len(want), reproduceCrashAnywhere)
 					}
 				}
-				temp := path.Join(path.Dir(final), tempName(f.job))
-				if b, _ := w.disk.File(temp); b != nil && !bytes.Equal(b, want) {
-					tornTemps++
+				for _, p := range w.disk.Paths() {
+					if b, _ := w.disk.File(p); path.Dir(p) == path.Dir(final) && isTempName(path.Base(p)) && !bytes.Equal(b, want) {
+						tornTemps++
+					}
 				}
 			}
 		}
@@ -285,3 +287,91 @@ const reproduceCrashAnywhere = "reproduce: go test ./sinks -run 'TestParquetDirC
 // noDisk and noExec stand in where a sink is built only for Path.
 type noDisk struct{ engine.Disk }
 type noExec struct{ engine.Executor }
+
+// Two writers apply one job to one folder at once — a zombie that has not
+// noticed it was superseded, and its successor — with disk errors on the
+// way. Neither may ever expose a partial final file (one writer must not
+// rename the other's temp file, nor remove it mid-write), and once both
+// have succeeded a fresh writer leaves the folder holding exactly the
+// complete file.
+func TestParquetDirTwoWritersOneFolder(t *testing.T) {
+	f := newFixture(t, smallSpec)
+	want, err := EncodeParquet(f.job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := NewParquetDir(noDisk{}, noExec{}, fixedRand(0), "lake").Path(f.job)
+	var raced int
+	for seed := uint64(1); seed <= seedsMax(200); seed++ {
+		faulty := true
+		faults := sim.DiskFaultsFunc(func(op sim.DiskOp, p string, r *sim.Rand) (sim.DiskOutcome, time.Duration) {
+			if faulty && r.Chance(0.03) {
+				return sim.DiskIOError, 0
+			}
+			return sim.DiskOK, 0
+		})
+		w := newSimWorld(t, seed, sim.StoreConfig{}, sim.DiskConfig{Faults: faults})
+		zombie := w.sched.NewIncarnation()
+		writers := []struct {
+			inc  *sim.Incarnation
+			sink *ParquetDir
+		}{
+			{zombie, NewParquetDir(w.disk.Client(zombie), zombie.Executor(), w.root.Split("zombie"), "lake")},
+			{w.inc, NewParquetDir(w.disk.Client(w.inc), w.inc.Executor(), w.root.Split("successor"), "lake")},
+		}
+		done := make([]bool, len(writers))
+		busy := make([]bool, len(writers))
+		sawTemps := 0
+		for step := 0; !done[0] || !done[1]; step++ {
+			if step == 4000 {
+				faulty = false
+			}
+			if step > 20000 {
+				t.Fatalf("seed %d: the writers never both succeeded", seed)
+			}
+			for i, wr := range writers {
+				if !done[i] && !busy[i] {
+					busy[i] = true
+					applyChecked(t, wr.sink, f.job, func(err error) { busy[i], done[i] = false, err == nil })
+				}
+			}
+			if !w.sched.Step() {
+				t.Fatalf("seed %d: the world went idle with the writers busy", seed)
+			}
+			if written, _ := w.disk.File(final); w.disk.Exists(final) && !bytes.Equal(written, want) {
+				t.Fatalf("seed %d step %d: the final file holds %d bytes, not the job's %d", seed, step, len(written), len(want))
+			}
+			if n := tempsIn(w, path.Dir(final)); n > 1 {
+				sawTemps++
+			}
+		}
+		if sawTemps > 0 {
+			raced++
+		}
+		faulty = false
+		fresh := NewParquetDir(w.disk.Client(w.inc), w.inc.Executor(), w.root.Split("fresh"), "lake")
+		if err := w.apply(fresh, f.job); err != nil {
+			t.Fatalf("seed %d: a fresh writer: %v", seed, err)
+		}
+		wantSimBytes(t, w, final, want)
+	}
+	if raced == 0 {
+		t.Fatal("no seed had both writers' temp files in the folder at once: the test misses the race")
+	}
+	t.Logf("%d seeds raced", raced)
+}
+
+// tempsIn counts the temp files in a folder of the sim disk.
+func tempsIn(w *simWorld, dir string) (n int) {
+	for _, p := range w.disk.Paths() {
+		if path.Dir(p) == dir && strings.HasPrefix(path.Base(p), tempPrefix) {
+			n++
+		}
+	}
+	return n
+}
+
+// fixedRand is an engine.Rand that always answers itself.
+type fixedRand uint64
+
+func (r fixedRand) Uint64() uint64 { return uint64(r) }

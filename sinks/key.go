@@ -50,10 +50,23 @@ func jobDir(job *engine.Job) string {
 // fileName is the final name of job's file.
 func fileName(job *engine.Job) string { return pathSegment("job ID", job.ID) + parquetSuffix }
 
-// tempName is the name ParquetDir writes job's file under before renaming
-// it: derived from the ID, so a retry finds (and replaces) the leftover of
-// a crashed attempt instead of accumulating junk.
-func tempName(job *engine.Job) string { return tempPrefix + fileName(job) + ".tmp" }
+// tempName is the name the ParquetDir writer token writes job's file
+// under before renaming it: derived from the ID, so the writer's retry
+// finds (and replaces) the leftover of its failed attempt, and from the
+// token, so no other writer ever uses it.
+func tempName(job *engine.Job, token string) string {
+	return tempPrefix + fileName(job) + "." + token + tempSuffix
+}
+
+const tempSuffix = ".tmp"
+
+// isTempName reports whether a folder entry is a ParquetDir temp file.
+func isTempName(name string) bool {
+	return strings.HasPrefix(name, tempPrefix) && strings.HasSuffix(name, tempSuffix)
+}
+
+// isTempOf reports whether a temp file name is the writer token's.
+func isTempOf(name, token string) bool { return strings.HasSuffix(name, "."+token+tempSuffix) }
 
 // pathSegment escapes s into one path segment that is safe both as part
 // of an S3 key and as a file name: '%', '/', '\\' and control bytes are

@@ -51,7 +51,7 @@ func TestParquetDirPathIsObjectKeyUnderRoot(t *testing.T) {
 		"lake":    "lake/" + ObjectKey("", job),
 		"a/b/../": "a/" + ObjectKey("", job),
 	} {
-		if got := NewParquetDir(noDisk{}, noExec{}, root).Path(job); got != want {
+		if got := NewParquetDir(noDisk{}, noExec{}, fixedRand(0), root).Path(job); got != want {
 			t.Fatalf("root %q: path %q, want %q", root, got, want)
 		}
 	}
@@ -62,7 +62,7 @@ func TestParquetDirPathIsObjectKeyUnderRoot(t *testing.T) {
 					t.Fatalf("root %q outside the disk accepted", root)
 				}
 			}()
-			NewParquetDir(noDisk{}, noExec{}, root)
+			NewParquetDir(noDisk{}, noExec{}, fixedRand(0), root)
 		}()
 	}
 }

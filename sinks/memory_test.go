@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/skipprd/skipprd/engine"
@@ -185,20 +186,23 @@ func TestMemoryRetainsUntilRelease(t *testing.T) {
 // copySlice is s with its batches re-decoded from mem (an IPC round trip).
 func copySlice(t *testing.T, s *segment.Slice, mem memory.Allocator) *segment.Slice {
 	t.Helper()
-	var body bytes.Buffer
-	p := segment.Part{Key: s.Entry.Key, Schema: s.Schema, Batches: s.Batches, Sidecar: s.Sidecar}
-	if _, err := segment.Encode(&body, 0, nil, []segment.Part{p}, mem); err != nil {
-		t.Fatal(err)
+	// Decoded slices reference the segment body in place; copy every
+	// column into mem so the allocator sees what is retained.
+	out := &segment.Slice{Entry: s.Entry, Schema: s.Schema, Sidecar: s.Sidecar}
+	for _, b := range s.Batches {
+		cols := make([]arrow.Array, b.NumCols())
+		for i, c := range b.Columns() {
+			cp, err := array.Concatenate([]arrow.Array{c}, mem)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cols[i] = cp
+		}
+		out.Batches = append(out.Batches, array.NewRecordBatch(s.Schema, cols, b.NumRows()))
+		for _, c := range cols {
+			c.Release() // the batch holds them
+		}
 	}
-	b, err := segment.OpenBody("copy", segment.Bytes(body.Bytes()), int64(body.Len()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := b.ReadSlice(0, mem)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out.Entry.Ordinal = s.Entry.Ordinal
 	return out
 }
 

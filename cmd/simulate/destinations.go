@@ -158,7 +158,7 @@ type dirDest struct {
 func (d *dirDest) Name() string { return "parquet-dir" }
 
 func (d *dirDest) Sink(p engine.Ports) engine.Sink {
-	return noteSegment{d.segOf, sinks.NewParquetDir(p.Disk, p.Exec, d.root)}
+	return noteSegment{d.segOf, sinks.NewParquetDir(p.Disk, p.Exec, p.Rand, d.root)}
 }
 
 func (d *dirDest) Contents() ([]sim.DestJob, error) {

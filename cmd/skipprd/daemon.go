@@ -96,7 +96,7 @@ func newDaemon(ctx context.Context, cfg config, log *slog.Logger) (*daemon, erro
 	memory := storage.NewSystemMemory(storage.MemoryFallbackBytes, log)
 	d.host, err = storage.NewHost(d.ecfg, loop, storage.HostPorts{
 		Store:  store,
-		Sinks:  sinks.Set{lakeSinkRef: sinks.NewParquetDir(disk, exec, "")},
+		Sinks:  sinks.Set{lakeSinkRef: sinks.NewParquetDir(disk, exec, storage.NewRand(), "")},
 		Memory: memory,
 	})
 	if err != nil {
