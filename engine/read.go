@@ -19,26 +19,34 @@ var errUnverified = errors.New("answer failed verification")
 
 // getVerified GETs in and checks every answer with check, retrying failed
 // requests and failed checks up to AttemptsMax times in all; each failed
-// check passes mark. done gets the verified body, or the last error — a
-// failed check is returned wrapped in ErrCorrupt, naming the key.
+// check passes mark. done gets the verified body, or the last error. Only
+// when every one of the AttemptsMax answers failed its check is the error
+// ErrCorrupt, naming the key; a damaged answer among requests that failed
+// for other reasons (an outage) is a failed read, retried by the caller
+// like any other.
 func (e *Engine) getVerified(in GetObjectInput, mark Mark, check func(body []byte, info ObjectInfo) error,
 	done func(body []byte, info ObjectInfo, err error)) {
 	var body []byte
 	var info ObjectInfo
+	damaged := 0
 	e.retry(func(d func(error)) {
 		e.p.Store.GetObject(in, func(b []byte, i ObjectInfo, err error) {
 			body, info = b, i
 			if err == nil {
 				if cerr := check(b, i); cerr != nil {
 					e.mark(mark)
+					damaged++
 					err = fmt.Errorf("%w: %w", errUnverified, cerr)
 				}
 			}
 			d(err)
 		})
 	}, func(err error, _ bool) {
-		if errors.Is(err, errUnverified) {
+		switch {
+		case damaged == AttemptsMax:
 			err = fmt.Errorf("%w: %s failed its check on %d reads: %v", ErrCorrupt, in.Key, AttemptsMax, err)
+		case errors.Is(err, errUnverified):
+			err = fmt.Errorf("read %s: %d of %d answers failed their check, the others failed: %v", in.Key, damaged, AttemptsMax, err)
 		}
 		if err != nil {
 			body, info = nil, ObjectInfo{}

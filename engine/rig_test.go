@@ -30,6 +30,8 @@ type rig struct {
 	// corrupt, if set, is asked for every successful GET: damage it (as
 	// sim.CorruptBytes does with the parameter)?
 	corrupt func() (int64, bool)
+	// corruptKey, if set, is asked instead, with the GET's key.
+	corruptKey func(key string) (int64, bool)
 	memory  memHint // the Memory port's answer
 	// sinksFor gives each incarnation its sinks; nil: no compaction.
 	sinksFor func(*sim.Incarnation) engine.Sinks
@@ -47,7 +49,10 @@ func (f rigFaults) Decide(op sim.Op, key string, _ time.Duration, _ *sim.Rand) (
 	return f.r.faults(op, key), 0
 }
 
-func (f rigFaults) CorruptRead() (int64, bool) {
+func (f rigFaults) CorruptRead(key string) (int64, bool) {
+	if f.r.corruptKey != nil {
+		return f.r.corruptKey(key)
+	}
 	if f.r.corrupt == nil {
 		return 0, false
 	}
@@ -83,14 +88,7 @@ func (r *rig) start() *engine.Engine {
 		r.inc.Kill()
 	}
 	r.inc = r.sched.NewIncarnation()
-	ports := engine.Ports{
-		Clock: r.sched.Clock(), Rand: r.root.Split(fmt.Sprint("engine/", r.inc.ID())), Timers: r.inc.Timers(),
-		Exec: r.inc.Executor(), Store: r.store.Client(r.inc), Memory: r.memory,
-	}
-	if r.sinksFor != nil {
-		ports.Sinks = r.sinksFor(r.inc)
-	}
-	eng, err := engine.New(r.cfg, ports)
+	eng, err := engine.New(r.cfg, r.ports())
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -103,6 +101,18 @@ func (r *rig) start() *engine.Engine {
 		r.t.Fatalf("recovery: %v", startErr)
 	}
 	return eng
+}
+
+// ports are the current incarnation's ports.
+func (r *rig) ports() engine.Ports {
+	ports := engine.Ports{
+		Clock: r.sched.Clock(), Rand: r.root.Split(fmt.Sprint("engine/", r.inc.ID())), Timers: r.inc.Timers(),
+		Exec: r.inc.Executor(), Store: r.store.Client(r.inc), Memory: r.memory,
+	}
+	if r.sinksFor != nil {
+		ports.Sinks = r.sinksFor(r.inc)
+	}
+	return ports
 }
 
 // until steps the world until cond holds.

@@ -94,7 +94,7 @@ func drive(in *Injector, steps int) {
 		in.ZombieNow()
 		in.DecideSink(now)
 		if i%7 == 0 {
-			in.CorruptRead()
+			in.CorruptRead("k")
 			in.Rewind()
 			in.MemoryChange()
 			in.CorruptAtRest()

@@ -102,7 +102,7 @@ type StoreFaults interface {
 // way back (CorruptBytes says how, from the parameter). The stored
 // object stays intact.
 type ReadCorrupter interface {
-	CorruptRead() (param int64, ok bool)
+	CorruptRead(key string) (param int64, ok bool)
 }
 
 // StoreFaultsFunc adapts a function to StoreFaults.

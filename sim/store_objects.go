@@ -95,7 +95,7 @@ func (c *storeClient) GetObject(in engine.GetObjectInput, done func(body []byte,
 		var err error
 		body, info, err = c.s.get(in.Key, rng, in.Limit)
 		if err == nil {
-			body = c.s.maybeCorrupt(body)
+			body = c.s.maybeCorrupt(in.Key, body)
 		}
 		return err
 	}, func(err error) {
@@ -106,7 +106,11 @@ func (c *storeClient) GetObject(in engine.GetObjectInput, done func(body []byte,
 	})
 }
 
-// get reads the truth. The returned body is a copy the engine owns.
+// get reads the truth. The returned body shares the stored bytes, capped
+// at its end so an append cannot reach them: stored bodies are never
+// written in place (put and corruption at rest replace them), and an
+// engine that wrote into a GET's answer would damage the stored object,
+// which the oracle's digests report — a loud failure, never a hidden one.
 func (s *Store) get(key string, rng *engine.ByteRange, limit int64) ([]byte, engine.ObjectInfo, error) {
 	e := s.entries[key]
 	if e == nil || !e.present {
@@ -123,18 +127,18 @@ func (s *Store) get(key string, rng *engine.ByteRange, limit int64) ([]byte, eng
 	if end-start > limit {
 		return nil, engine.ObjectInfo{}, engine.ErrTooLarge
 	}
-	return bytes.Clone(e.body[start:end]), e.info(key), nil
+	return e.body[start:end:end], e.info(key), nil
 }
 
 // maybeCorrupt damages a GET's answer when the fault plan says so.
-func (s *Store) maybeCorrupt(body []byte) []byte {
+func (s *Store) maybeCorrupt(key string, body []byte) []byte {
 	rc, ok := s.cfg.Faults.(ReadCorrupter)
 	if !ok {
 		return body
 	}
-	if param, bad := rc.CorruptRead(); bad {
+	if param, bad := rc.CorruptRead(key); bad {
 		s.counts[OpGet].Corrupted++
-		return CorruptBytes(body, param)
+		return CorruptBytes(bytes.Clone(body), param)
 	}
 	return body
 }
