@@ -27,8 +27,9 @@ type ackLedger struct {
 }
 
 type idemAcked struct {
-	uid  UID
-	seen time.Duration // when its source first submitted it
+	uid    UID
+	offset string        // its key in the offsets view ("idem/" + idempotency key), built once
+	seen   time.Duration // when its source first submitted it
 }
 
 func newAckLedger() ackLedger {
@@ -42,7 +43,7 @@ func (l *ackLedger) add(uid UID, spec SourceSpec, marker string, seen time.Durat
 		l.segs = append(l.segs, marker)
 	}
 	if !spec.Replayable {
-		l.idem = append(l.idem, idemAcked{uid, seen})
+		l.idem = append(l.idem, idemAcked{uid, "idem/" + idemKey(uid), seen})
 		return
 	}
 	key := offsetKey(spec, uid.partition())
@@ -73,7 +74,7 @@ func (l *ackLedger) uncovered(offset func(key string) (uint64, bool), now, windo
 	}
 	l.idem = slices.DeleteFunc(l.idem, func(a idemAcked) bool { return expiredAfter(now, a.seen, window) })
 	for _, a := range l.idem {
-		if _, ok := offset("idem/" + idemKey(a.uid)); !ok {
+		if _, ok := offset(a.offset); !ok {
 			bad("unit " + a.uid.String() + " (idempotency key " + idemKey(a.uid) + ")")
 		}
 	}

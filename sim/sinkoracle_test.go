@@ -136,3 +136,47 @@ func TestOracleReclaimed(t *testing.T) {
 	w.oracle.checkReclaimed()
 	wantViolation(t, w, "still holds")
 }
+
+// A run that stopped early may end after a new writer claimed the log and
+// before its recovery sealed the markers of the writer before it: those
+// markers are undecided, and the partial check accepts their jobs if the
+// rows are the committed ones — but a job of a marker decided invalid, or
+// with other rows, is still a violation.
+func TestOracleDestinationHalted(t *testing.T) {
+	seg := func(seq uint64) engine.SnapshotID { return engine.SnapshotID{Epoch: 1, Seq: seq} }
+	for _, c := range []struct {
+		name    string
+		invalid bool // the marker of segment 1 was decided invalid
+		bad     bool // the job's rows differ
+		want    string
+	}{
+		{"undecided", false, false, ""},
+		{"undecided, other rows", false, true, "committed 2 rows (digest"},
+		{"invalid", true, false, "no counting marker committed"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := testWorld(t)
+			commitSegment(t, w, 1, makeUID(0, 0, 1))
+			m := w.oracle.order[0]
+			w.oracle.writerEpoch = 2 // claimed by epoch 2, not yet sealed
+			if m.validity != validityPending || w.oracle.counts(m) {
+				t.Fatalf("validity %v, counts %v: want pending and not counting", m.validity, w.oracle.counts(m))
+			}
+			if c.invalid {
+				m.validity = validityInvalid
+			}
+			d := m.jobs[jobKey{"lake", "events"}]
+			if c.bad {
+				d.Sum++
+			}
+			w.spec.Sinks = []SinkSpec{{Ref: "lake", Kind: "fake"}}
+			w.dests = map[string]Destination{"lake": &fakeDest{jobs: []DestJob{{ID: "a", Namespace: "events", Segment: seg(1), Order: 0, Digest: d}}}}
+			w.oracle.checkDestinations(true)
+			if c.want == "" {
+				wantClean(t, w)
+				return
+			}
+			wantViolation(t, w, c.want)
+		})
+	}
+}

@@ -264,6 +264,9 @@ func report(o options, outs []outcome) bool {
 		ok = false
 		failed++
 		fmt.Println(summary(r))
+		if r.Halted != "" {
+			fmt.Println("  halted:", r.Halted)
+		}
 		for _, v := range r.Violations {
 			fmt.Println("  violation:", v)
 		}
@@ -281,10 +284,10 @@ func report(o options, outs []outcome) bool {
 
 func summary(r sim.Result) string {
 	status := "ok"
-	if r.Err() != nil {
-		status = "FAIL"
-	}
-	if r.Halted != "" {
+	switch {
+	case r.Err() != nil:
+		status = "FAIL" // a halted run can fail its safety check too
+	case r.Halted != "":
 		status = "ok-halted"
 	}
 	rate := 0.0

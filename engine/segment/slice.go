@@ -35,8 +35,10 @@ var eosMarker = binary.LittleEndian.AppendUint32(binary.LittleEndian.AppendUint3
 // sidecar. It checks that the stream's schema matches the key's
 // fingerprint, that the stream fills its window exactly, and that the
 // Arrow rows, the index entry's row count and the sidecar's row count
-// agree (else ErrRowCountMismatch: the slice is refused). Batches are
-// allocated from mem; the caller releases the Slice.
+// agree (else ErrRowCountMismatch: the slice is refused). Batches
+// reference the body's bytes in place (the reader must keep them alive and
+// unchanged while the Slice lives); what the decoder allocates comes from
+// mem. The caller releases the Slice.
 // REQUIRES: o < len(b.Index.Entries).
 func (b *Body) ReadSlice(o SliceOrdinal, mem memory.Allocator) (*Slice, error) {
 	if int(o) >= len(b.Index.Entries) {
