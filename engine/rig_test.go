@@ -32,7 +32,7 @@ type rig struct {
 	corrupt func() (int64, bool)
 	// corruptKey, if set, is asked instead, with the GET's key.
 	corruptKey func(key string) (int64, bool)
-	memory  memHint // the Memory port's answer
+	memory     memHint // the Memory port's answer
 	// sinksFor gives each incarnation its sinks; nil: no compaction.
 	sinksFor func(*sim.Incarnation) engine.Sinks
 }

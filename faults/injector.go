@@ -180,7 +180,9 @@ func (in *Injector) once(k Kind) (int64, bool) {
 
 // CorruptRead decides whether a GET's answer is corrupted on the way
 // back; the parameter says how (sim.CorruptBytes).
-func (in *Injector) CorruptRead(string) (int64, bool) { return in.decide(CorruptRead, false, randomParam) }
+func (in *Injector) CorruptRead(string) (int64, bool) {
+	return in.decide(CorruptRead, false, randomParam)
+}
 
 func randomParam(r *sim.Rand) int64 { return int64(r.Uint64() >> 1) }
 
