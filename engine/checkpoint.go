@@ -193,9 +193,19 @@ func (e *Engine) partKey(p *viewPart) string {
 }
 
 // readPart GETs p's object, max-merges it into v and notes its version.
-// A missing object is an empty one (version ""); if p's object existed
-// before, whatever the view thought durable in it is not.
 func (e *Engine) readPart(v *offsetsView, p *viewPart, done func(error)) {
+	e.fetchPart(p, func(r partRead) { done(e.settlePart(v, p, r)) })
+}
+
+// partRead is what a GET of one checkpoint object found.
+type partRead struct {
+	o    segment.Offsets
+	etag string
+	err  error // ErrNotFound: no object
+}
+
+// fetchPart GETs and decodes p's object.
+func (e *Engine) fetchPart(p *viewPart, done func(partRead)) {
 	key := e.partKey(p)
 	var o segment.Offsets
 	in := GetObjectInput{Key: key, Limit: segment.CheckpointBytesMax}
@@ -203,30 +213,41 @@ func (e *Engine) readPart(v *offsetsView, p *viewPart, done func(error)) {
 		_, o, err = segment.DecodeCheckpoint(key, raw)
 		return err
 	}, func(_ []byte, info ObjectInfo, err error) {
-		switch {
-		case errors.Is(err, ErrNotFound):
-			if p.etag != "" {
-				v.objectLost(p)
-			}
-			p.etag = ""
-			done(nil)
-			return
-		case err != nil:
-			done(fmt.Errorf("read offsets checkpoint %s: %w", key, err))
-			return
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("read offsets checkpoint %s: %w", key, err)
 		}
-		v.mergeObject(o, p)
-		p.etag = info.ETag
-		if p.stale && p.bucket == sourcesPart {
-			e.mark(MarkCheckpointOldFormat)
-		}
-		done(nil)
+		done(partRead{o: o, etag: info.ETag, err: err})
 	})
+}
+
+// settlePart merges what fetchPart found into v. A missing object is an
+// empty one (version ""); if p's object existed before, whatever the view
+// thought durable in it is not.
+func (e *Engine) settlePart(v *offsetsView, p *viewPart, r partRead) error {
+	switch {
+	case errors.Is(r.err, ErrNotFound):
+		if p.etag != "" {
+			v.objectLost(p)
+		}
+		p.etag = ""
+		return nil
+	case r.err != nil:
+		return r.err
+	}
+	v.mergeObject(r.o, p)
+	p.etag = r.etag
+	if p.stale && p.bucket == sourcesPart {
+		e.mark(MarkCheckpointOldFormat)
+	}
+	return nil
 }
 
 // readCheckpoint reads the checkpoint into a new view, for recovery:
 // _offsets and the buckets idemBucketsToRead names, RecoveryConcurrency
-// GETs at a time.
+// GETs at a time. The objects are merged once all are read, in part
+// order, into a map sized for all their keys: recovery costs the keys of
+// the window, and growing the map through them would rehash it a dozen
+// times.
 func (e *Engine) readCheckpoint(done func(*offsetsView, error)) {
 	v := newOffsetsView(e.cfg.IdempotencyWindow)
 	v.inv = e.failClosed
@@ -235,9 +256,34 @@ func (e *Engine) readCheckpoint(done func(*offsetsView, error)) {
 	for b := lo; b <= hi; b++ {
 		parts = append(parts, v.part(b))
 	}
+	reads := make([]partRead, len(parts))
 	e.forEach(len(parts), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
-		e.readPart(v, parts[i], d)
-	}, func(err error) { done(v, err) })
+		e.fetchPart(parts[i], func(r partRead) {
+			reads[i] = r
+			if errors.Is(r.err, ErrNotFound) {
+				d(nil)
+				return
+			}
+			d(r.err)
+		})
+	}, func(err error) {
+		if err != nil {
+			done(v, err)
+			return
+		}
+		keys := 0
+		for _, r := range reads {
+			keys += len(r.o)
+		}
+		v.reserve(keys)
+		for i, r := range reads {
+			if err := e.settlePart(v, parts[i], r); err != nil {
+				done(v, err)
+				return
+			}
+		}
+		done(v, nil)
+	})
 }
 
 // idemBucketsToRead is the range of buckets recovery reads: from one

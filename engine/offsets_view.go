@@ -95,6 +95,14 @@ func newViewPart(bucket int64) *viewPart {
 
 func (v *offsetsView) len() int { return len(v.vals) }
 
+// reserve sizes an empty view's map for n keys (recovery knows how many
+// it is about to merge); a view holding keys is left as it is.
+func (v *offsetsView) reserve(n int) {
+	if len(v.vals) == 0 {
+		v.vals = make(map[string]uint64, n)
+	}
+}
+
 func (v *offsetsView) get(key string) (uint64, bool) {
 	val, ok := v.vals[key]
 	return val, ok

@@ -24,8 +24,11 @@ import (
 //     callbacks never run. A request in flight at that moment may or may
 //     not have taken effect.
 //   - Buffers passed in are borrowed until done runs; the port must not
-//     keep or modify them afterwards. Buffers passed to done are owned by
-//     the engine.
+//     keep or modify them afterwards. Buffers passed to done belong to
+//     the engine, read-only: it may keep them as long as it likes (decoded
+//     Arrow columns point into them) but never writes into them, so a
+//     port may hand out bytes it keeps itself (the simulator's store
+//     does).
 type Ports struct {
 	Clock  Clock
 	Rand   Rand

@@ -1,6 +1,7 @@
 package segment
 
 import (
+	"bytes"
 	"encoding/binary"
 	"slices"
 	"strings"
@@ -160,7 +161,12 @@ func (c *cursor) offsetsLimited(field string, limit int) Offsets {
 		return nil
 	}
 	keyField, valueField := field+".key", field+".value"
-	o := make(Offsets, 0, n)
+	// Validate and note where each key lies, then copy the blob into one
+	// string the keys are substrings of: one allocation for all keys.
+	begin := c.pos
+	spans := make([]int32, 0, 2*n) // key start and end, relative to begin
+	values := make([]uint64, 0, n)
+	var prev []byte
 	for i := range n {
 		start := c.at()
 		key := c.bytes(keyField, OffsetKeyBytesMax)
@@ -168,12 +174,20 @@ func (c *cursor) offsetsLimited(field string, limit int) Offsets {
 		if c.err != nil {
 			return nil
 		}
-		if len(key) == 0 || (i > 0 && string(key) <= o[i-1].Key) {
+		if len(key) == 0 || (i > 0 && bytes.Compare(key, prev) <= 0) {
 			c.pos = int(start - c.base)
 			c.fail(keyField, ErrCorrupt, "entry %d key %q empty or not above the previous key", i, key)
 			return nil
 		}
-		o = append(o, Offset{Key: string(key), Value: value})
+		keyAt := c.pos - 8 - len(key) - begin
+		spans = append(spans, int32(keyAt), int32(keyAt+len(key)))
+		values = append(values, value)
+		prev = key
+	}
+	blob := string(c.buf[begin:c.pos])
+	o := make(Offsets, n)
+	for i := range o {
+		o[i] = Offset{Key: blob[spans[2*i]:spans[2*i+1]], Value: values[i]}
 	}
 	return o
 }
