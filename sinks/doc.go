@@ -11,8 +11,9 @@
 // Blocking and CPU work goes through the ports a sink is given: Parquet
 // encoding through engine.Executor, I/O through engine.ObjectStore or
 // engine.Disk, answers of the in-memory sink through engine.Timers, whose
-// callbacks all run on the loop. Nothing here starts a goroutine, reads a
-// clock or draws a random number, so the same sinks run unchanged inside
+// callbacks all run on the loop. Nothing here starts a goroutine or reads
+// a clock, and the one random number (ParquetDir's writer token) comes
+// from the engine.Rand it is given, so the same sinks run unchanged inside
 // the deterministic simulator.
 //
 // # Exactly once
@@ -26,8 +27,9 @@
 //     from the job (ObjectKey), created with If-None-Match: *. A 412 means an
 //     earlier attempt landed: success.
 //   - ParquetDir (dir.go) writes one file per job: a temp file named after
-//     the job, fsynced, renamed to the final name, the folder synced. A final
-//     file that exists is applied: success.
+//     the job and the writer, fsynced, renamed to the final name, the folder
+//     synced. A final file that exists is applied: success. Two writers on
+//     one folder (a zombie and its successor) never share a temp file.
 //   - Memory (memory.go) keeps each job ID once, in first-apply order.
 //
 // # Files
