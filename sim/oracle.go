@@ -79,7 +79,8 @@ type markerInfo struct {
 	uids     []UID
 	jobs     map[jobKey]RowDigest // expected content of each (sink, namespace) job
 	validity validity
-	bodiless bool // landed when its body no longer existed
+	bodiless bool            // landed when its body no longer existed
+	offsets  segment.Offsets // what the marker says its segment covers
 }
 
 type jobKey struct{ sink, namespace string }
@@ -146,7 +147,7 @@ func (o *Oracle) markerLanded(key string) {
 		return
 	}
 	_, id, _, _ := o.w.layout.ParseKey(key)
-	m := &markerInfo{key: key, id: id, jobs: map[jobKey]RowDigest{}}
+	m := &markerInfo{key: key, id: id, jobs: map[jobKey]RowDigest{}, offsets: ix.Offsets}
 	o.markers[key] = m
 	i, _ := slices.BinarySearchFunc(o.order, id, func(s *markerInfo, id engine.SnapshotID) int { return s.id.Compare(id) })
 	o.order = slices.Insert(o.order, i, m)
@@ -255,6 +256,25 @@ func (o *Oracle) unitCommitted(m *markerInfo, uid UID, got RowDigest) {
 	}
 	u.markers = append(u.markers, m)
 	m.uids = append(m.uids, uid)
+	o.checkCovers(m, uid)
+}
+
+// checkCovers: a segment's offsets cover every unit it holds — the
+// replayable unit's partition at or above its position, the idempotent
+// unit's key present — else a recovery that finds this segment last
+// resumes a source below what was acked, or forgets a key.
+func (o *Oracle) checkCovers(m *markerInfo, uid UID) {
+	spec := o.w.sources[uid.source()].spec
+	if spec.Replayable {
+		key := offsetKey(spec, uid.partition())
+		if v, _ := m.offsets.Get(key); v < uid.seq() {
+			o.fail("marker %s holds unit %s, but its offsets say %s=%d", m.key, uid, key, v)
+		}
+		return
+	}
+	if _, ok := m.offsets.Get("idem/" + idemKey(uid)); !ok {
+		o.fail("marker %s holds unit %s, but its offsets lack its idempotency key %s", m.key, uid, idemKey(uid))
+	}
 }
 
 // decideValidity settles every pending marker whose epoch the writer

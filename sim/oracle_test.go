@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,10 +51,39 @@ func batchesOf(w *World, uids ...UID) []arrow.RecordBatch {
 
 func commitBatches(t *testing.T, w *World, id engine.SnapshotID, batches []arrow.RecordBatch) engine.Segment {
 	t.Helper()
+	return commitWithOffsets(t, w, id, batches, coverOf(t, w, batches))
+}
+
+// coverOf is what the engine records for the units in batches: each
+// replayable unit's partition at its position, each idempotent unit's key.
+func coverOf(t *testing.T, w *World, batches []arrow.RecordBatch) segment.Offsets {
+	t.Helper()
+	var o segment.Offsets
+	for _, b := range batches {
+		uids, _, _, err := unitColumns(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range uids.Len() {
+			uid := UID(uids.Value(i))
+			spec := w.sources[uid.source()].spec
+			if spec.Replayable {
+				o = o.Advance(offsetKey(spec, uid.partition()), uid.seq())
+			} else {
+				o = o.Advance("idem/"+idemKey(uid), 1)
+			}
+		}
+	}
+	return o
+}
+
+// commitWithOffsets is commitBatches with the marker's offsets given.
+func commitWithOffsets(t *testing.T, w *World, id engine.SnapshotID, batches []arrow.RecordBatch, offsets segment.Offsets) engine.Segment {
+	t.Helper()
 	part := segment.Part{Key: segment.PartitionKey{SinkRef: "lake", Namespace: "events", Schema: unitFingerprint},
 		Schema: unitSchema, Batches: batches}
 	var body bytes.Buffer
-	ix, err := segment.Encode(&body, 0, nil, []segment.Part{part}, memory.DefaultAllocator)
+	ix, err := segment.Encode(&body, 0, offsets, []segment.Part{part}, memory.DefaultAllocator)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,6 +320,40 @@ func TestOracleRecoveryIdempotent(t *testing.T) {
 			}
 			w.oracle.onAck(uid)
 			w.oracle.checkRecovery(fakeView{segs: []engine.Segment{seg}, offsets: c.offsets, runs: 1}, recoveryStats{ops: 3})
+			if c.want == "" {
+				wantClean(t, w)
+				return
+			}
+			wantViolation(t, w, c.want)
+		})
+	}
+}
+
+// A marker's offsets cover every unit it holds: a replayable unit's
+// partition at or above its position, an idempotent unit's key present.
+func TestOracleMarkerCoversItsUnits(t *testing.T) {
+	replayable, idempotent := makeUID(0, 0, 5), makeUID(3, 0, 42)
+	id := engine.SnapshotID{Epoch: 1, Seq: 1}
+	for _, c := range []struct {
+		name    string
+		offsets func(full segment.Offsets) segment.Offsets
+		want    string
+	}{
+		{"covered", func(full segment.Offsets) segment.Offsets { return full }, ""},
+		{"partition behind", func(full segment.Offsets) segment.Offsets {
+			return slices.DeleteFunc(slices.Clone(full), func(o segment.Offset) bool { return o.Key == "src/events/0" }).Advance("src/events/0", 4)
+		}, "but its offsets say src/events/0=4"},
+		{"key missing", func(full segment.Offsets) segment.Offsets {
+			return slices.DeleteFunc(slices.Clone(full), func(o segment.Offset) bool { return strings.HasPrefix(o.Key, "idem/") })
+		}, "lack its idempotency key http/3/42"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := testWorld(t)
+			if !w.sources[0].spec.Replayable || w.sources[3].spec.Replayable {
+				t.Fatal("the test expects source 0 replayable and source 3 not")
+			}
+			batches := batchesOf(w, replayable, idempotent)
+			commitWithOffsets(t, w, id, batches, c.offsets(coverOf(t, w, batches)))
 			if c.want == "" {
 				wantClean(t, w)
 				return
