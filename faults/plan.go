@@ -160,13 +160,21 @@ func (p *Plan) drawParams(r *sim.Rand) {
 	}
 }
 
+// ProfileNames lists the profiles Named knows.
+const ProfileNames = "none, swarm, crash, flaky, all, multipart, rot"
+
 func drawWindow(r *sim.Rand, lengthMin time.Duration) Window {
 	period := r.Duration(30*time.Second, 4*time.Minute)
 	return Window{Period: period, Length: r.Duration(lengthMin, period/3), Phase: r.Duration(0, period)}
 }
 
 // Named returns a named profile: none, swarm, crash (crashes only),
-// flaky (every store fault, no crashes), or all (everything at once).
+// flaky (every store fault, no crashes), all (everything at once), or one
+// aimed at a rare combination a swarm meets in few worlds: multipart
+// (uploads that fail, are aborted under their writer, and Completes that
+// answer an error after or without doing the work) or rot (crashes and
+// corruption at rest while sinks fail, so bitmaps of half-applied
+// segments rot too).
 func Named(name string, r *sim.Rand) (Plan, error) {
 	switch name {
 	case "none":
@@ -190,8 +198,18 @@ func Named(name string, r *sim.Rand) (Plan, error) {
 			p.Rate[CorruptAtRest], p.Rate[SinkRefuse] = 0.02, 2e-4
 		}
 		return p, nil
+	case "multipart":
+		p := Plan{Name: name}
+		p.Rate[Crash], p.Rate[PutError] = crashRateMax, 0.02
+		p.Rate[MultipartPart], p.Rate[MultipartComplete], p.Rate[MultipartAbort], p.Rate[UploadLost] = 0.1, 0.5, 0.2, 0.25
+		return p, nil
+	case "rot":
+		p := Plan{Name: name}
+		p.Rate[Crash], p.Rate[CrashPoint], p.Rate[SinkError] = crashRateMax, 0.01, 0.1
+		p.Rate[CorruptAtRest] = atRestRateMax
+		return p, nil
 	}
-	return Plan{}, fmt.Errorf("faults: unknown profile %q (none, swarm, crash, flaky, all)", name)
+	return Plan{}, fmt.Errorf("faults: unknown profile %q (%s)", name, ProfileNames)
 }
 
 // Restrict returns the plan without the kinds w cannot exercise.

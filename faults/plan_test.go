@@ -70,7 +70,7 @@ func TestInjectorHealsAndCounts(t *testing.T) {
 }
 
 func TestNamedProfiles(t *testing.T) {
-	for _, name := range []string{"none", "swarm", "crash", "flaky", "all"} {
+	for _, name := range []string{"none", "swarm", "crash", "flaky", "all", "multipart", "rot"} {
 		p, err := Named(name, sim.NewRand(1))
 		if err != nil || !strings.HasPrefix(p.String(), name+"[") {
 			t.Errorf("%s: %v %s", name, err, p)

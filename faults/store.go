@@ -53,6 +53,11 @@ func (in *Injector) opFailure(op sim.Op) (bool, sim.Outcome) {
 		}
 		return failed, sim.Outcome(o)
 	case sim.OpComplete:
+		// The upload may be gone when Complete arrives (a lifecycle rule
+		// aborted it) — also when Complete is a retry after an unheard one.
+		if lost, gone := in.decide(UploadLost, false, pickOutcome(sim.UploadGone)); gone {
+			return true, sim.Outcome(lost)
+		}
 		// S3's Complete is slow and known to answer an error after doing
 		// the work: applied-but-unheard is the likeliest failure.
 		k, draw = MultipartComplete, pickOutcome(sim.Fail, sim.AmbiguousApplied, sim.AmbiguousApplied, sim.AmbiguousLost)

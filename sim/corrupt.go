@@ -1,9 +1,6 @@
 package sim
 
-import (
-	"bytes"
-	"strings"
-)
+import "strings"
 
 // Corruption at rest: as an engine process starts — its cache is empty,
 // so it will read what it owns — the fault plan may flip a bit in a live
@@ -34,15 +31,12 @@ func (w *World) maybeCorruptAtRest() {
 		target = bitmaps[u%uint64(len(bitmaps))]
 		marker = strings.TrimSuffix(target, ".scbl") + ".commit"
 	}
-	e := w.store.entries[target]
-	if e == nil || !e.present || len(e.body) == 0 {
-		return
-	}
 	// A flipped bit, never a truncation: the size still matches the
 	// marker, so only the checksum can tell.
-	e.body = CorruptBytes(bytes.Clone(e.body), int64(u>>33)<<1)
+	if !w.store.Rot(target, func(b []byte) []byte { return CorruptBytes(b, int64(u>>33)<<1) }) {
+		return
+	}
 	_, id, _, _ := w.layout.ParseKey(marker)
-	w.oracle.corruptAtRest = append(w.oracle.corruptAtRest, id)
 	w.expectAlert("segment " + id.String())
 	w.trace.Begin(w.sched.now, KindCorruptAtRest).S("key", target).End()
 }

@@ -362,3 +362,34 @@ func TestOracleMarkerCoversItsUnits(t *testing.T) {
 		})
 	}
 }
+
+// A read answered with bytes that rotted at rest must end in an alert: in
+// a world that converged (no alert), it is a violation. A range that
+// misses the damage is not such a read.
+func TestOracleSilentRot(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		rng  *engine.ByteRange
+		want string
+	}{
+		{"whole object", nil, "damaged at rest, and went on without an alert"},
+		{"range missing the damage", &engine.ByteRange{Start: 4, Length: 4}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := testWorld(t)
+			w.store.write("wal/sim/x.seg", []byte("abcdefgh"), `"e"`)
+			if !w.store.Rot("wal/sim/x.seg", func(b []byte) []byte { return CorruptBytes(b, 2) }) { // bit 1 of byte 0
+				t.Fatal("Rot refused a present object")
+			}
+			if _, _, err := w.store.get("wal/sim/x.seg", c.rng, 1<<20); err != nil {
+				t.Fatal(err)
+			}
+			w.oracle.checkNoSilentRot()
+			if c.want == "" {
+				wantClean(t, w)
+				return
+			}
+			wantViolation(t, w, c.want)
+		})
+	}
+}

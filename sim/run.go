@@ -179,6 +179,7 @@ func (w *World) finish() {
 			}
 		default:
 			w.oracle.checkFinal(w.eng)
+			w.oracle.checkNoSilentRot()
 		}
 	}
 	if w.eng != nil {

@@ -125,6 +125,12 @@ func drawEngine(r *Rand) engine.Config {
 		// units meet ErrResourceExhausted until keys expire.
 		cfg.OffsetsViewMax = 2000 + r.Intn(30000)
 	}
+	if r.Chance(0.5) {
+		// A grace shorter than a slow persist: the sweeper meets bodies
+		// whose marker is still on its way, and only its other defenses
+		// (the marker HEAD, the snapshots in flight) keep them.
+		cfg.OrphanGrace = r.Duration(500*time.Millisecond, 5*time.Second)
+	}
 	return cfg
 }
 

@@ -53,6 +53,7 @@ type Store struct {
 	// World.SkewStoreRequest); 0 means none.
 	skew     uint64
 	counts   [NumOps]OpCounts
+	rotten   []string         // RottenReads
 	issuedBy [][NumOps]uint64 // by incarnation id - 1
 
 	// OnApply, if set, is called whenever a mutating request's effect

@@ -31,6 +31,9 @@ type entry struct {
 	visibleAt time.Duration
 	// lingerUntil: a deleted key is listed until this time.
 	lingerUntil time.Duration
+	// sound: the bytes before corruption at rest (Rot) damaged body; nil
+	// if it was not damaged since it was last written.
+	sound []byte
 }
 
 func (e *entry) info(key string) engine.ObjectInfo {
@@ -127,6 +130,9 @@ func (s *Store) get(key string, rng *engine.ByteRange, limit int64) ([]byte, eng
 	if end-start > limit {
 		return nil, engine.ObjectInfo{}, engine.ErrTooLarge
 	}
+	if e.sound != nil && !bytes.Equal(e.sound[start:end], e.body[start:end]) {
+		s.rotten = append(s.rotten, key)
+	}
 	return e.body[start:end:end], e.info(key), nil
 }
 
@@ -187,8 +193,27 @@ func (s *Store) write(key string, body []byte, etag string) {
 	if body == nil {
 		body = []byte{}
 	}
-	e.present, e.body, e.etag, e.modifiedUnixMs = true, body, etag, s.sched.WallUnixMs()
+	e.present, e.body, e.etag, e.modifiedUnixMs, e.sound = true, body, etag, s.sched.WallUnixMs(), nil
 }
+
+// Rot replaces a present object's bytes in place in the truth, as a
+// medium that rotted would (corruption at rest): same key, size and ETag.
+// A GET answered with damaged bytes of it is remembered (RottenReads).
+func (s *Store) Rot(key string, damage func([]byte) []byte) bool {
+	e := s.entries[key]
+	if e == nil || !e.present || len(e.body) == 0 {
+		return false
+	}
+	if e.sound == nil {
+		e.sound = e.body
+	}
+	e.body = damage(bytes.Clone(e.body))
+	return true
+}
+
+// RottenReads lists the keys whose GET was answered with bytes corruption
+// at rest had damaged, in order.
+func (s *Store) RottenReads() []string { return s.rotten }
 
 // remove deletes key; deleting a missing key is a no-op.
 func (s *Store) remove(key string) {

@@ -98,7 +98,7 @@ func parseFlags(args []string) (options, error) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the world (with -seeds: the first seed)")
 	fs.IntVar(&o.seeds, "seeds", 1, "number of seeds to run, from -seed upward, in parallel on all cores")
 	fs.StringVar(&iters, "iters", "1e5", "steps (events) per world; accepts 1e6")
-	fs.StringVar(&o.profile, "faults", "swarm", "fault profile: none, swarm, crash, flaky, all")
+	fs.StringVar(&o.profile, "faults", "swarm", "fault profile: "+faults.ProfileNames)
 	fs.BoolVar(&o.verbose, "v", false, "print every run's summary, not only failures")
 	fs.StringVar(&o.trace, "trace", "", "write a human-readable event trace to this file (single seed)")
 	fs.BoolVar(&o.twice, "check-determinism", false, "run the seed twice and compare trace hashes; if they differ, print the first step and event where the runs diverge, and exit 1")
