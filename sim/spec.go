@@ -123,7 +123,7 @@ func drawEngine(r *Rand) engine.Config {
 	if r.Chance(0.2) {
 		// A view too small for the HTTP source's keys over a window: its
 		// units meet ErrResourceExhausted until keys expire.
-		cfg.OffsetsViewMax = 2000 + r.Intn(30000)
+		cfg.OffsetsViewMax = 500 + r.Intn(8000)
 	}
 	if r.Chance(0.5) {
 		// A grace shorter than a slow persist: the sweeper meets bodies
