@@ -223,13 +223,7 @@ func TestParquetDirCrashAnywhere(t *testing.T) {
 	var crashes, tornTemps, finalsAfterCrash int
 	for seed := uint64(1); seed <= seedsMax(400); seed++ {
 		faulty := true
-		faults := sim.DiskFaultsFunc(func(op sim.DiskOp, p string, r *sim.Rand) (sim.DiskOutcome, time.Duration) {
-			if faulty && r.Chance(0.03) {
-				return sim.DiskIOError, 0
-			}
-			return sim.DiskOK, 0
-		})
-		w := newSimWorld(t, seed, sim.StoreConfig{}, sim.DiskConfig{Faults: faults})
+		w := newSimWorld(t, seed, sim.StoreConfig{}, sim.DiskConfig{Faults: flakyDisk(&faulty)})
 		r := w.root.Split("test")
 		done := false
 		var last error
@@ -304,13 +298,7 @@ func TestParquetDirTwoWritersOneFolder(t *testing.T) {
 	var raced int
 	for seed := uint64(1); seed <= seedsMax(200); seed++ {
 		faulty := true
-		faults := sim.DiskFaultsFunc(func(op sim.DiskOp, p string, r *sim.Rand) (sim.DiskOutcome, time.Duration) {
-			if faulty && r.Chance(0.03) {
-				return sim.DiskIOError, 0
-			}
-			return sim.DiskOK, 0
-		})
-		w := newSimWorld(t, seed, sim.StoreConfig{}, sim.DiskConfig{Faults: faults})
+		w := newSimWorld(t, seed, sim.StoreConfig{}, sim.DiskConfig{Faults: flakyDisk(&faulty)})
 		zombie := w.sched.NewIncarnation()
 		writers := []struct {
 			inc  *sim.Incarnation
@@ -375,3 +363,13 @@ func tempsIn(w *simWorld, dir string) (n int) {
 type fixedRand uint64
 
 func (r fixedRand) Uint64() uint64 { return uint64(r) }
+
+// flakyDisk fails 3% of disk operations with an I/O error while *faulty.
+func flakyDisk(faulty *bool) sim.DiskFaults {
+	return sim.DiskFaultsFunc(func(op sim.DiskOp, p string, r *sim.Rand) (sim.DiskOutcome, time.Duration) {
+		if *faulty && r.Chance(0.03) {
+			return sim.DiskIOError, 0
+		}
+		return sim.DiskOK, 0
+	})
+}
