@@ -446,7 +446,7 @@ func TestStreamSurvivesDamagedChunks(t *testing.T) {
 		vals[i] = int64(i)
 	}
 	gets := 0
-	r.corrupt = func() (int64, bool) {
+	r.corrupt = func(string) (int64, bool) {
 		gets++
 		return int64(gets * 2), gets%7 == 3 // a flipped bit in one read of seven
 	}

@@ -21,7 +21,7 @@ func offsetsReads(r *rig, outcome func(n int) sim.Outcome, damaged func(n int) b
 		issued++
 		return outcome(issued - 1)
 	}
-	r.corruptKey = func(key string) (int64, bool) {
+	r.corrupt = func(key string) (int64, bool) {
 		if !strings.HasSuffix(key, "/_offsets") {
 			return 0, false
 		}

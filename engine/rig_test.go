@@ -27,12 +27,10 @@ type rig struct {
 	inc    *sim.Incarnation
 	eng    *engine.Engine
 	faults func(op sim.Op, key string) sim.Outcome
-	// corrupt, if set, is asked for every successful GET: damage it (as
-	// sim.CorruptBytes does with the parameter)?
-	corrupt func() (int64, bool)
-	// corruptKey, if set, is asked instead, with the GET's key.
-	corruptKey func(key string) (int64, bool)
-	memory     memHint // the Memory port's answer
+	// corrupt, if set, is asked for every successful GET, with its key:
+	// damage it (as sim.CorruptBytes does with the parameter)?
+	corrupt func(key string) (int64, bool)
+	memory  memHint // the Memory port's answer
 	// sinksFor gives each incarnation its sinks; nil: no compaction.
 	sinksFor func(*sim.Incarnation) engine.Sinks
 }
@@ -50,13 +48,10 @@ func (f rigFaults) Decide(op sim.Op, key string, _ time.Duration, _ *sim.Rand) (
 }
 
 func (f rigFaults) CorruptRead(key string) (int64, bool) {
-	if f.r.corruptKey != nil {
-		return f.r.corruptKey(key)
-	}
 	if f.r.corrupt == nil {
 		return 0, false
 	}
-	return f.r.corrupt()
+	return f.r.corrupt(key)
 }
 
 type memHint int64
