@@ -43,7 +43,7 @@ func (l *ackLedger) add(uid UID, spec SourceSpec, marker string, seen time.Durat
 		l.segs = append(l.segs, marker)
 	}
 	if !spec.Replayable {
-		l.idem = append(l.idem, idemAcked{uid, "idem/" + idemKey(uid), seen})
+		l.idem = append(l.idem, idemAcked{uid, idemOffsetKey(uid), seen})
 		return
 	}
 	key := offsetKey(spec, uid.partition())

@@ -269,7 +269,7 @@ func (o *Oracle) checkCovers(m *markerInfo, uid UID) {
 		}
 		return
 	}
-	if _, ok := m.offsets.Get("idem/" + idemKey(uid)); !ok {
+	if _, ok := m.offsets.Get(idemOffsetKey(uid)); !ok {
 		o.fail("marker %s holds unit %s, but its offsets lack its idempotency key %s", m.key, uid, idemKey(uid))
 	}
 }

@@ -70,7 +70,7 @@ func coverOf(t *testing.T, w *World, batches []arrow.RecordBatch) segment.Offset
 			if spec.Replayable {
 				o = o.Advance(offsetKey(spec, uid.partition()), uid.seq())
 			} else {
-				o = o.Advance("idem/"+idemKey(uid), 1)
+				o = o.Advance(idemOffsetKey(uid), 1)
 			}
 		}
 	}
@@ -300,7 +300,7 @@ func TestOracleRecoveryIdempotent(t *testing.T) {
 		t.Fatal("the last default source should be the one that cannot replay")
 	}
 	uid := makeUID(http, 0, 42)
-	keyed := segment.Offsets{{Key: "idem/" + idemKey(uid), Value: 1}}
+	keyed := segment.Offsets{{Key: idemOffsetKey(uid), Value: 1}}
 	for _, c := range []struct {
 		name    string
 		offsets segment.Offsets
@@ -309,7 +309,7 @@ func TestOracleRecoveryIdempotent(t *testing.T) {
 	}{
 		{"key recovered", keyed, false, ""},
 		{"key lost", nil, false, "not covered"},
-		{"other key only", segment.Offsets{{Key: "idem/" + idemKey(makeUID(http, 0, 43)), Value: 1}}, false, "not covered"},
+		{"other key only", segment.Offsets{{Key: idemOffsetKey(makeUID(http, 0, 43)), Value: 1}}, false, "not covered"},
 		{"key lost after the window", nil, true, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

@@ -268,3 +268,7 @@ const idemKeyPrefix = "http/"
 func idemKey(u UID) string {
 	return idemKeyPrefix + strconv.Itoa(u.source()) + "/" + strconv.FormatUint(u.seq(), 10)
 }
+
+// idemOffsetKey is where the engine's offsets hold unit u's idempotency
+// key (the engine prefixes keys with "idem/").
+func idemOffsetKey(u UID) string { return "idem/" + idemKey(u) }
