@@ -12,7 +12,9 @@ FUZZ_TARGETS = \
 	./engine/segment:FuzzDecodeBitmap \
 	./engine/segment:FuzzDecodeSidecar \
 	./engine/segment:FuzzDecodeOffsets \
-	./engine/segment:FuzzDecodeCheckpoint
+	./engine/segment:FuzzDecodeCheckpoint \
+	./engine/wal:FuzzScan \
+	./engine/wal:FuzzDecodeRecord
 
 .PHONY: run test bench fuzz lint mutants
 

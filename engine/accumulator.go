@@ -17,6 +17,13 @@ type unit struct {
 	bytes   int64
 	rows    int64
 	since   time.Duration // Monotonic time the unit was appended
+
+	// Disk WAL only: the log partition, the sequence number and the log
+	// segment of its entry, set when the entry is durable (and the unit
+	// acked, dones emptied).
+	part uint32
+	seq  uint64
+	seg  *logSeg
 }
 
 // livePart is the accumulating content of one partition key.
@@ -44,6 +51,7 @@ type batchSet struct {
 	offsets segment.Offsets
 	units   []*unit
 	bytes   int64
+	gen     uint64 // disk WAL: the memtable generation (log dirty maps)
 }
 
 func newBatchSet() *batchSet {
@@ -104,6 +112,7 @@ func (s *batchSet) prepend(o *batchSet) {
 		merged.bytes += src.bytes
 	}
 	merged.offsets = segment.MaxMerge(o.offsets, s.offsets)
+	merged.gen = s.gen
 	*s = *merged
 }
 

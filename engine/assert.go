@@ -157,6 +157,7 @@ func (e *Engine) heldSum() (queued, active int64, ok bool) {
 	if e.active != nil {
 		active = e.active.content.bytes
 	}
+	queued += e.dlog.heldBytes() // units on their way into live (disk WAL)
 	return queued, active, e.held == e.live.bytes+queued+active && e.held >= 0
 }
 
@@ -164,8 +165,8 @@ func (e *Engine) heldSum() (queued, active int64, ok bool) {
 // queue are in id order (so that commits are). It can break where a
 // snapshot is sealed into the queue or leaves it for the writer.
 func (e *Engine) checkQueue() bool {
-	if len(e.queue) > e.cfg.QueueCapacity {
-		e.broken("len(queue) ≤ QueueCapacity: %d snapshots queued, capacity %d", len(e.queue), e.cfg.QueueCapacity)
+	if len(e.queue) > max(e.cfg.QueueCapacity, e.replayed) {
+		e.broken("len(queue) ≤ max(QueueCapacity, replayed): %d snapshots queued, capacity %d, replayed %d", len(e.queue), e.cfg.QueueCapacity, e.replayed)
 		return false
 	}
 	prev := e.lastCommit
@@ -189,7 +190,7 @@ func (e *Engine) checkQueue() bool {
 // checkCommit: the snapshot committing is the one being persisted, and
 // it comes after the last commit (commits happen in snapshot-id order).
 func (e *Engine) checkCommit(s *snapshot) bool {
-	if s != e.active || s.id.Compare(e.lastCommit) <= 0 || s.id.Epoch != e.epoch {
+	if s != e.active || s.id.Compare(e.lastCommit) <= 0 || s.id.Epoch != e.epoch && !s.replayed {
 		active := SnapshotID{}
 		if e.active != nil {
 			active = e.active.id

@@ -34,7 +34,9 @@ func (c *capture) want(t *testing.T, name string) {
 // bare is an engine with no ports, enough for paths that only fail
 // closed.
 func bare() *Engine {
-	return &Engine{live: newBatchSet(), committed: newOffsetsView(time.Hour), cache: newBodyCache(0, nil)}
+	e := &Engine{live: newBatchSet(), committed: newOffsetsView(time.Hour), cache: newBodyCache(0, nil)}
+	e.dlog = s3Log{e}
+	return e
 }
 
 func wantFailed(t *testing.T, e *Engine, name string) {

@@ -53,6 +53,11 @@ type segState struct {
 	bitmapETag  string // version of the bitmap object last read or written; "" if none
 	reclaiming  bool
 	gone        bool // another writer reclaimed it (fence.go)
+	// logPending (disk WAL): the log has not yet durably recorded that
+	// this segment's generation is flushed. Until it has, the segment is
+	// not reclaimed: a crash would replay the generation from the log,
+	// and only the segment still being there (owned) stops that replay.
+	logPending bool
 	// reclaimAfter: an ambiguous marker PUT of ours may land until then;
 	// deleting the marker earlier could let it come back without a body.
 	reclaimAfter time.Duration

@@ -97,6 +97,11 @@ type Config struct {
 	OrphanGrace time.Duration
 	// RecoveryConcurrency bounds marker reads in flight during recovery.
 	RecoveryConcurrency int
+
+	// Disk, if set, makes the WAL the local disk (WAL_STORAGE=disk):
+	// units are acked at the group-commit fsync, and memtable generations
+	// become segments in Store later. nil: the S3 WAL.
+	Disk *DiskWAL
 }
 
 // DeriveConfig computes production settings from the two operator inputs
@@ -156,6 +161,103 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: config: recovery concurrency %d must be positive", c.RecoveryConcurrency)
 	case c.OffsetsViewMax < 0 || c.OffsetsViewMax > segment.CheckpointEntriesMax:
 		return fmt.Errorf("engine: config: offsets view max %d outside 0..%d (what one checkpoint holds)", c.OffsetsViewMax, segment.CheckpointEntriesMax)
+	}
+	if c.Disk != nil {
+		return c.Disk.Validate()
+	}
+	return nil
+}
+
+// SyncMode says when the disk WAL fsyncs (WAL_SYNC_MODE).
+type SyncMode uint8
+
+const (
+	// SyncEveryBatch (SYNC, the default): a batch is written and fsynced
+	// as soon as entries are queued and no sync is in flight; concurrent
+	// writers pile into the next sync.
+	SyncEveryBatch SyncMode = iota
+	// BatchSync (BATCH_SYNC): batches are fsynced on a timer
+	// (BatchSyncInterval). Fewer fsyncs, higher latency; still no unit
+	// is acked before the fsync that covers it.
+	BatchSync
+)
+
+func (m SyncMode) String() string {
+	if m == BatchSync {
+		return "BATCH_SYNC"
+	}
+	return "SYNC"
+}
+
+// Disk WAL defaults and limits (DESIGN.md §9 of the design as built: see
+// README "Local-disk WAL").
+const (
+	DefaultWALSegmentBytes      = 32 << 20
+	DefaultWALBatchBytes        = 256 << 10
+	DefaultWALCommitInterval    = 200 * time.Microsecond
+	WALCommitIntervalMin        = 50 * time.Microsecond
+	DefaultWALBatchSyncInterval = 10 * time.Millisecond
+	DefaultWALPinnedMax         = 5 * time.Minute
+	DefaultWALTotalBytesMax     = 512 << 20
+	DefaultWALPartitionBytesMax = 256 << 20
+	// WALPartitionsMax bounds the independent logs (a seal record names
+	// the partitions of its generation in a 64-bit mask).
+	WALPartitionsMax = 64
+)
+
+// DiskWAL configures the local-disk write-ahead log. A nil Config.Disk
+// is the S3 WAL: a unit is durable (and acked) when its segment's marker
+// lands. With DiskWAL a unit is durable at the group-commit fsync that
+// covers its log entry; segments are committed later, when memtable
+// generations are flushed.
+type DiskWAL struct {
+	// Partitions: independent logs (wal/partition-{id}); a unit goes to
+	// the one its namespace and partition hash to. Corruption halts one.
+	Partitions   int
+	SegmentBytes int64 // fixed size of a log segment file (preallocated)
+	BatchBytes   int64 // most entry bytes one group commit writes
+	// CommitInterval is the longest a queued entry waits for its sync.
+	// It is an upper bound, not a timer: the committer syncs as soon as
+	// entries are queued and no sync is in flight.
+	CommitInterval    time.Duration
+	Sync              SyncMode
+	BatchSyncInterval time.Duration // BATCH_SYNC's timer; > 0
+	// Pressure valves: a log segment pinned by unflushed generations for
+	// longer than PinnedMax, or a WAL above TotalBytesMax, forces a
+	// flush; a partition above PartitionBytesMax refuses units
+	// (ErrResourceExhausted) until a flush frees segments.
+	PinnedMax         time.Duration
+	TotalBytesMax     int64
+	PartitionBytesMax int64
+}
+
+// DefaultDiskWAL returns the documented defaults.
+func DefaultDiskWAL() *DiskWAL {
+	return &DiskWAL{
+		Partitions: 1, SegmentBytes: DefaultWALSegmentBytes, BatchBytes: DefaultWALBatchBytes,
+		CommitInterval: DefaultWALCommitInterval, Sync: SyncEveryBatch, BatchSyncInterval: DefaultWALBatchSyncInterval,
+		PinnedMax: DefaultWALPinnedMax, TotalBytesMax: DefaultWALTotalBytesMax, PartitionBytesMax: DefaultWALPartitionBytesMax,
+	}
+}
+
+// Validate reports the first disk WAL setting that cannot work, naming
+// the environment variable that sets it.
+func (d *DiskWAL) Validate() error {
+	switch {
+	case d.Partitions < 1 || d.Partitions > WALPartitionsMax:
+		return fmt.Errorf("engine: config: WAL_PARTITIONS=%d outside 1..%d", d.Partitions, WALPartitionsMax)
+	case d.SegmentBytes < 2*DirectAlign || d.SegmentBytes%DirectAlign != 0:
+		return fmt.Errorf("engine: config: WAL_SEGMENT_BYTES=%d must be a multiple of %d and at least %d", d.SegmentBytes, DirectAlign, 2*DirectAlign)
+	case d.BatchBytes < 1 || d.BatchBytes > d.SegmentBytes:
+		return fmt.Errorf("engine: config: WAL_BATCH_BYTES=%d outside 1..WAL_SEGMENT_BYTES (%d)", d.BatchBytes, d.SegmentBytes)
+	case d.CommitInterval < WALCommitIntervalMin:
+		return fmt.Errorf("engine: config: WAL_COMMIT_INTERVAL_US=%d below the minimum of %d µs", d.CommitInterval.Microseconds(), WALCommitIntervalMin.Microseconds())
+	case d.Sync != SyncEveryBatch && d.Sync != BatchSync:
+		return fmt.Errorf("engine: config: WAL_SYNC_MODE %d is neither SYNC nor BATCH_SYNC", d.Sync)
+	case d.Sync == BatchSync && d.BatchSyncInterval <= 0:
+		return fmt.Errorf("engine: config: wal_batch_sync_interval_ms (WAL_BATCH_SYNC_INTERVAL_MS) must be positive with BATCH_SYNC, got %v", d.BatchSyncInterval)
+	case d.PinnedMax <= 0 || d.TotalBytesMax <= 0 || d.PartitionBytesMax <= 0:
+		return fmt.Errorf("engine: config: WAL valves must be positive: pinned max %v, total bytes %d, partition bytes %d", d.PinnedMax, d.TotalBytesMax, d.PartitionBytesMax)
 	}
 	return nil
 }

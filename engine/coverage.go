@@ -73,6 +73,20 @@ const (
 	MarkIdemBucketSwept     // the sweeper deleted an expired idempotency-key bucket object
 	// Streaming (stream.go).
 	MarkChunkReread // a streamed chunk disagreed with the previous pass and was read again
+	// Local-disk WAL (wal_disk*.go).
+	MarkBackpressureWALDisk // a unit was refused: its WAL partition is over PartitionBytesMax
+	MarkWALBacklog          // a durable unit waited for room in live (snapshot limits, queue full)
+	MarkWALPoisoned         // a log write or fsync failed: the segment is poisoned, the batch outcome-unknown
+	MarkWALOpenRetry        // creating a log segment failed and is retried
+	MarkWALValveAge         // a log segment pinned past PinnedMax forced a flush
+	MarkWALValveSize        // the WAL over TotalBytesMax forced a flush
+	MarkWALHaltedKeep       // a segment with units in a halted partition is kept
+	MarkWALTornTail         // recovery truncated a torn tail
+	MarkWALCorrupt          // recovery found mid-segment corruption: the partition halts
+	MarkWALReplayedSealed   // recovery replayed a sealed generation under its own snapshot id
+	MarkWALReplayedLive     // recovery replayed unsealed units into the memtable
+	MarkWALStaleDiscarded   // recovery ignored entries of a poisoned batch (a later segment superseded them)
+	MarkWALOwnedFlushed     // recovery found a logged generation's segment owned: logged it flushed
 	NumMarks
 )
 
@@ -90,6 +104,9 @@ var markNames = [NumMarks]string{
 	"backpressure-view", "duplicate-committed", "duplicate-joined", "offsets-covered",
 	"idempotency-expired", "read-damaged", "fenced-before-reclaim", "reclaimed-elsewhere",
 	"checkpoint-old-format", "idem-bucket-swept", "chunk-reread",
+	"backpressure-wal-disk", "wal-backlog", "wal-poisoned", "wal-open-retry", "wal-valve-age",
+	"wal-valve-size", "wal-halted-keep", "wal-torn-tail", "wal-corrupt", "wal-replayed-sealed",
+	"wal-replayed-live", "wal-stale-discarded", "wal-owned-flushed",
 }
 
 // String returns the mark's name.

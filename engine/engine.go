@@ -83,6 +83,13 @@ type Engine struct {
 	closeDone      func(error)
 	closeGraceOver bool // the close no longer waits for reclaims
 	stats          Stats
+
+	// dlog decides when a unit is durable (durable.go): the S3 WAL's
+	// s3Log, or the local-disk WAL's diskLog.
+	dlog durableLog
+	// replayed counts the disk WAL's replayed snapshots still queued or
+	// active; they may exceed QueueCapacity right after recovery.
+	replayed int
 }
 
 // Segment is an owned (committed) segment as the engine knows it.
@@ -104,6 +111,14 @@ func New(cfg Config, p Ports) (*Engine, error) {
 		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
 		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: newOffsetsView(cfg.IdempotencyWindow),
 		lanes: map[laneKey]*lane{},
+	}
+	if cfg.Disk != nil {
+		if p.Disk == nil {
+			return nil, fmt.Errorf("engine: the disk WAL needs the disk port")
+		}
+		e.dlog = newDiskLog(e, *cfg.Disk)
+	} else {
+		e.dlog = s3Log{e}
 	}
 	e.cache = newBodyCache(0, &e.marks)
 	e.cache.inv, e.committed.inv = e.failClosed, e.failClosed
@@ -197,6 +212,7 @@ func (e *Engine) failClosed(err error) {
 			}
 		}
 	}
+	e.dlog.failAll(err)
 	if e.closeDone != nil {
 		done := e.closeDone
 		e.later(func() { done(err) })
@@ -246,7 +262,9 @@ func (e *Engine) checkClosed() {
 
 // Idle reports whether the engine holds no unit: nothing live, queued or
 // being persisted.
-func (e *Engine) Idle() bool { return e.live.empty() && len(e.queue) == 0 && e.active == nil }
+func (e *Engine) Idle() bool {
+	return e.live.empty() && len(e.queue) == 0 && e.active == nil && e.dlog.heldBytes() == 0
+}
 
 // Drained reports whether everything committed has been applied and
 // reclaimed: the writer is idle, no job runs and no segment is owned.

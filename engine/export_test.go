@@ -1,6 +1,9 @@
 package engine
 
-import "github.com/skipprd/skipprd/engine/segment"
+import (
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/engine/wal"
+)
 
 // Hooks for assert_test.go: each breaks one invariant on purpose, so that
 // a test can prove its check fires where the state is next changed.
@@ -87,4 +90,18 @@ func (e *Engine) CheckInvariants() bool {
 func (e *Engine) checkLaneAppendAt(ln *lane, i int) {
 	before := &lane{key: ln.key, jobs: ln.jobs[:i]}
 	e.checkLaneAppend(before, ln.jobs[i])
+}
+
+// UnitPayloadForTest encodes u's disk WAL record, with sequence number
+// seq, as the engine would.
+func UnitPayloadForTest(u Unit, seq uint64) ([]byte, error) {
+	c, err := canonicalUnit(u)
+	if err != nil {
+		return nil, err
+	}
+	p, err := unitPayload(c)
+	if err == nil {
+		wal.PutUnitSeq(p, seq)
+	}
+	return p, err
 }

@@ -66,10 +66,13 @@ func (e *Engine) seal() {
 	}
 	id := SnapshotID{Epoch: e.epoch, Seq: e.nextSeq}
 	e.nextSeq++
-	e.queue = append(e.queue, &snapshot{
-		id: id, dir: e.layout.SegmentDir(e.p.Clock.WallUnixMs()), content: e.live,
-	})
+	s := &snapshot{id: id, dir: e.layout.SegmentDir(e.p.Clock.WallUnixMs()), content: e.live}
+	if e.cfg.Disk != nil {
+		s.created = e.p.Clock.WallUnixMs() // recorded in the log's seal: a replay encodes the same body
+	}
+	e.queue = append(e.queue, s)
 	e.live = newBatchSet()
+	e.dlog.sealed()
 	e.checkQueue()
 	e.checkHeld()
 	e.flushDue = false
@@ -89,7 +92,8 @@ func (e *Engine) pump() {
 	if !e.checkQueue() {
 		return // do not persist out of order
 	}
-	e.persist(e.active)
+	s := e.active
+	e.dlog.beforePersist(s, func() { e.persist(s) })
 	e.maybeSeal() // the queue has room again
 }
 

@@ -42,6 +42,8 @@ type Unit struct {
 	// IdempotencyKey identifies a non-replayable source's unit across
 	// retries; a retry of a committed or pending key is not stored again.
 	IdempotencyKey string
+
+	arrow []byte // disk WAL: the IPC stream Batches were decoded from (wal_disk_unit.go)
 }
 
 // Submit hands a unit to the engine. done runs exactly once on the loop,
@@ -124,6 +126,9 @@ func (e *Engine) admit(in Unit) error {
 // room refuses a new unit the engine has no room for: admission memory,
 // or the WAL backlog at LiveSegmentsMax.
 func (e *Engine) room(in Unit) error {
+	if err := e.dlog.refuse(in); err != nil {
+		return err
+	}
 	if n := unitBytes(in); e.held+n > e.budget.admission {
 		e.mark(MarkBackpressureMemory)
 		return fmt.Errorf("%w: %d bytes held, unit of %d, admission %d", ErrResourceExhausted, e.held, n, e.budget.admission)
@@ -315,12 +320,11 @@ func (e *Engine) roomFor(in Unit) bool {
 	return parts <= segment.PartsMax && entries <= segment.OffsetsEntriesMax && rows <= segment.PartRowsMax
 }
 
-// append adds an admitted unit to the live accumulator.
+// append takes an admitted unit: it becomes held (pending under its
+// idempotency key and offset keys) and goes to the durable log, which
+// decides when it is durable (durable.go).
 func (e *Engine) append(in Unit, done func(error)) {
 	u := &unit{idem: in.IdempotencyKey, dones: []func(error){done}, bytes: unitBytes(in), since: e.now()}
-	for _, b := range in.Batches {
-		u.rows += b.NumRows()
-	}
 	u.offsets = slices.Clone(in.Offsets) // the caller keeps its slice
 	for _, o := range u.offsets {
 		if prev := e.offsetPending[o.Key]; prev != nil {
@@ -328,22 +332,36 @@ func (e *Engine) append(in Unit, done func(error)) {
 			e.answer(done, fmt.Errorf("%w: %v", ErrClosed, e.err)) // not held: failing closed did not answer it
 			return
 		}
-		e.offsetPending[o.Key] = u
 	}
-	for _, b := range in.Batches {
-		b.Retain()
+	if u.idem != "" {
+		// The value is when the key was seen: it expires after the window.
+		in.Offsets = append(segment.Offsets(nil), in.Offsets...).Advance(idemPrefix+u.idem, uint64(e.p.Clock.WallUnixMs()))
+	}
+	in, err := e.dlog.canonical(in)
+	if err != nil {
+		e.stats.UnitsRejected++
+		e.answer(done, fmt.Errorf("%w: %v", ErrInvalidUnit, err))
+		return
+	}
+	for _, o := range u.offsets {
+		e.offsetPending[o.Key] = u
 	}
 	if u.idem != "" {
 		e.idemPending[u.idem] = u
-		// The value is when the key was seen: it expires after the window.
-		in.Offsets = append(segment.Offsets(nil), in.Offsets...).Advance(idemPrefix+u.idem, uint64(e.p.Clock.WallUnixMs()))
+	}
+	for _, b := range in.Batches {
+		u.rows += b.NumRows()
+	}
+	e.dlog.accept(u, in)
+}
+
+// joinLive adds a held unit's content to the live accumulator.
+func (e *Engine) joinLive(u *unit, in Unit) {
+	for _, b := range in.Batches {
+		b.Retain()
 	}
 	if e.live.empty() {
 		e.liveSince = e.now()
 	}
 	e.live.add(u, in)
-	e.held += u.bytes
-	e.checkHeld()
-	e.checkWAL()
-	e.afterAppend()
 }

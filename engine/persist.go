@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -28,6 +30,12 @@ type snapshot struct {
 	startedAt time.Duration
 	settledAt time.Duration // no marker request of ours can land after this
 	uploadID  string        // multipart upload in progress, if any
+	// created is the body's created_at: set at seal by the disk WAL (and
+	// logged with the generation), at persist otherwise.
+	created int64
+	// replayed: a generation the disk WAL sealed before a crash, persisted
+	// again under its own (older-epoch) id.
+	replayed bool
 }
 
 func (e *Engine) key(s *snapshot, kind ObjectKind) string { return e.layout.Key(s.dir, s.id, kind) }
@@ -39,8 +47,17 @@ func (e *Engine) key(s *snapshot, kind ObjectKind) string { return e.layout.Key(
 func (e *Engine) persist(s *snapshot) {
 	s.startedAt = e.now()
 	parts := s.content.encodeParts()
+	if e.cfg.Disk != nil {
+		// The disk WAL rebuilds a generation partition by partition after
+		// a crash, so its PART order must not depend on how units of
+		// different log partitions interleaved: key order.
+		slices.SortStableFunc(parts, func(a, b segment.Part) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+	}
 	offsets := s.content.offsets
-	created := e.p.Clock.WallUnixMs()
+	if s.created == 0 {
+		s.created = e.p.Clock.WallUnixMs()
+	}
+	created := s.created
 	var buf bytes.Buffer
 	// The body is about the content's size (Arrow buffers, sidecars,
 	// offsets) plus a few hundred bytes of headers and IPC metadata per
@@ -295,6 +312,9 @@ func (e *Engine) commit(s *snapshot) {
 			delete(e.offsetPending, o.Key)
 		}
 		e.held -= u.bytes
+		if u.seg != nil {
+			continue // the disk WAL acked it at its fsync
+		}
 		e.stats.UnitsAcked++
 		e.stats.BytesAcked += uint64(u.bytes)
 		e.stats.RowsAcked += uint64(u.rows)
@@ -311,6 +331,10 @@ func (e *Engine) commit(s *snapshot) {
 	e.checkHeld()
 	st := newSegState(seg, segment.NewBitmap(len(s.index.Entries)))
 	st.reclaimAfter = s.settledAt
+	if s.replayed {
+		e.replayed--
+	}
+	e.dlog.committed(s, st)
 	e.register(st)
 	e.pump()
 	e.maybeSeal()
@@ -346,8 +370,13 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 	if e.live.empty() {
 		e.liveSince = e.now()
 	}
+	moved := []*batchSet{s.content}
+	for _, q := range e.queue {
+		moved = append(moved, q.content)
+	}
 	e.live.prepend(older)
-	e.queue, e.active = nil, nil
+	e.dlog.merged(moved, e.live)
+	e.queue, e.active, e.replayed = nil, nil, 0
 	e.checkHeld()
 	e.failures++
 	e.cooling = true

@@ -75,7 +75,7 @@ func (e *Engine) writeBitmap(st *segState) {
 
 // reclaim deletes a fully applied segment.
 func (e *Engine) reclaim(st *segState) {
-	if st.keep || st.reclaiming || st.gone || e.state == stateFailed {
+	if st.keep || st.reclaiming || st.gone || st.logPending || e.state == stateFailed {
 		return
 	}
 	if wait := st.reclaimAfter - e.now(); wait > 0 {

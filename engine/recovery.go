@@ -49,7 +49,19 @@ func (e *Engine) Start(done func(error)) {
 		panic(fmt.Sprintf("engine: Start in state %d", e.state))
 	}
 	e.state = stateRecovering
-	e.recover(0, done)
+	if e.cfg.Disk == nil {
+		e.recover(0, done)
+		return
+	}
+	e.dlog.recoverLog(0, func(err error) {
+		if err != nil {
+			err = fmt.Errorf("recovery: disk WAL: %w", err)
+			e.failClosed(err)
+			done(err)
+			return
+		}
+		e.recover(0, done)
+	})
 }
 
 func (e *Engine) recover(round int, done func(error)) {
@@ -120,6 +132,7 @@ func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed wr
 	}
 	e.writer = sealed
 	e.stats.RecoveryOps = ops
+	e.dlog.replay(e.ownedByID())
 	done(nil)
 	e.sweep(listing, sealed)
 	e.sweepLater()
@@ -131,7 +144,7 @@ func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed wr
 // writer.go) with If-Match on the claim's ETag: if another writer claimed
 // in between, this one is the stale one and fails closed.
 func (e *Engine) sealEpochs(rec writerRecord, etag string, listing []*listedSegment, done func(writerRecord, error)) {
-	sealed := rec.sealed(listing)
+	sealed := rec.sealed(listing, e.dlog.logIDs())
 	if sealed.floor == rec.floor && slices.Equal(sealed.seals, rec.seals) {
 		done(sealed, nil)
 		return
@@ -204,6 +217,7 @@ func (e *Engine) open(r recovered) {
 		}
 		st := newSegState(s, bm)
 		st.keep, st.bitmapETag = keep, r.bitmapETags[i]
+		st.logPending = e.dlog.holds(s.ID)
 		e.register(st)
 	}
 }

@@ -3,7 +3,6 @@ package engine_test
 import (
 	"fmt"
 	"strings"
-	"testing"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -19,7 +18,7 @@ import (
 // engine code, a seeded world, no goroutines. Tests steer faults per
 // request with a StoreFaultsFunc.
 type rig struct {
-	t      testing.TB
+	t      tb
 	sched  *sim.Scheduler
 	store  *sim.Store
 	root   *sim.Rand
@@ -33,6 +32,8 @@ type rig struct {
 	memory  memHint // the Memory port's answer
 	// sinksFor gives each incarnation its sinks; nil: no compaction.
 	sinksFor func(*sim.Incarnation) engine.Sinks
+	// disk, if set, is every incarnation's Disk port (the disk WAL).
+	disk *sim.Disk
 }
 
 // memHint is a Memory port with a fixed answer.
@@ -58,7 +59,15 @@ type memHint int64
 
 func (m memHint) AvailableBytes() int64 { return int64(m) }
 
-func newRig(t testing.TB, storeCfg sim.StoreConfig) *rig {
+// tb is what the rig needs of a test: *testing.T, *testing.B or *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+	Fatalf(format string, args ...any)
+	Logf(format string, args ...any)
+}
+
+func newRig(t tb, storeCfg sim.StoreConfig) *rig {
 	t.Helper()
 	r := &rig{t: t, root: sim.NewRand(1), memory: 8 << 20}
 	r.sched = sim.NewScheduler(r.root.Split("sched"), sim.NewTrace(), sim.SchedulerConfig{})
@@ -106,6 +115,9 @@ func (r *rig) ports() engine.Ports {
 	}
 	if r.sinksFor != nil {
 		ports.Sinks = r.sinksFor(r.inc)
+	}
+	if r.disk != nil {
+		ports.Disk = r.disk.Client(r.inc)
 	}
 	return ports
 }

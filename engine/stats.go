@@ -25,6 +25,14 @@ type Stats struct {
 	UploadsAborted    uint64
 	Alerts            uint64
 
+	// Local-disk WAL.
+	WALSyncs           uint64 // group commits (fsyncs) that succeeded
+	WALSyncFailures    uint64 // writes or fsyncs that failed (each poisons a segment)
+	WALSegmentsCreated uint64
+	WALSegmentsDeleted uint64
+	WALReplayedUnits   uint64 // units recovery replayed from the log
+	WALCorruptions     uint64 // partitions halted on corruption
+
 	LiveSegments int           // owned segments not yet reclaimed
 	PersistEMA   time.Duration // moving average of one snapshot's persist time
 	AckDelayEMA  time.Duration // moving average of submit-to-ack time

@@ -63,11 +63,10 @@ func (e *Engine) sweepFenced(ls *listedSegment, done func(error)) {
 
 // abandoned reports whether no writer will ever put id's marker: an older
 // epoch's (it is sealed), or one of ours that is not being persisted.
+// A generation the disk WAL replays under its older-epoch id is being
+// persisted: not abandoned.
 func (e *Engine) abandoned(id SnapshotID) bool {
-	if id.Epoch != e.epoch {
-		return id.Epoch < e.epoch
-	}
-	if id.Seq >= e.nextSeq || e.active != nil && e.active.id == id {
+	if e.active != nil && e.active.id == id {
 		return false
 	}
 	for _, s := range e.queue {
@@ -75,7 +74,10 @@ func (e *Engine) abandoned(id SnapshotID) bool {
 			return false
 		}
 	}
-	return true
+	if id.Epoch != e.epoch {
+		return id.Epoch < e.epoch
+	}
+	return id.Seq < e.nextSeq
 }
 
 // sweepLater lists the segments again after SweepInterval and sweeps.

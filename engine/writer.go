@@ -159,7 +159,14 @@ func cmpUint(a, b uint64) int {
 // highest listed marker sequence, 0 if only bodies are left), earlier
 // seals kept as they are, seals of epochs the listing no longer shows
 // dropped, and the floor moved up to our epoch.
-func (w writerRecord) sealed(listing []*listedSegment) writerRecord {
+//
+// logged are snapshots the disk WAL sealed and will persist again under
+// their own ids (wal_disk_recover.go): each counts as a listed marker, so
+// its epoch is sealed at least that far (unless already sealed).
+func (w writerRecord) sealed(listing []*listedSegment, logged []SnapshotID) writerRecord {
+	for _, id := range logged {
+		listing = append(listing, &listedSegment{id: id, marker: &ObjectInfo{}})
+	}
 	present := map[uint64]uint64{} // epoch → highest listed marker seq
 	old := map[uint64]uint64{}
 	for _, s := range w.seals {

@@ -90,7 +90,7 @@ func TestWriterSealed(t *testing.T) {
 		return l
 	}
 	listing := []*listedSegment{ls(3, 1, true), ls(4, 19, true), ls(4, 25, true), ls(6, 3, true), ls(6, 9, true), ls(8, 2, false), ls(10, 1, true)}
-	got := w.sealed(listing)
+	got := w.sealed(listing, nil)
 	want := []seal{{4, 20}, {6, 9}, {8, 0}} // epoch 3: decided below the floor without a seal: never valid
 	if !slices.Equal(got.seals, want) || got.epoch != 10 || got.floor != 10 {
 		t.Fatalf("seals %v floor %d, want %v floor 10", got.seals, got.floor, want)

@@ -151,6 +151,22 @@ func (d *Disk) File(p string) (written, durable []byte) {
 	return n.data, n.durableImg
 }
 
+// FlipBit flips one bit of the file at path, in what reads see and in
+// its durable image where it holds that byte: media corruption at a
+// place a test chooses (the fault injector's bit flips are seeded). It
+// reports whether the file had that byte.
+func (d *Disk) FlipBit(p string, off int64, bit uint) bool {
+	n := d.files[p]
+	if n == nil || off < 0 || off >= int64(len(n.data)) {
+		return false
+	}
+	n.data[off] ^= 1 << (bit % 8)
+	if off < int64(len(n.durableImg)) {
+		n.durableImg[off] ^= 1 << (bit % 8)
+	}
+	return true
+}
+
 // Exists reports whether a file or directory is at path (live namespace).
 func (d *Disk) Exists(p string) bool {
 	_, isDir := d.dirs[p]

@@ -119,3 +119,22 @@ func (c *cursor) keyString(field string, minLen int) string {
 	}
 	return string(b)
 }
+
+// AppendKey appends k's wire form (see appendKey) to dst, for objects
+// outside this package that embed a key (the disk WAL's unit records).
+//
+// REQUIRES: k.Validate() == nil; callers that cannot guarantee it check
+// first, since a key that breaks its invariant would not decode.
+func AppendKey(dst []byte, k PartitionKey) []byte { return appendKey(dst, k) }
+
+// DecodeKey reads one key from the start of b and checks its invariant.
+// n is the number of bytes the key took; bytes after it are the caller's.
+// A failure is a *FormatError whose offsets are relative to b[0].
+func DecodeKey(name string, b []byte) (k PartitionKey, n int, err error) {
+	c := newCursor("partition key", name, b, 0)
+	k = c.key()
+	if err := c.failed(); err != nil {
+		return PartitionKey{}, 0, err
+	}
+	return k, c.pos, nil
+}

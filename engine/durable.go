@@ -1,0 +1,80 @@
+package engine
+
+// The durable log is the seam between two facts the WAL decides:
+//
+//   - a unit is durable, so its source may be acked;
+//   - a snapshot is a committed segment, so compaction may apply it.
+//
+// In the S3 WAL (s3Log) they are one event: a unit is durable when the
+// marker of the segment holding it lands, and commit acks it. In the
+// local-disk WAL (diskLog, wal_disk*.go) a unit is durable at the
+// group-commit fsync that covers its log entry — it is acked then and
+// joins the live accumulator (the memtable) — and the memtable's
+// generations become segments later, through the same seal, persist and
+// commit as the S3 WAL; the log forgets a generation once its segment is
+// committed and the log has recorded that durably.
+type durableLog interface {
+	// canonical returns the form of an admitted unit the engine keeps:
+	// the S3 log keeps it as submitted; the disk log keeps what its log
+	// entry decodes to, so a replay after a crash rebuilds the very same
+	// snapshot bytes.
+	canonical(in Unit) (Unit, error)
+	// accept takes an admitted, held unit.
+	accept(u *unit, in Unit)
+	// refuse is the log's own admission check for in (a halted or full
+	// partition), or nil.
+	refuse(in Unit) error
+	// beforePersist runs when a sealed snapshot is about to be persisted;
+	// next persists it.
+	beforePersist(s *snapshot, next func())
+	// committed runs when snapshot s has become segment st, before its
+	// units are acked; it may hold st back from reclaim (st.logPending).
+	committed(s *snapshot, st *segState)
+	// merged runs when failed snapshots' contents moved into live.
+	merged(from []*batchSet, into *batchSet)
+	// sealed runs when live has been sealed into a snapshot and a new,
+	// empty live accumulator started.
+	sealed()
+	// heldBytes is what the log holds of held: units not yet durable, or
+	// durable and waiting for room in live.
+	heldBytes() int64
+	// failAll answers every unit the log holds that was not acked.
+	failAll(err error)
+
+	// Recovery (wal_disk_recover.go): recoverLog reads the log before
+	// the store is recovered; logIDs are the snapshot ids it will persist
+	// again (their epochs are sealed at least that far); holds says an
+	// owned segment waits for the log before reclaim; replay restores
+	// the log's units once the owned segments are registered.
+	recoverLog(round int, done func(error))
+	logIDs() []SnapshotID
+	holds(id SnapshotID) bool
+	replay(owned map[SnapshotID]*segState)
+}
+
+// s3Log is the S3 WAL's durable log: a unit joins live at once and is
+// durable, and acked, when its segment commits.
+type s3Log struct{ e *Engine }
+
+func (l s3Log) canonical(in Unit) (Unit, error) { return in, nil }
+func (l s3Log) refuse(Unit) error               { return nil }
+
+func (l s3Log) accept(u *unit, in Unit) {
+	e := l.e
+	e.joinLive(u, in)
+	e.held += u.bytes
+	e.checkHeld()
+	e.checkWAL()
+	e.afterAppend()
+}
+
+func (l s3Log) beforePersist(_ *snapshot, next func()) { next() }
+func (l s3Log) committed(*snapshot, *segState)         {}
+func (l s3Log) merged([]*batchSet, *batchSet)          {}
+func (l s3Log) sealed()                                {}
+func (l s3Log) heldBytes() int64                       { return 0 }
+func (l s3Log) failAll(error)                          {}
+func (l s3Log) recoverLog(_ int, done func(error))     { l.e.later(func() { done(nil) }) } // unused: Start recovers the store directly
+func (l s3Log) logIDs() []SnapshotID                   { return nil }
+func (l s3Log) holds(SnapshotID) bool                  { return false }
+func (l s3Log) replay(map[SnapshotID]*segState)        {}

@@ -1,0 +1,368 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/engine/wal"
+)
+
+// diskLog is the local-disk WAL (DESIGN.md §9; the byte layout is in
+// package wal): Partitions independent logs of fixed-size segment files
+// under wal/partition-{id}/, each with its own group committer
+// (wal_disk_commit.go).
+//
+// A unit's life in disk mode:
+//
+//  1. Submit admits it; its log entry is queued on its partition
+//     (accept). It is held, not yet durable.
+//  2. The committer writes a batch of queued entries and fsyncs it. On
+//     success every unit of the batch gets its sequence number, is acked
+//     and joins the live accumulator — the memtable — in its current
+//     generation (unitDurable). On failure the file is poisoned and every
+//     unit of the batch is answered ErrUnknownOutcome; no sequence number
+//     was spent.
+//  3. A generation is sealed into a snapshot like in the S3 WAL; before
+//     it is persisted, a seal record naming its snapshot id, created_at,
+//     directory and the sequence ranges of its units is made durable in
+//     every partition holding some of them (beforePersist), so a replay
+//     rebuilds the same snapshot under the same id.
+//  4. When the snapshot commits, a flushed record is made durable in
+//     those partitions (committed); then the generation leaves every
+//     segment's dirty map, log segments whose map is empty are deleted
+//     oldest first, and the segment may be reclaimed.
+//
+// Pressure valves (valve): a log segment pinned longer than PinnedMax, or
+// a WAL larger than TotalBytesMax, forces live to be sealed; a partition
+// larger than PartitionBytesMax refuses units until segments are freed.
+type diskLog struct {
+	e     *Engine
+	cfg   DiskWAL
+	parts []*logPart
+	// backlog: durable (acked) units that found no room in live and wait
+	// for the next seal, in order.
+	backlog      []logJoin
+	backlogBytes int64
+	nextGen      uint64 // the generation the next live accumulator gets
+	valveCancel  func()
+	scan         *logScan // what recovery read, until replay
+}
+
+// logJoin is a durable unit on its way into live.
+type logJoin struct {
+	u  *unit
+	in Unit
+}
+
+// ErrUnknownOutcome: the disk WAL could not make a unit's entry durable
+// and cannot tell whether it will survive a crash (an fsync or write
+// failed). The unit was not acked; retry it with the same idempotency key
+// or offsets and it is stored at most once.
+var ErrUnknownOutcome = errors.New("engine: outcome unknown")
+
+// ErrPartitionHalted: the unit's WAL partition found corruption in its
+// log and refuses writes until an operator has looked at it.
+var ErrPartitionHalted = errors.New("engine: WAL partition halted")
+
+func newDiskLog(e *Engine, cfg DiskWAL) *diskLog {
+	l := &diskLog{e: e, cfg: cfg, nextGen: 2}
+	for i := range cfg.Partitions {
+		l.parts = append(l.parts, &logPart{l: l, id: uint32(i), nextNum: 1, nextSeq: 1})
+	}
+	e.live.gen = 1
+	return l
+}
+
+// partOf routes a partition key to its log partition: FNV-1a of the
+// namespace and partition, so one namespace partition always lands in
+// one log (its units keep their order).
+func (l *diskLog) partOf(k segment.PartitionKey) *logPart {
+	return l.parts[WALPartitionOf(k.Namespace, k.Partition, len(l.parts))]
+}
+
+// WALPartitionOf is the disk WAL partition (of n) that units of a
+// namespace partition go to.
+func WALPartitionOf(namespace, partition string, n int) uint32 {
+	if n <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	h.Write([]byte(namespace))
+	h.Write([]byte{0})
+	h.Write([]byte(partition))
+	return h.Sum32() % uint32(n)
+}
+
+func (l *diskLog) canonical(in Unit) (Unit, error) { return canonicalUnit(in) }
+
+func (l *diskLog) refuse(in Unit) error {
+	p := l.partOf(in.Key)
+	if p.halted != nil {
+		return fmt.Errorf("%w: partition %d: %v", ErrPartitionHalted, p.id, p.halted)
+	}
+	if p.bytes > l.cfg.PartitionBytesMax {
+		l.e.mark(MarkBackpressureWALDisk)
+		return fmt.Errorf("%w: WAL partition %d holds %d bytes, limit %d: retry after a flush", ErrResourceExhausted, p.id, p.bytes, l.cfg.PartitionBytesMax)
+	}
+	return nil
+}
+
+// accept queues a held unit's entry on its partition.
+func (l *diskLog) accept(u *unit, in Unit) {
+	p := l.partOf(in.Key)
+	u.part = p.id
+	payload, err := unitPayload(in)
+	if err != nil {
+		// canonical produced it, so the encoder refusing it is a bug.
+		l.e.broken("a canonical unit encodes: %v", err)
+		return
+	}
+	l.e.held += u.bytes
+	p.queue = append(p.queue, &logWrite{u: u, in: in, payload: payload, size: wal.EntryBytes(len(payload))})
+	p.queuedBytes += u.bytes
+	l.e.checkHeld()
+	p.kick()
+}
+
+// unitDurable runs when a unit's entry is covered by a completed fsync:
+// the unit is committed. It is acked and joins live (or the backlog).
+func (l *diskLog) unitDurable(w *logWrite, seq uint64, seg *logSeg) {
+	e, u := l.e, w.u
+	u.seq, u.seg = seq, seg
+	if u.idem != "" {
+		delete(e.idemPending, u.idem)
+	}
+	for _, o := range u.offsets {
+		delete(e.offsetPending, o.Key)
+	}
+	e.committed.merge(w.in.Offsets)
+	e.stats.UnitsAcked++
+	e.stats.BytesAcked += uint64(u.bytes)
+	e.stats.RowsAcked += uint64(u.rows)
+	e.ackDelayEMA = time.Duration(ema(float64(e.ackDelayEMA), float64(e.now()-u.since)))
+	for _, d := range u.dones {
+		e.answer(d, nil)
+	}
+	u.dones = nil
+	l.join(u, w.in)
+}
+
+// join moves a durable unit into live, sealing live first if the unit
+// would break a segment limit; with no room even then it waits in the
+// backlog for the next seal.
+func (l *diskLog) join(u *unit, in Unit) {
+	e := l.e
+	if len(l.backlog) == 0 && !e.roomFor(in) {
+		e.flushDue = true
+		e.maybeSeal()
+	}
+	if len(l.backlog) > 0 || !e.roomFor(in) {
+		e.mark(MarkWALBacklog)
+		l.backlog = append(l.backlog, logJoin{u, in})
+		l.backlogBytes += u.bytes
+		return
+	}
+	e.joinLive(u, in)
+	releaseUnit(in) // live holds it now
+	u.seg.pin(e.live.gen, u.seq, e.now())
+	e.checkHeld()
+	e.afterAppend()
+}
+
+// sealed starts the new live accumulator's generation and drains the
+// backlog into it.
+func (l *diskLog) sealed() {
+	e := l.e
+	e.live.gen = l.nextGen
+	l.nextGen++
+	for len(l.backlog) > 0 && e.roomFor(l.backlog[0].in) {
+		j := l.backlog[0]
+		l.backlog = l.backlog[1:]
+		l.backlogBytes -= j.u.bytes
+		e.joinLive(j.u, j.in)
+		releaseUnit(j.in)
+		j.u.seg.pin(e.live.gen, j.u.seq, e.now())
+	}
+	if !e.live.empty() {
+		e.afterAppend() // arms the flush delay for what joined
+	}
+}
+
+// merged: failed snapshots' units now belong to live's generation, in
+// every dirty map.
+func (l *diskLog) merged(from []*batchSet, into *batchSet) {
+	for _, p := range l.parts {
+		for _, s := range p.segs {
+			for _, b := range from {
+				s.regen(b.gen, into.gen)
+			}
+		}
+	}
+}
+
+func (l *diskLog) heldBytes() int64 {
+	n := l.backlogBytes
+	for _, p := range l.parts {
+		n += p.queuedBytes
+	}
+	return n
+}
+
+// failAll answers the units whose entries are not yet durable.
+func (l *diskLog) failAll(err error) {
+	for _, p := range l.parts {
+		for _, w := range p.pendingWrites() {
+			if w.u != nil {
+				for _, d := range w.u.dones {
+					l.e.answer(d, fmt.Errorf("%w: %v", ErrClosed, err))
+				}
+				w.u.dones = nil
+			}
+		}
+	}
+}
+
+// beforePersist makes the generation boundary durable: a seal record in
+// every partition holding units of s. A replayed snapshot's seal is
+// already in the log.
+func (l *diskLog) beforePersist(s *snapshot, next func()) {
+	if s.replayed {
+		next()
+		return
+	}
+	ranges, mask := sealRanges(s.content.units)
+	left := len(ranges)
+	if left == 0 {
+		next()
+		return
+	}
+	for _, pr := range ranges {
+		p := l.parts[pr.part]
+		rec := wal.SealRecord{
+			Snapshot: wal.SnapshotRef{Epoch: s.id.Epoch, Seq: s.id.Seq}, CreatedUnixMs: s.created,
+			Dir: s.dir, Partitions: mask, Ranges: pr.ranges,
+		}
+		p.record(rec, s.content.gen, func() {
+			if left--; left == 0 {
+				next()
+			}
+		})
+	}
+}
+
+// committed logs the generation flushed in every partition that holds
+// some of it.
+func (l *diskLog) committed(s *snapshot, st *segState) {
+	_, mask := sealRanges(s.content.units)
+	l.recordFlushed(s.id, mask, s.content.gen, st)
+}
+
+// recordFlushed makes a flushed record for id durable in every healthy
+// partition of mask, then forgets the generation gen. Until then the
+// segment is not reclaimed (segState.logPending). A generation with units
+// in a halted partition cannot be forgotten there, so its segment is kept
+// for good (the halt was alerted).
+func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
+	var parts []*logPart
+	for _, p := range l.parts {
+		if mask&(1<<p.id) == 0 {
+			continue
+		}
+		if p.halted != nil {
+			st.keep = true
+			l.e.mark(MarkWALHaltedKeep)
+			continue
+		}
+		parts = append(parts, p)
+	}
+	if len(parts) == 0 {
+		l.forget(gen)
+		return
+	}
+	st.logPending = true
+	left := len(parts)
+	for _, p := range parts {
+		p.record(wal.FlushedRecord{Snapshot: wal.SnapshotRef{Epoch: id.Epoch, Seq: id.Seq}}, 0, func() {
+			if left--; left == 0 {
+				st.logPending = false
+				l.forget(gen)
+				if st.pending == 0 {
+					l.e.reclaim(st)
+				}
+			}
+		})
+	}
+}
+
+// forget removes a flushed generation from every dirty map and deletes
+// the log segments that no longer hold anything unflushed.
+func (l *diskLog) forget(gen uint64) {
+	for _, p := range l.parts {
+		for _, s := range p.segs {
+			s.unpin(gen)
+		}
+		p.collect()
+	}
+}
+
+// partRanges is one partition's share of a generation.
+type partRanges struct {
+	part   uint32
+	ranges []wal.SeqRange
+}
+
+// sealRanges groups units by partition into runs of consecutive sequence
+// numbers, in content order, and the mask of partitions involved.
+func sealRanges(units []*unit) (out []partRanges, mask uint64) {
+	idx := map[uint32]int{}
+	for _, u := range units {
+		i, ok := idx[u.part]
+		if !ok {
+			i = len(out)
+			idx[u.part] = i
+			out = append(out, partRanges{part: u.part})
+			mask |= 1 << u.part
+		}
+		rs := out[i].ranges
+		if n := len(rs); n > 0 && rs[n-1].Hi+1 == u.seq {
+			rs[n-1].Hi = u.seq
+		} else {
+			rs = append(rs, wal.SeqRange{Lo: u.seq, Hi: u.seq})
+		}
+		out[i].ranges = rs
+	}
+	return out, mask
+}
+
+// valve runs now and then in disk mode: a segment pinned too long or a
+// WAL too large forces live to be sealed.
+func (l *diskLog) valve() {
+	e := l.e
+	l.valveCancel = e.p.Timers.AfterFunc(l.cfg.PinnedMax/4+time.Millisecond, l.valve)
+	if e.state != stateReady || e.live.empty() {
+		return
+	}
+	var total int64
+	old := false
+	for _, p := range l.parts {
+		total += p.bytes
+		for _, s := range p.segs {
+			if len(s.dirty) > 0 && e.now()-s.pinnedSince > l.cfg.PinnedMax {
+				old = true
+			}
+		}
+	}
+	switch {
+	case old:
+		e.mark(MarkWALValveAge)
+	case total > l.cfg.TotalBytesMax:
+		e.mark(MarkWALValveSize)
+	default:
+		return
+	}
+	e.flushDue = true
+	e.maybeSeal()
+}

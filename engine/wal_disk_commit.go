@@ -1,0 +1,449 @@
+package engine
+
+import (
+	"fmt"
+	"path"
+	"time"
+
+	"github.com/skipprd/skipprd/engine/wal"
+)
+
+// The group committer of one log partition.
+//
+// Entries queue on the partition; as soon as some are queued and no
+// batch is in flight (SYNC), or when the BATCH_SYNC timer fires, the
+// committer takes up to BatchBytes of them (at least one), assigns the
+// units tentative sequence numbers, writes them after the segment's last
+// entry and fsyncs. Concurrent writers therefore pile into the next sync;
+// single units and seal or flushed records share the commit window.
+//
+// Every write starts at the block boundary below the segment's end and
+// is padded with zeros to the next one, so offsets and lengths are
+// multiples of DirectAlign (O_DIRECT). It rewrites the partly filled
+// last block: its first bytes are the very bytes already there (tail),
+// so however the write tears, every byte of an earlier, acked entry
+// still reads back the same (wal_disk_test.go proves it over the
+// simulated disk's torn writes).
+//
+// A failed write or fsync poisons the segment: it is never written or
+// synced again, the batch's units are answered ErrUnknownOutcome (their
+// sequence numbers were never spent), its records are queued again, and
+// the partition rolls to a new segment whose header's first_seq tells
+// recovery to ignore any entry of the poisoned batch that reached disk.
+type logPart struct {
+	l           *diskLog
+	id          uint32
+	segs        []*logSeg // oldest first; the last is the append target unless opening
+	nextNum     uint64    // number of the next segment file
+	nextSeq     uint64    // sequence number of the next durable unit
+	queue       []*logWrite
+	queuedBytes int64     // held bytes of the units in queue and batch
+	batch       *logBatch // written and being synced; at most one
+	opening     bool      // a new target segment is being created
+	dirReady    bool      // the partition's directory is durable
+	openFails   int
+	deleting    bool  // a segment removal is in flight (oldest first, one at a time)
+	halted      error // corruption found: no writes
+	bytes       int64 // Σ segs' sizes
+	syncTimer   bool  // BATCH_SYNC: the timer is armed
+	syncDue     bool  // BATCH_SYNC: the timer fired
+}
+
+// logSeg is one segment file of a partition.
+type logSeg struct {
+	num      uint64
+	path     string
+	f        File  // nil: not open (a segment found by recovery is read-only)
+	size     int64 // allocated bytes
+	end      int64 // where the next entry goes
+	tail     []byte
+	poisoned bool
+	// dirty maps each memtable generation with entries here (units or
+	// its seal record) to the highest unit sequence among them.
+	// INVARIANT: a segment is deleted only when dirty is empty, it is not
+	// the append target, and every older segment is deleted.
+	dirty       map[uint64]uint64
+	pinnedSince time.Duration
+}
+
+// logWrite is one entry waiting for, or in, a batch.
+type logWrite struct {
+	u       *unit // a unit entry, or nil for a record
+	in      Unit
+	payload []byte // a unit's record, its sequence number patched in by take
+	body    any    // wal.SealRecord or wal.FlushedRecord
+	gen     uint64 // a seal record pins its generation
+	done    func()
+	size    int // entry bytes
+}
+
+// logBatch is the batch in flight on a segment.
+type logBatch struct {
+	seg    *logSeg
+	writes []*logWrite
+	first  uint64 // sequence number of its first unit
+	end    int64
+	tail   []byte
+	buf    []byte // what is written at alignDown(seg.end), padded to DirectAlign
+}
+
+func (s *logSeg) pin(gen, seq uint64, now time.Duration) {
+	if len(s.dirty) == 0 {
+		s.pinnedSince = now
+	}
+	s.dirty[gen] = max(s.dirty[gen], seq)
+}
+
+func (s *logSeg) unpin(gen uint64) { delete(s.dirty, gen) }
+
+func (s *logSeg) regen(from, to uint64) {
+	if seq, ok := s.dirty[from]; ok && from != to {
+		delete(s.dirty, from)
+		s.dirty[to] = max(s.dirty[to], seq)
+	}
+}
+
+// record queues a seal or flushed record; done runs once it is durable
+// (a failed batch queues it again, in the next segment).
+func (p *logPart) record(body any, gen uint64, done func()) {
+	n, err := recordBytes(body)
+	if err != nil {
+		p.l.e.broken("a seal or flushed record encodes: %v", err)
+		return
+	}
+	p.queue = append(p.queue, &logWrite{body: body, gen: gen, done: done, size: wal.EntryBytes(n)})
+	p.kick()
+}
+
+func (p *logPart) target() *logSeg {
+	if p.opening || len(p.segs) == 0 {
+		return nil
+	}
+	return p.segs[len(p.segs)-1]
+}
+
+// kick starts the next batch if one can start.
+func (p *logPart) kick() {
+	e := p.l.e
+	if p.halted != nil || p.batch != nil || p.opening || len(p.queue) == 0 || e.state == stateFailed {
+		return
+	}
+	if p.l.cfg.Sync == BatchSync && !p.syncDue {
+		if !p.syncTimer {
+			p.syncTimer = true
+			e.p.Timers.AfterFunc(p.l.cfg.BatchSyncInterval, func() {
+				p.syncTimer, p.syncDue = false, true
+				p.kick()
+			})
+		}
+		return
+	}
+	seg := p.target()
+	if seg == nil || seg.poisoned || seg.f == nil { // none, poisoned, or read by recovery
+		p.roll(0)
+		return
+	}
+	b := p.take(seg)
+	if b == nil {
+		p.roll(int64(p.queue[0].size))
+		return
+	}
+	p.syncDue = false
+	p.write(b)
+}
+
+// take forms a batch from the head of the queue that fits seg, or nil
+// if not even the first entry fits.
+func (p *logPart) take(seg *logSeg) *logBatch {
+	start := alignDown(seg.end)
+	buf := append(make([]byte, 0, p.l.cfg.BatchBytes+int64(DirectAlign)), seg.tail...)
+	if seg.end == 0 {
+		h := wal.Header{Partition: p.id, Segment: seg.num, FirstSeq: p.nextSeq, SegmentBytes: uint64(seg.size)}
+		payload, err := wal.AppendHeader(nil, h)
+		if err != nil {
+			p.l.e.broken("a segment header encodes: %v", err)
+			return nil
+		}
+		buf = wal.AppendEntry(buf, payload)
+	}
+	b := &logBatch{seg: seg, first: p.nextSeq}
+	seq := p.nextSeq
+	for len(p.queue) > 0 {
+		w := p.queue[0]
+		if len(b.writes) > 0 && int64(len(buf)-len(seg.tail)+w.size) > p.l.cfg.BatchBytes {
+			break
+		}
+		if start+int64(len(buf)+w.size) > seg.size {
+			break
+		}
+		var payload []byte
+		var err error
+		if w.u != nil {
+			payload = w.payload
+			wal.PutUnitSeq(payload, seq)
+			seq++
+		} else {
+			payload, err = appendRecord(w.body)
+		}
+		if err != nil {
+			p.l.e.broken("a log entry encodes: %v", err)
+			return nil
+		}
+		buf = wal.AppendEntry(buf, payload)
+		b.writes = append(b.writes, w)
+		p.queue = p.queue[1:]
+	}
+	if len(b.writes) == 0 {
+		return nil
+	}
+	b.end = start + int64(len(buf))
+	b.tail = append([]byte(nil), buf[alignDown(int64(len(buf))):]...)
+	padded := alignUp(int64(len(buf)))
+	buf = append(buf, make([]byte, padded-int64(len(buf)))...)
+	b.buf = buf
+	return b
+}
+
+// write writes the batch and fsyncs it; both are issued at once (calls
+// on one file complete in order).
+func (p *logPart) write(b *logBatch) {
+	p.batch = b
+	seg := b.seg
+	var werr error
+	seg.f.WriteAt(b.buf, alignDown(seg.end), func(err error) { werr = err })
+	seg.f.Sync(func(err error) {
+		if err == nil {
+			err = werr
+		}
+		if err != nil {
+			p.failed(b, err)
+			return
+		}
+		p.durable(b)
+	})
+}
+
+// durable: the batch is covered by a completed fsync. The partition's
+// state is brought up to date before any callback runs: a callback may
+// queue entries and start the next batch.
+func (p *logPart) durable(b *logBatch) {
+	e := p.l.e
+	p.batch = nil
+	b.seg.end, b.seg.tail = b.end, b.tail
+	if b.first != p.nextSeq {
+		e.broken("one batch at a time per partition: batch from sequence %d made durable, next sequence %d", b.first, p.nextSeq)
+		return
+	}
+	seq := b.first
+	p.nextSeq += uint64(b.units())
+	for _, w := range b.writes {
+		if w.u == nil {
+			if w.gen != 0 {
+				b.seg.pin(w.gen, 0, e.now())
+			}
+			w.done()
+			continue
+		}
+		p.queuedBytes -= w.u.bytes
+		if e.state != stateFailed { // else failAll answered it
+			p.l.unitDurable(w, seq, b.seg)
+		}
+		seq++
+	}
+	e.stats.WALSyncs++
+	p.kick()
+}
+
+// failed: the write or the fsync failed. The segment is poisoned; the
+// units' outcome is unknown; records go back to the head of the queue.
+func (p *logPart) failed(b *logBatch, err error) {
+	e := p.l.e
+	p.batch = nil
+	b.seg.poisoned = true
+	e.stats.WALSyncFailures++
+	e.mark(MarkWALPoisoned)
+	e.alert(fmt.Errorf("WAL segment %s poisoned: %v", b.seg.path, err))
+	f := b.seg.f
+	b.seg.f = nil
+	f.Close(func(error) {}) // never synced again
+	var again []*logWrite
+	for _, w := range b.writes {
+		if w.u == nil {
+			again = append(again, w)
+			continue
+		}
+		u := w.u
+		p.queuedBytes -= u.bytes
+		e.held -= u.bytes
+		if u.idem != "" {
+			delete(e.idemPending, u.idem)
+		}
+		for _, o := range u.offsets {
+			delete(e.offsetPending, o.Key)
+		}
+		for _, d := range u.dones {
+			e.answer(d, fmt.Errorf("%w: WAL segment %s: %v", ErrUnknownOutcome, b.seg.path, err))
+		}
+		u.dones = nil
+		releaseUnit(w.in)
+	}
+	p.queue = append(again, p.queue...)
+	e.checkHeld()
+	p.kick()
+}
+
+// roll opens a new target segment: create, size it (preallocate), make
+// its directory entry durable. need > 0: an entry that does not fit an
+// empty segment gets a segment of its size.
+func (p *logPart) roll(need int64) {
+	e := p.l.e
+	if p.opening {
+		return
+	}
+	p.opening = true
+	num := p.nextNum
+	p.nextNum++
+	dir := wal.PartitionDir(p.id)
+	name := wal.SegmentPath(p.id, num)
+	size := p.l.cfg.SegmentBytes
+	if hdr := int64(wal.EntryBytes(wal.HeaderBytes)); need+hdr+DirectAlign > size {
+		size = alignUp(need + hdr + DirectAlign)
+	}
+	fail := func(step string, err error) {
+		p.openFails++
+		e.mark(MarkWALOpenRetry)
+		e.alert(fmt.Errorf("WAL partition %d: %s %s: %v", p.id, step, name, err))
+		e.p.Timers.AfterFunc(e.backoff(p.openFails), func() {
+			p.opening = false
+			p.kick()
+		})
+	}
+	p.makeDir(func(err error) {
+		if err != nil {
+			fail("make directory for", err)
+			return
+		}
+		e.p.Disk.Open(name, OpenMode{Create: true, Write: true, Direct: true}, func(f File, err error) {
+			if err != nil {
+				fail("create", err)
+				return
+			}
+			f.Truncate(size, func(err error) {
+				if err != nil {
+					f.Close(func(error) {})
+					fail("preallocate", err)
+					return
+				}
+				e.p.Disk.SyncDir(dir, func(err error) {
+					if err != nil {
+						f.Close(func(error) {})
+						fail("sync directory of", err)
+						return
+					}
+					p.openFails = 0
+					p.opening = false
+					p.segs = append(p.segs, &logSeg{num: num, path: name, f: f, size: size, dirty: map[uint64]uint64{}})
+					p.bytes += size
+					p.l.e.stats.WALSegmentsCreated++
+					p.collect()
+					p.kick()
+				})
+			})
+		})
+	})
+}
+
+// makeDir creates the partition's directory and makes it durable (its
+// entry in wal/, and wal/ in the root), once.
+func (p *logPart) makeDir(done func(error)) {
+	if p.dirReady {
+		done(nil)
+		return
+	}
+	d := p.l.e.p.Disk
+	d.MkdirAll(wal.PartitionDir(p.id), func(err error) {
+		if err != nil {
+			done(err)
+			return
+		}
+		d.SyncDir("", func(err error) {
+			if err != nil {
+				done(err)
+				return
+			}
+			d.SyncDir(wal.Root, func(err error) {
+				p.dirReady = err == nil
+				done(err)
+			})
+		})
+	})
+}
+
+// collect deletes the oldest segments that hold nothing unflushed, one at
+// a time, each removal durable before the next: a crash then leaves a
+// suffix of the log, never a later segment (holding a generation's seal
+// or flushed record) without the earlier ones (holding its units).
+func (p *logPart) collect() {
+	if p.deleting || p.halted != nil || len(p.segs) < 2 {
+		return
+	}
+	s := p.segs[0]
+	if len(s.dirty) > 0 || (p.batch != nil && p.batch.seg == s) {
+		return
+	}
+	e := p.l.e
+	p.deleting = true
+	retry := func() {
+		e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() {
+			p.deleting = false
+			p.collect()
+		})
+	}
+	remove := func() {
+		e.p.Disk.Remove(s.path, func(err error) {
+			if err != nil && !isNotFound(err) {
+				retry()
+				return
+			}
+			e.p.Disk.SyncDir(path.Dir(s.path), func(err error) {
+				if err != nil {
+					retry()
+					return
+				}
+				p.deleting = false
+				p.segs = p.segs[1:]
+				p.bytes -= s.size
+				e.stats.WALSegmentsDeleted++
+				p.collect()
+			})
+		})
+	}
+	if s.f == nil {
+		remove()
+		return
+	}
+	f := s.f
+	s.f = nil
+	f.Close(func(error) { remove() })
+}
+
+// pendingWrites returns the writes queued or in the batch in flight.
+func (p *logPart) pendingWrites() []*logWrite {
+	out := append([]*logWrite(nil), p.queue...)
+	if p.batch != nil {
+		out = append(out, p.batch.writes...)
+	}
+	return out
+}
+
+func (b *logBatch) units() (n int) {
+	for _, w := range b.writes {
+		if w.u != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func alignDown(n int64) int64 { return n - n%DirectAlign }
+func alignUp(n int64) int64   { return alignDown(n + DirectAlign - 1) }

@@ -1,0 +1,330 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/skipprd/skipprd/engine/wal"
+)
+
+// Recovery of the disk WAL runs before the S3-style recovery of the
+// segment store (recovery.go) and finishes after it:
+//
+//  1. readLog reads every partition's segments in number order and scans
+//     them (package wal). A bad entry with nothing valid after it is a
+//     torn tail: cut there. A bad entry followed by a valid one is
+//     corruption: the partition halts — alert, writes refused, and it is
+//     frozen as found: none of its units is delivered (not the damaged
+//     entry, nothing after it, and not what precedes it either, since the
+//     records that say which of those were already flushed may be the
+//     damaged ones) and none of its segments is deleted, until an
+//     operator has looked at it. A
+//     segment whose header's first_seq is at or below sequence numbers
+//     already read supersedes them: those entries were a poisoned batch
+//     whose units were answered ErrUnknownOutcome.
+//  2. The S3-style recovery seals older epochs at least up to every
+//     generation the log sealed and did not see flushed (logIDs), so
+//     replaying such a generation under its own id commits a valid marker.
+//  3. replay decides each logged generation: flushed (a flushed record)
+//     ⇒ done; owned (its segment is in the store) ⇒ log it flushed;
+//     complete (its seal is in every partition it names, with all its
+//     units) ⇒ persisted again under its own id, same created_at and
+//     directory, so its body and compaction ids are the ones it would
+//     have had; otherwise its units are unsealed. Unsealed units join the
+//     memtable. Every replayed unit was acked before the crash: it is in
+//     the offsets view again, and never acked again.
+//  4. Each partition rolls to a new segment: recovery never appends to a
+//     segment it read.
+
+// logScan is what readLog found.
+type logScan struct {
+	parts   []*partScan
+	seals   map[SnapshotID]*sealScan
+	flushed map[SnapshotID]bool
+}
+
+type partScan struct {
+	p     *logPart
+	units map[uint64]*unitScan // by sequence number
+}
+
+type unitScan struct {
+	rec  wal.UnitRecord
+	seg  *logSeg
+	used bool // claimed by a generation
+}
+
+type sealScan struct {
+	id      SnapshotID
+	created int64
+	dir     string
+	mask    uint64
+	ranges  map[uint32][]wal.SeqRange
+	segs    []*logSeg // where its seal records are
+}
+
+// recoverLog reads the log, retrying transient read failures.
+func (l *diskLog) recoverLog(round int, done func(error)) {
+	l.scan = &logScan{seals: map[SnapshotID]*sealScan{}, flushed: map[SnapshotID]bool{}}
+	l.readLog(func(err error) {
+		switch {
+		case err == nil:
+			done(nil)
+		case errors.Is(err, ErrInvariant), errors.Is(err, errConfig):
+			done(err)
+		default:
+			l.e.mark(MarkRecoveryRetry)
+			l.e.p.Timers.AfterFunc(l.e.backoff(round), func() { l.recoverLog(round+1, done) })
+		}
+	})
+}
+
+var errConfig = errors.New("engine: configuration does not match the log")
+
+func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
+
+func (l *diskLog) readLog(done func(error)) {
+	l.e.p.Disk.ReadDir(wal.Root, func(names []string, err error) {
+		if isNotFound(err) {
+			done(nil)
+			return
+		}
+		if err != nil {
+			done(fmt.Errorf("read %s: %w", wal.Root, err))
+			return
+		}
+		var ids []uint32
+		for _, n := range names {
+			id, ok := wal.ParsePartitionDir(n)
+			if !ok {
+				continue // not ours
+			}
+			if int(id) >= len(l.parts) {
+				done(fmt.Errorf("%w: the log has partition %d, WAL_PARTITIONS is %d: set it to at least %d", errConfig, id, len(l.parts), id+1))
+				return
+			}
+			ids = append(ids, id)
+		}
+		l.readParts(ids, done)
+	})
+}
+
+func (l *diskLog) readParts(ids []uint32, done func(error)) {
+	if len(ids) == 0 {
+		done(nil)
+		return
+	}
+	p := l.parts[ids[0]]
+	dir := wal.PartitionDir(p.id)
+	l.e.p.Disk.ReadDir(dir, func(names []string, err error) {
+		if err != nil {
+			done(fmt.Errorf("read %s: %w", dir, err))
+			return
+		}
+		var nums []uint64
+		for _, n := range names {
+			if num, ok := wal.ParseSegmentName(n); ok {
+				nums = append(nums, num)
+			}
+		}
+		slices.Sort(nums)
+		ps := &partScan{p: p, units: map[uint64]*unitScan{}}
+		l.scan.parts = append(l.scan.parts, ps)
+		l.readSegs(ps, nums, func(err error) {
+			if err != nil {
+				done(err)
+				return
+			}
+			l.readParts(ids[1:], done)
+		})
+	})
+}
+
+// readSegs reads a partition's segments in order. Every segment file
+// stays listed (it is deleted whole later); after corruption the rest are
+// not read.
+func (l *diskLog) readSegs(ps *partScan, nums []uint64, done func(error)) {
+	if len(nums) == 0 {
+		done(nil)
+		return
+	}
+	p := ps.p
+	num := nums[0]
+	name := wal.SegmentPath(p.id, num)
+	p.nextNum = max(p.nextNum, num+1)
+	l.readSegment(name, 0, nil, func(b []byte, size int64, err error) {
+		if err != nil {
+			done(err)
+			return
+		}
+		seg := &logSeg{num: num, path: name, size: size, dirty: map[uint64]uint64{}}
+		p.segs = append(p.segs, seg)
+		p.bytes += size
+		if p.halted == nil {
+			l.scanSegment(ps, seg, b)
+		}
+		l.readSegs(ps, nums[1:], done)
+	})
+}
+
+// readSegment reads a whole segment file. A read whose scan is not clean
+// (torn or corrupt) is read again — a read can be damaged where the disk
+// is not, and damage never makes an entry valid — up to AttemptsMax
+// times, keeping the read with the most valid entries; a clean read, or
+// two reads that agree, end it.
+func (l *diskLog) readSegment(name string, tries int, best []byte, done func([]byte, int64, error)) {
+	e := l.e
+	e.p.Disk.Open(name, OpenMode{}, func(f File, err error) {
+		if err != nil {
+			done(nil, 0, fmt.Errorf("open %s: %w", name, err))
+			return
+		}
+		f.Size(func(size int64, err error) {
+			if err == nil && size > l.cfg.SegmentBytes+wal.EntryPayloadMax+4*DirectAlign {
+				err = fmt.Errorf("%w: log segment %s has %d bytes, more than any segment this log writes", ErrCorrupt, name, size)
+			}
+			if err != nil {
+				f.Close(func(error) { done(nil, 0, err) })
+				return
+			}
+			buf := make([]byte, size)
+			f.ReadAt(buf, 0, func(n int, err error) {
+				f.Close(func(error) {
+					if err != nil {
+						done(nil, 0, fmt.Errorf("read %s: %w", name, err))
+						return
+					}
+					buf = buf[:n]
+					r := wal.Scan(name, buf)
+					same := best != nil && bytes.Equal(best, buf) // two reads agree: the disk holds this
+					if best != nil && len(wal.Scan(name, best).Entries) > len(r.Entries) {
+						buf = best
+					}
+					if (r.Torn || r.Corrupt != nil) && !same && tries+1 < AttemptsMax {
+						e.mark(MarkReadDamaged)
+						l.readSegment(name, tries+1, buf, done)
+						return
+					}
+					done(buf, size, nil)
+				})
+			})
+		})
+	})
+}
+
+// scanSegment decodes one segment image into ps and the scan.
+func (l *diskLog) scanSegment(ps *partScan, seg *logSeg, b []byte) {
+	e, p := l.e, ps.p
+	r := wal.Scan(seg.path, b)
+	if r.Torn {
+		e.mark(MarkWALTornTail)
+	}
+	halt := func(err error) {
+		p.halted = err
+		e.mark(MarkWALCorrupt)
+		e.stats.WALCorruptions++
+		e.alert(fmt.Errorf("%w: WAL partition %d halted: %v", ErrCorrupt, p.id, err))
+	}
+	if r.Corrupt != nil {
+		halt(r.Corrupt) // entries before it are still used
+	}
+	var next uint64 // the sequence number the next unit here must carry
+	for i, ent := range r.Entries {
+		rec, err := wal.DecodeRecord(seg.path, ent.Payload)
+		if err != nil {
+			halt(err)
+			return
+		}
+		h, isHeader := rec.(*wal.Header)
+		switch {
+		case i == 0 && !isHeader:
+			halt(fmt.Errorf("%s: first entry is not a header", seg.path))
+			return
+		case i == 0:
+			if h.Partition != p.id || h.Segment != seg.num {
+				halt(fmt.Errorf("%s: header names partition %d segment %d", seg.path, h.Partition, h.Segment))
+				return
+			}
+			if !l.supersede(ps, seg, h.FirstSeq, halt) {
+				return
+			}
+			next = h.FirstSeq
+			continue
+		case isHeader:
+			halt(fmt.Errorf("%s: a header at offset %d", seg.path, ent.Offset))
+			return
+		}
+		switch rec := rec.(type) {
+		case *wal.UnitRecord:
+			if rec.Seq != next {
+				halt(fmt.Errorf("%s: unit at offset %d has sequence %d, expected %d (no gaps)", seg.path, ent.Offset, rec.Seq, next))
+				return
+			}
+			ps.units[rec.Seq] = &unitScan{rec: *rec, seg: seg}
+			next++
+		case *wal.SealRecord:
+			l.addSeal(p.id, seg, *rec)
+		case *wal.FlushedRecord:
+			l.scan.flushed[SnapshotID{rec.Snapshot.Epoch, rec.Snapshot.Seq}] = true
+		}
+	}
+	if next > 0 {
+		p.nextSeq = max(p.nextSeq, next)
+	}
+}
+
+// supersede applies a segment header's first_seq: units already read at
+// or above it were a poisoned batch (never acked) and are dropped; a
+// first_seq past the next expected number is a gap.
+func (l *diskLog) supersede(ps *partScan, seg *logSeg, first uint64, halt func(error)) bool {
+	p := ps.p
+	if len(ps.units) > 0 && first > p.nextSeq {
+		halt(fmt.Errorf("%s: first sequence %d, but the log before it ends at %d (a gap)", seg.path, first, p.nextSeq-1))
+		return false
+	}
+	for seq := first; seq < p.nextSeq; seq++ {
+		if _, ok := ps.units[seq]; ok {
+			delete(ps.units, seq)
+			l.e.mark(MarkWALStaleDiscarded)
+		}
+	}
+	p.nextSeq = first
+	return true
+}
+
+func (l *diskLog) addSeal(part uint32, seg *logSeg, r wal.SealRecord) {
+	id := SnapshotID{r.Snapshot.Epoch, r.Snapshot.Seq}
+	s := l.scan.seals[id]
+	if s == nil {
+		s = &sealScan{id: id, created: r.CreatedUnixMs, dir: r.Dir, mask: r.Partitions, ranges: map[uint32][]wal.SeqRange{}}
+		l.scan.seals[id] = s
+	}
+	s.ranges[part] = r.Ranges
+	s.segs = append(s.segs, seg)
+}
+
+// logIDs are the generations the log sealed and did not see flushed, in
+// id order: recovery seals their epochs at least that far.
+func (l *diskLog) logIDs() []SnapshotID {
+	if l.scan == nil {
+		return nil
+	}
+	var out []SnapshotID
+	//engine:orderless — collected, then sorted.
+	for id := range l.scan.seals {
+		if !l.scan.flushed[id] {
+			out = append(out, id)
+		}
+	}
+	slices.SortFunc(out, SnapshotID.Compare)
+	return out
+}
+
+// holds reports whether the log has a generation sealed as id and not
+// flushed: its segment, if owned, waits for the flushed record before
+// it may be reclaimed.
+func (l *diskLog) holds(id SnapshotID) bool {
+	return l.scan != nil && l.scan.seals[id] != nil && !l.scan.flushed[id]
+}

@@ -1,0 +1,201 @@
+package engine
+
+import "slices"
+
+// replay applies what readLog found once the owned segments are known
+// (wal_disk_recover.go, step 3), then rolls every healthy partition to a
+// new segment and starts the valves. owned holds the registered segments.
+func (l *diskLog) replay(owned map[SnapshotID]*segState) {
+	e := l.e
+	sc := l.scan
+	l.scan = nil
+	if sc == nil {
+		return
+	}
+	units := map[uint32]*partScan{}
+	for _, ps := range sc.parts {
+		units[ps.p.id] = ps
+	}
+	var ids []SnapshotID
+	//engine:orderless — collected, then sorted (newest first) below.
+	for id := range sc.seals {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, func(a, b SnapshotID) int { return b.Compare(a) })
+	var again []*snapshot
+	for _, id := range ids {
+		s := sc.seals[id]
+		switch {
+		case sc.flushed[id]:
+			l.claim(s, units)
+		case owned[id] != nil:
+			e.mark(MarkWALOwnedFlushed)
+			l.claim(s, units)
+			l.logFlushed(s, owned[id])
+		case l.complete(s, units):
+			e.mark(MarkWALReplayedSealed)
+			again = append(again, l.rebuild(s, units))
+		}
+	}
+	slices.Reverse(again) // oldest first: commits go in id order
+	for _, s := range again {
+		e.queue = append(e.queue, s)
+		e.replayed++
+	}
+	l.replayLive(sc)
+	e.checkHeld()
+	e.checkQueue()
+	for _, p := range l.parts {
+		if p.halted == nil {
+			p.roll(0)
+		}
+	}
+	l.valveCancel = e.p.Timers.AfterFunc(l.cfg.PinnedMax/4+1, l.valve)
+	e.pump()
+}
+
+// claim marks a generation's units as used (it needs no replay).
+func (l *diskLog) claim(s *sealScan, units map[uint32]*partScan) {
+	//engine:orderless — marks entries; the order does not matter.
+	for part, rs := range s.ranges {
+		ps := units[part]
+		if ps == nil {
+			continue
+		}
+		for _, r := range rs {
+			for seq := r.Lo; seq <= r.Hi && seq >= r.Lo; seq++ {
+				if u := ps.units[seq]; u != nil {
+					u.used = true
+				}
+			}
+		}
+	}
+}
+
+// complete reports whether a generation can be rebuilt exactly: its seal
+// is in every partition it names, none halted, every unit present and
+// not claimed by a newer generation.
+func (l *diskLog) complete(s *sealScan, units map[uint32]*partScan) bool {
+	for part := range uint32(len(l.parts)) {
+		if s.mask&(1<<part) == 0 {
+			continue
+		}
+		rs, ok := s.ranges[part]
+		ps := units[part]
+		if !ok || ps == nil || ps.p.halted != nil {
+			return false
+		}
+		for _, r := range rs {
+			if r.Hi < r.Lo {
+				return false
+			}
+			for seq := r.Lo; seq <= r.Hi; seq++ {
+				if u := ps.units[seq]; u == nil || u.used {
+					return false
+				}
+			}
+		}
+	}
+	return s.mask != 0 && s.mask>>len(l.parts) == 0
+}
+
+// rebuild makes a complete generation a snapshot again, with its id,
+// created_at and directory: the same body, the same compaction ids.
+func (l *diskLog) rebuild(s *sealScan, units map[uint32]*partScan) *snapshot {
+	e := l.e
+	content := newBatchSet()
+	content.gen = l.nextGen
+	l.nextGen++
+	for part := range uint32(len(l.parts)) {
+		for _, r := range s.ranges[part] {
+			for seq := r.Lo; seq <= r.Hi; seq++ {
+				us := units[part].units[seq]
+				us.used = true
+				l.replayUnit(us, part, content)
+			}
+		}
+	}
+	for _, seg := range s.segs {
+		seg.pin(content.gen, 0, e.now())
+	}
+	return &snapshot{id: s.id, dir: s.dir, content: content, created: s.created, replayed: true}
+}
+
+// replayUnit adds a logged unit to a batch set (a rebuilt generation or
+// live). It was acked before the crash: it is committed again (the
+// offsets view) and never acked again.
+func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
+	e := l.e
+	in, err := unitFromRecord(us.rec)
+	if err != nil {
+		// The entry passed its CRC, so this is a unit the engine accepted
+		// and cannot read back: a bug, or damage the CRC missed.
+		e.broken("a logged unit decodes: %s: %v", us.seg.path, err)
+		return
+	}
+	u := &unit{idem: in.IdempotencyKey, bytes: unitBytes(in), since: e.now(), part: part, seq: us.rec.Seq, seg: us.seg}
+	for _, b := range in.Batches {
+		u.rows += b.NumRows()
+	}
+	for _, o := range in.Offsets {
+		if !isIdemKey(o.Key) {
+			u.offsets = append(u.offsets, o)
+		}
+	}
+	e.committed.merge(in.Offsets)
+	into.add(u, in) // takes the decoded batches' references
+	e.held += u.bytes
+	us.seg.pin(into.gen, u.seq, e.now())
+	e.stats.WALReplayedUnits++
+}
+
+// replayLive puts every unit no generation claimed into live, partition
+// by partition in sequence order.
+func (l *diskLog) replayLive(sc *logScan) {
+	e := l.e
+	for _, ps := range sc.parts {
+		if ps.p.halted != nil {
+			continue // frozen as found, for the operator: nothing of it is delivered
+		}
+		seqs := make([]uint64, 0, len(ps.units))
+		//engine:orderless — collected, then sorted.
+		for seq, u := range ps.units {
+			if !u.used {
+				seqs = append(seqs, seq)
+			}
+		}
+		slices.Sort(seqs)
+		for _, seq := range seqs {
+			e.mark(MarkWALReplayedLive)
+			if e.live.empty() {
+				e.liveSince = e.now()
+			}
+			l.replayUnit(ps.units[seq], ps.p.id, e.live)
+		}
+	}
+	if !e.live.empty() {
+		e.afterAppend()
+	}
+}
+
+// logFlushed records a generation found owned as flushed, holding its
+// segment back from reclaim until that is durable.
+func (l *diskLog) logFlushed(s *sealScan, st *segState) {
+	gen := l.nextGen
+	l.nextGen++
+	for _, seg := range s.segs {
+		seg.pin(gen, 0, l.e.now())
+	}
+	l.recordFlushed(s.id, s.mask, gen, st)
+}
+
+// ownedByID indexes the owned segments.
+func (e *Engine) ownedByID() map[SnapshotID]*segState {
+	out := make(map[SnapshotID]*segState, len(e.segs))
+	for _, st := range e.segs {
+		out[st.ID] = st
+	}
+	return out
+}
+
+func isIdemKey(k string) bool { return len(k) >= len(idemPrefix) && k[:len(idemPrefix)] == idemPrefix }

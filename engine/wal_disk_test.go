@@ -1,0 +1,481 @@
+package engine_test
+
+import (
+	"fmt"
+	"strconv"
+
+	"errors"
+	"pgregory.net/rapid"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/wal"
+	"github.com/skipprd/skipprd/sim"
+)
+
+// newDiskRig is a rig whose engines run the disk WAL over the simulated
+// disk (with its crash model), segments going to the simulated store.
+func newDiskRig(t tb, partitions int) *rig {
+	r := newRig(t, sim.StoreConfig{})
+	r.disk = sim.NewDisk(r.sched, r.root.Split("disk"), sim.DiskConfig{})
+	d := engine.DefaultDiskWAL()
+	d.Partitions = partitions
+	d.SegmentBytes = 64 << 10
+	d.BatchBytes = 16 << 10
+	d.PinnedMax = 5 * time.Minute
+	r.cfg.Disk = d
+	r.cfg.MaxDelay = time.Hour // nothing is flushed unless a test asks
+	r.cfg.TargetBytes = 64 << 20
+	return r
+}
+
+// crash kills the incarnation and crashes the disk (power loss).
+func (r *rig) crash() {
+	r.inc.Kill()
+	r.inc = nil
+	r.disk.Crash(r.root.Split("crash"))
+}
+
+// loggedUnits scans every durable log segment and returns the sequence
+// numbers of the unit records each partition holds, from the disk's
+// durable bytes (not the engine's word).
+func (r *rig) loggedUnits() map[uint32][]uint64 {
+	out := map[uint32][]uint64{}
+	for _, p := range r.disk.Paths() {
+		if !strings.HasSuffix(p, ".wal") {
+			continue
+		}
+		_, durable := r.disk.File(p)
+		res := wal.Scan(p, durable)
+		for _, ent := range res.Entries {
+			rec, err := wal.DecodeRecord(p, ent.Payload)
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			if u, ok := rec.(*wal.UnitRecord); ok {
+				part := uint32(0)
+				if _, err := fmtSscan(p, &part); err != nil {
+					r.t.Fatal(err)
+				}
+				out[part] = append(out[part], u.Seq)
+			}
+		}
+	}
+	return out
+}
+
+func fmtSscan(path string, part *uint32) (int, error) {
+	dir := strings.Split(path, "/")[1]
+	p, ok := wal.ParsePartitionDir(dir)
+	if !ok {
+		return 0, errors.New("bad partition dir " + dir)
+	}
+	*part = p
+	return 1, nil
+}
+
+// A unit is acked at the group-commit fsync, before any segment exists,
+// and its entry is in the disk's durable bytes when the ack comes.
+func TestDiskAckAtFsync(t *testing.T) {
+	r := newDiskRig(t, 1)
+	r.start()
+	res := r.submit(unit("ns", 1, 2, 3))
+	r.until(func() bool { return res.done }, "ack")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if n := r.markers(); n != 0 {
+		t.Fatalf("%d markers at the ack: the disk WAL acks at the fsync", n)
+	}
+	if got := r.loggedUnits()[0]; !slices.Equal(got, []uint64{1}) {
+		t.Fatalf("durable log holds units %v, want [1]", got)
+	}
+}
+
+// Acked units survive a power loss before any flush, and reach the store
+// exactly once after the restart (replayed into the memtable).
+func TestDiskReplayAfterCrash(t *testing.T) {
+	r := newDiskRig(t, 2)
+	r.start()
+	var res []*result
+	for i := range 20 {
+		res = append(res, r.submit(unit([]string{"a", "b", "c"}[i%3], int64(i))))
+	}
+	r.until(func() bool { return allDone(res) }, "acks")
+	for _, x := range res {
+		if !x.done || x.err != nil {
+			t.Fatalf("unit not acked: %+v", x)
+		}
+	}
+	r.crash()
+	eng := r.start()
+	done := false
+	eng.Close(func(error) { done = true })
+	r.until(func() bool { return done }, "close")
+	got := r.committedValues()
+	var all []int64
+	for _, ns := range []string{"a", "b", "c"} {
+		all = append(all, got[ns]...)
+	}
+	slices.Sort(all)
+	want := make([]int64, 20)
+	for i := range want {
+		want[i] = int64(i)
+	}
+	if !slices.Equal(all, want) {
+		t.Fatalf("committed %v, want each of 0..19 once", all)
+	}
+}
+
+func allDone(res []*result) bool {
+	for _, x := range res {
+		if !x.done {
+			return false
+		}
+	}
+	return true
+}
+
+// loggedSeals returns the snapshot ids of the seal records in the disk's
+// durable bytes.
+func (r *rig) loggedSeals() []string {
+	var out []string
+	for _, p := range r.disk.Paths() {
+		if !strings.HasSuffix(p, ".wal") {
+			continue
+		}
+		_, durable := r.disk.File(p)
+		for _, ent := range wal.Scan(p, durable).Entries {
+			if s, ok := mustRecord(r.t, p, ent.Payload).(*wal.SealRecord); ok {
+				out = append(out, engine.SnapshotID{Epoch: s.Snapshot.Epoch, Seq: s.Snapshot.Seq}.String())
+			}
+		}
+	}
+	return out
+}
+
+func mustRecord(t tb, name string, payload []byte) wal.Record {
+	rec, err := wal.DecodeRecord(name, payload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// A generation sealed (its boundary logged) but never committed is
+// persisted again after a crash under its own snapshot id: the marker
+// that lands names the id the seal record named.
+func TestDiskReplayKeepsSnapshotID(t *testing.T) {
+	r := newDiskRig(t, 1)
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if op == sim.OpPut && strings.HasSuffix(key, ".seg.commit") {
+			return sim.Fail
+		}
+		return sim.OK
+	}
+	eng := r.start()
+	res := r.submit(unit("ns", 7, 8))
+	r.until(func() bool { return res.done }, "ack")
+	eng.Close(func(error) {}) // seals live: the marker PUT keeps failing
+	r.until(func() bool { return len(r.loggedSeals()) > 0 }, "seal logged")
+	sealed := r.loggedSeals()[0]
+	r.crash()
+	r.faults = nil
+	eng = r.start()
+	done := false
+	eng.Close(func(error) { done = true })
+	r.until(func() bool { return done }, "close")
+	var markers []string
+	for _, k := range r.store.Keys("wal/test/p_year=") {
+		if strings.HasSuffix(k, ".seg.commit") {
+			markers = append(markers, k)
+		}
+	}
+	if len(markers) != 1 || !strings.Contains(markers[0], sealed) {
+		t.Fatalf("markers %v, want one for the logged snapshot %s", markers, sealed)
+	}
+	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{7, 8}) {
+		t.Fatalf("committed %v, want [7 8]", got)
+	}
+}
+
+// An fsync failure poisons the segment: the unit is answered
+// ErrUnknownOutcome, the log rolls to a new segment, and the same unit
+// retried with its idempotency key is stored once.
+func TestDiskFsyncFailurePoisons(t *testing.T) {
+	r := newDiskRig(t, 1)
+	syncs := 0
+	r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
+		if op == sim.DiskSync && strings.HasSuffix(path, ".wal") {
+			if syncs++; syncs == 1 {
+				return sim.DiskIOError, 0
+			}
+		}
+		return sim.DiskOK, 0
+	}))
+	eng := r.start()
+	u := unit("ns", 42)
+	u.IdempotencyKey = "k1"
+	res := r.submit(u)
+	r.until(func() bool { return res.done }, "answer")
+	if !errors.Is(res.err, engine.ErrUnknownOutcome) {
+		t.Fatalf("answer %v, want ErrUnknownOutcome", res.err)
+	}
+	res = r.submit(u)
+	r.until(func() bool { return res.done }, "retry")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if st := eng.Stats(); st.WALSyncFailures != 1 || st.WALSegmentsCreated != 2 {
+		t.Fatalf("sync failures %d, segments created %d; want 1 and 2", st.WALSyncFailures, st.WALSegmentsCreated)
+	}
+	r.crash() // the poisoned segment's entry may be durable: it must not come back twice
+	eng = r.start()
+	done := false
+	eng.Close(func(error) { done = true })
+	r.until(func() bool { return done }, "close")
+	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{42}) {
+		t.Fatalf("committed %v, want [42] once", got)
+	}
+}
+
+// nsFor returns a namespace that the disk WAL routes to partition part
+// (of n), found by asking the engine's router through a probe.
+func nsFor(part, n uint32) string {
+	for i := 0; ; i++ {
+		ns := "ns" + string(rune('a'+i%26)) + strings.Repeat("x", i/26)
+		if engine.WALPartitionOf(ns, "", int(n)) == part {
+			return ns
+		}
+	}
+}
+
+// A bit flip in the middle of a partition's log — a bad entry followed
+// by valid ones — is corruption: that partition halts (alert, writes
+// refused, nothing of it delivered) and the other partition keeps
+// working, its units all delivered.
+func TestDiskMidSegmentCorruptionHaltsOnePartition(t *testing.T) {
+	r := newDiskRig(t, 2)
+	eng := r.start()
+	bad, good := nsFor(0, 2), nsFor(1, 2)
+	var res []*result
+	for i := range 6 { // one unit per batch: entries follow each other
+		res = append(res, r.submit(unit(bad, int64(i))), r.submit(unit(good, int64(100+i))))
+		r.until(func() bool { return allDone(res) }, "acks")
+	}
+	_ = eng
+	r.crash()
+	// Flip a bit inside the second unit entry of partition 0.
+	seg := wal.SegmentPath(0, 1)
+	_, durable := r.disk.File(seg)
+	entries := wal.Scan(seg, durable).Entries
+	if len(entries) < 4 {
+		t.Fatalf("partition 0 holds %d entries", len(entries))
+	}
+	if !r.disk.FlipBit(seg, entries[2].Offset+6, 3) {
+		t.Fatal("flip missed")
+	}
+	eng = r.start()
+	if eng.Stats().WALCorruptions != 1 || eng.LastAlert() == nil || !errors.Is(eng.LastAlert(), engine.ErrCorrupt) {
+		t.Fatalf("corruptions %d, alert %v: want 1 and an ErrCorrupt alert", eng.Stats().WALCorruptions, eng.LastAlert())
+	}
+	x := r.submit(unit(bad, 999))
+	y := r.submit(unit(good, 1000))
+	r.until(func() bool { return x.done && y.done }, "answers")
+	if !errors.Is(x.err, engine.ErrPartitionHalted) || y.err != nil {
+		t.Fatalf("halted partition answered %v, healthy one %v", x.err, y.err)
+	}
+	done := false
+	eng.Close(func(error) { done = true })
+	r.until(func() bool { return done }, "close")
+	got := r.committedValues()
+	if !slices.Equal(got[good], []int64{100, 101, 102, 103, 104, 105, 1000}) {
+		t.Fatalf("healthy partition delivered %v", got[good])
+	}
+	// The halted partition is frozen as found: nothing of it delivered.
+	if len(got[bad]) != 0 {
+		t.Fatalf("halted partition delivered %v", got[bad])
+	}
+}
+
+// Property: whatever the crashes (power loss, with torn writes of the
+// rewritten tail block), fsync failures and flushes, every unit the disk
+// WAL acked reaches the store exactly once, and nothing else does more
+// than once. The tail block of a segment is rewritten by every batch, so
+// this is also the proof that a torn rewrite never loses acked bytes.
+func TestDiskCrashProperty(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		r := newDiskRig(t, rapid.IntRange(1, 3).Draw(t, "partitions"))
+		r.cfg.Disk.SegmentBytes = 8 << 10
+		r.cfg.Disk.BatchBytes = int64(rapid.IntRange(200, 4<<10).Draw(t, "batch"))
+		if rapid.Bool().Draw(t, "batchSync") {
+			r.cfg.Disk.Sync = engine.BatchSync
+		}
+		r.cfg.TargetBytes = int64(rapid.IntRange(1<<10, 16<<10).Draw(t, "target"))
+		r.cfg.MaxDelay = time.Duration(rapid.IntRange(1, 500).Draw(t, "delayMs")) * time.Millisecond
+		failRate := rapid.IntRange(0, 20).Draw(t, "syncFailPct")
+		frand := r.root.Split("syncfail")
+		r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
+			if op == sim.DiskSync && strings.HasSuffix(path, ".wal") && frand.Intn(100) < failRate {
+				return sim.DiskIOError, 0
+			}
+			return sim.DiskOK, 0
+		}))
+		acked := map[int64]bool{}
+		submitted := map[int64]bool{}
+		next := int64(0)
+		for round := range rapid.IntRange(1, 4).Draw(t, "rounds") {
+			r.start()
+			var res []*result
+			var vals []int64
+			for range rapid.IntRange(1, 30).Draw(t, "units") {
+				v := next
+				next++
+				u := unit(nsFor(uint32(v%3), 3), v)
+				u.IdempotencyKey = fmtKey(v)
+				submitted[v] = true
+				res = append(res, r.submit(u))
+				vals = append(vals, v)
+				r.sched.RunUntil(r.sched.Now() + time.Duration(rapid.IntRange(0, 3000).Draw(t, "gapUs"))*time.Microsecond)
+			}
+			// A source retries a unit whose outcome is unknown, with its key.
+			r.until(func() bool { return allDone(res) }, "answers")
+			for i, x := range res {
+				if x.err != nil {
+					u := unit(nsFor(uint32(vals[i]%3), 3), vals[i])
+					u.IdempotencyKey = fmtKey(vals[i])
+					res = append(res, r.submit(u))
+					vals = append(vals, vals[i])
+				}
+			}
+			r.sched.RunUntil(r.sched.Now() + time.Duration(rapid.IntRange(0, 2000).Draw(t, "beforeCrashMs"))*time.Millisecond)
+			for i, x := range res {
+				if x.done && x.err == nil {
+					acked[vals[i]] = true
+				}
+			}
+			_ = round
+			r.crash()
+		}
+		eng := r.start()
+		done := false
+		eng.Close(func(error) { done = true })
+		r.until(func() bool { return done }, "close")
+		seen := map[int64]int{}
+		for _, vs := range r.committedValues() {
+			for _, v := range vs {
+				seen[v]++
+			}
+		}
+		var lost []int64
+		for v := range acked {
+			if seen[v] != 1 {
+				lost = append(lost, v)
+			}
+		}
+		if len(lost) > 0 {
+			slices.Sort(lost)
+			var ms []string
+			for m, n := range eng.Marks() {
+				if n > 0 {
+					ms = append(ms, fmt.Sprintf("%v=%d", engine.Mark(m), n))
+				}
+			}
+			t.Fatalf("acked units %v stored %v times; acked %d; stats %+v marks %v", lost, seen, len(acked), eng.Stats(), ms)
+		}
+		for v, n := range seen {
+			if n > 1 || !submitted[v] {
+				t.Fatalf("unit %d stored %d times (submitted %v)", v, n, submitted[v])
+			}
+		}
+	})
+}
+
+func fmtKey(v int64) string { return "k" + strconv.FormatInt(v, 10) }
+
+// writeFile creates path on the rig's disk with b, durably, through an
+// incarnation of its own (the test's hands).
+func (r *rig) writeFile(path string, b []byte) {
+	r.t.Helper()
+	inc := r.sched.NewIncarnation()
+	d := r.disk.Client(inc)
+	step := func(what string, start func(done func(error))) {
+		r.t.Helper()
+		var done bool
+		var err error
+		start(func(e error) { done, err = true, e })
+		r.until(func() bool { return done }, what)
+		if err != nil {
+			r.t.Fatalf("%s %s: %v", what, path, err)
+		}
+	}
+	dir := path[:strings.LastIndex(path, "/")]
+	step("mkdir", func(done func(error)) { d.MkdirAll(dir, done) })
+	var f engine.File
+	step("create", func(done func(error)) {
+		d.Open(path, engine.OpenMode{Create: true, Write: true}, func(x engine.File, err error) { f = x; done(err) })
+	})
+	step("write", func(done func(error)) { f.WriteAt(b, 0, done) })
+	step("sync", func(done func(error)) { f.Sync(done) })
+	for _, dd := range []string{"", "wal", dir} {
+		step("syncdir", func(done func(error)) { d.SyncDir(dd, done) })
+	}
+	inc.Kill()
+}
+
+type seqUnit struct {
+	u   engine.Unit
+	seq uint64
+}
+
+// logImage frames records as a segment image.
+func logImage(t tb, recs ...any) []byte {
+	var b []byte
+	for _, rec := range recs {
+		var payload []byte
+		var err error
+		switch rec := rec.(type) {
+		case wal.Header:
+			payload, err = wal.AppendHeader(nil, rec)
+		case seqUnit:
+			payload, err = engine.UnitPayloadForTest(rec.u, rec.seq)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b = wal.AppendEntry(b, payload)
+	}
+	return append(b, make([]byte, 4096)...)
+}
+
+// A segment's header says from which sequence number it continues: the
+// entries of a poisoned batch that reached disk anyway (outcome unknown,
+// never acked, retried by their source) are ignored, never delivered
+// beside their retries.
+func TestDiskPoisonedBatchSuperseded(t *testing.T) {
+	r := newDiskRig(t, 1)
+	seq := func(u engine.Unit, s uint64) seqUnit { return seqUnit{u, s} }
+	a, b, c := unit("ns", 1), unit("ns", 2), unit("ns", 3)
+	a.IdempotencyKey, b.IdempotencyKey, c.IdempotencyKey = "a", "b", "c"
+	// Segment 1: a (acked), then the poisoned batch b, c. Segment 2
+	// starts over at 2 with c's retry.
+	r.writeFile(wal.SegmentPath(0, 1), logImage(t,
+		wal.Header{Partition: 0, Segment: 1, FirstSeq: 1, SegmentBytes: 8192}, seq(a, 1), seq(b, 2), seq(c, 3)))
+	r.writeFile(wal.SegmentPath(0, 2), logImage(t,
+		wal.Header{Partition: 0, Segment: 2, FirstSeq: 2, SegmentBytes: 8192}, seq(c, 2)))
+	eng := r.start()
+	if eng.Marks()[engine.MarkWALStaleDiscarded] != 2 {
+		t.Fatalf("stale entries discarded: %d, want 2", eng.Marks()[engine.MarkWALStaleDiscarded])
+	}
+	done := false
+	eng.Close(func(error) { done = true })
+	r.until(func() bool { return done }, "close")
+	got := r.committedValues()["ns"]
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{1, 3}) {
+		t.Fatalf("delivered %v, want [1 3]: b's outcome was unknown and it was not retried; c once", got)
+	}
+}

@@ -1,0 +1,129 @@
+package engine
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/engine/wal"
+)
+
+// A unit's log entry carries its batches as one Arrow IPC stream. The
+// disk WAL keeps, in the memtable, what that stream decodes to — not the
+// submitted batches — so a generation rebuilt from the log after a crash
+// is the same data in the same form, and its snapshot body (and every
+// compaction_id) comes out the same.
+
+// canonicalUnit returns in with its batches replaced by their decoded
+// IPC stream (which it keeps in in.arrow, for the log entry).
+func canonicalUnit(in Unit) (Unit, error) {
+	var buf bytes.Buffer
+	w := ipc.NewWriter(&buf, ipc.WithSchema(in.Schema), ipc.WithAllocator(memory.DefaultAllocator))
+	for _, b := range in.Batches {
+		if err := w.Write(b); err != nil {
+			return in, fmt.Errorf("encode unit batches for the log: %w", err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		return in, fmt.Errorf("encode unit batches for the log: %w", err)
+	}
+	if buf.Len() > wal.EntryPayloadMax-unitRecordOverhead(in) {
+		return in, fmt.Errorf("unit's Arrow stream of %d bytes does not fit a WAL entry (limit %d)", buf.Len(), wal.EntryPayloadMax)
+	}
+	out := in
+	out.arrow = buf.Bytes()
+	schema, batches, err := decodeUnitArrow(out.arrow)
+	if err != nil {
+		return in, err
+	}
+	out.Schema, out.Batches = schema, batches
+	return out, nil
+}
+
+// unitRecordOverhead bounds a unit record's bytes besides its stream.
+func unitRecordOverhead(in Unit) int {
+	n := 64 + 3*256 + len(in.IdempotencyKey)
+	for _, o := range in.Offsets {
+		n += 10 + len(o.Key)
+	}
+	n += len(idemPrefix) + 10
+	if in.Sidecar != nil {
+		for _, r := range in.Sidecar.Rows {
+			n += 11 + len(r.Identity)
+		}
+		n += 16
+	}
+	return n
+}
+
+// decodeUnitArrow decodes a unit's IPC stream. The batches are the
+// caller's (released by releaseUnit).
+func decodeUnitArrow(b []byte) (*arrow.Schema, []arrow.RecordBatch, error) {
+	r, err := ipc.NewReader(bytes.NewReader(b), ipc.WithAllocator(memory.DefaultAllocator))
+	if err != nil {
+		return nil, nil, fmt.Errorf("decode unit batches: %w", err)
+	}
+	defer r.Release()
+	var out []arrow.RecordBatch
+	for r.Next() {
+		rec := r.RecordBatch()
+		rec.Retain()
+		out = append(out, rec)
+	}
+	if err := r.Err(); err != nil {
+		for _, rec := range out {
+			rec.Release()
+		}
+		return nil, nil, fmt.Errorf("decode unit batches: %w", err)
+	}
+	return r.Schema(), out, nil
+}
+
+// unitPayload encodes a canonical unit's log record with sequence number
+// 0; the committer patches the sequence in when it forms a batch.
+func unitPayload(in Unit) ([]byte, error) {
+	return wal.AppendUnit(nil, wal.UnitRecord{
+		Key: in.Key, IdempotencyKey: in.IdempotencyKey, Offsets: in.Offsets, Arrow: in.arrow, Sidecar: in.Sidecar,
+	})
+}
+
+// unitFromRecord rebuilds a canonical unit from its log record.
+func unitFromRecord(r wal.UnitRecord) (Unit, error) {
+	schema, batches, err := decodeUnitArrow(r.Arrow)
+	if err != nil {
+		return Unit{}, err
+	}
+	if fp := segment.FingerprintOf(schema); fp != r.Key.Schema {
+		releaseUnit(Unit{Batches: batches})
+		return Unit{}, fmt.Errorf("unit %d: schema fingerprint %016x, key says %016x", r.Seq, uint64(fp), uint64(r.Key.Schema))
+	}
+	return Unit{Key: r.Key, Schema: schema, Batches: batches, Sidecar: r.Sidecar, Offsets: r.Offsets,
+		IdempotencyKey: r.IdempotencyKey, arrow: r.Arrow}, nil
+}
+
+// releaseUnit drops the engine's reference to a canonical unit's batches.
+func releaseUnit(in Unit) {
+	for _, b := range in.Batches {
+		b.Release()
+	}
+}
+
+// recordBytes and appendRecord encode a seal or flushed record.
+func appendRecord(body any) ([]byte, error) {
+	switch r := body.(type) {
+	case wal.SealRecord:
+		return wal.AppendSeal(nil, r)
+	case wal.FlushedRecord:
+		return wal.AppendFlushed(nil, r)
+	}
+	return nil, fmt.Errorf("log record of type %T", body)
+}
+
+func recordBytes(body any) (int, error) {
+	b, err := appendRecord(body)
+	return len(b), err
+}
