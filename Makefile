@@ -18,8 +18,9 @@ FUZZ_TARGETS = \
 
 .PHONY: run test bench fuzz lint mutants
 
-# The daemon with no configuration: embedded WAL store and Parquet lake
-# under ./data, the generator source, a progress line every second.
+# The daemon with no configuration: local-disk WAL, segment store and
+# Parquet lake under ./data, the generator source, a progress line every
+# second.
 # Ctrl-C stops it gracefully. Environment variables: README.md.
 run:
 	$(GO) build -o bin/skipprd ./cmd/skipprd

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/engine/wal"
 )
 
 // Limits the writer's tuning is clamped to (DESIGN.md §6).
@@ -216,9 +217,12 @@ type DiskWAL struct {
 	Partitions   int
 	SegmentBytes int64 // fixed size of a log segment file (preallocated)
 	BatchBytes   int64 // most entry bytes one group commit writes
-	// CommitInterval is the longest a queued entry waits for its sync.
-	// It is an upper bound, not a timer: the committer syncs as soon as
-	// entries are queued and no sync is in flight.
+	// CommitInterval (SYNC) bounds how long a queued entry waits before
+	// its batch starts. It is an upper bound, not a timer (Go timers
+	// cannot fire at 50–200 µs): the committer starts a batch as soon as
+	// entries are queued and no sync is in flight, so an entry waits at
+	// most one sync in flight — the bound holds whenever an fsync takes
+	// less than the interval, and is only validated here.
 	CommitInterval    time.Duration
 	Sync              SyncMode
 	BatchSyncInterval time.Duration // BATCH_SYNC's timer; > 0
@@ -246,18 +250,22 @@ func (d *DiskWAL) Validate() error {
 	switch {
 	case d.Partitions < 1 || d.Partitions > WALPartitionsMax:
 		return fmt.Errorf("engine: config: WAL_PARTITIONS=%d outside 1..%d", d.Partitions, WALPartitionsMax)
-	case d.SegmentBytes < 2*DirectAlign || d.SegmentBytes%DirectAlign != 0:
-		return fmt.Errorf("engine: config: WAL_SEGMENT_BYTES=%d must be a multiple of %d and at least %d", d.SegmentBytes, DirectAlign, 2*DirectAlign)
+	case d.SegmentBytes < 2*DirectAlign || d.SegmentBytes > wal.SegmentBytesMax || d.SegmentBytes%DirectAlign != 0:
+		return fmt.Errorf("engine: config: WAL_SEGMENT_BYTES=%d must be a multiple of %d from %d to %d", d.SegmentBytes, DirectAlign, 2*DirectAlign, wal.SegmentBytesMax)
 	case d.BatchBytes < 1 || d.BatchBytes > d.SegmentBytes:
-		return fmt.Errorf("engine: config: WAL_BATCH_BYTES=%d outside 1..WAL_SEGMENT_BYTES (%d)", d.BatchBytes, d.SegmentBytes)
+		return fmt.Errorf("engine: config: the group commit's batch of %d bytes must be 1..WAL_SEGMENT_BYTES (%d)", d.BatchBytes, d.SegmentBytes)
 	case d.CommitInterval < WALCommitIntervalMin:
 		return fmt.Errorf("engine: config: WAL_COMMIT_INTERVAL_US=%d below the minimum of %d µs", d.CommitInterval.Microseconds(), WALCommitIntervalMin.Microseconds())
 	case d.Sync != SyncEveryBatch && d.Sync != BatchSync:
 		return fmt.Errorf("engine: config: WAL_SYNC_MODE %d is neither SYNC nor BATCH_SYNC", d.Sync)
 	case d.Sync == BatchSync && d.BatchSyncInterval <= 0:
 		return fmt.Errorf("engine: config: wal_batch_sync_interval_ms (WAL_BATCH_SYNC_INTERVAL_MS) must be positive with BATCH_SYNC, got %v", d.BatchSyncInterval)
-	case d.PinnedMax <= 0 || d.TotalBytesMax <= 0 || d.PartitionBytesMax <= 0:
-		return fmt.Errorf("engine: config: WAL valves must be positive: pinned max %v, total bytes %d, partition bytes %d", d.PinnedMax, d.TotalBytesMax, d.PartitionBytesMax)
+	case d.PinnedMax <= 0 || d.TotalBytesMax <= 0:
+		return fmt.Errorf("engine: config: WAL valves must be positive: pinned max %v, total bytes %d", d.PinnedMax, d.TotalBytesMax)
+	case d.PartitionBytesMax < 2*d.SegmentBytes:
+		// One segment is always the append target: below two, a partition
+		// could never take a unit.
+		return fmt.Errorf("engine: config: a WAL partition's bytes limit %d must be at least twice WAL_SEGMENT_BYTES (%d)", d.PartitionBytesMax, d.SegmentBytes)
 	}
 	return nil
 }

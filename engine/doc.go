@@ -21,7 +21,9 @@
 //   - submitted: handed to the engine by a source; the engine may still
 //     refuse it (ErrResourceExhausted).
 //   - appended: in the live accumulator (memory only; lost on crash).
-//   - synced: disk WAL only — covered by a completed fsync.
+//   - synced: disk WAL only — covered by a completed group-commit fsync
+//     of the unit's log entry (the unit is committed and acked then, and
+//     joins the memtable: the live accumulator).
 //   - committed: durable in the WAL. S3 mode: both {id}.seg and
 //     {id}.seg.commit exist. Disk mode: synced. Recovery finds every
 //     committed unit; nothing else is owned.
@@ -81,6 +83,14 @@
 //     ErrInvariant, or panic) and the checks that need more than a line.
 //   - ingest.go, accumulator.go: Submit, admission, duplicates, the live
 //     accumulator.
+//   - durable.go: the seam between "a unit is durable (ack)" and "a
+//     snapshot is a committed segment (compaction)": the S3 WAL's s3Log
+//     and the local-disk WAL's diskLog.
+//   - wal_disk.go, wal_disk_commit.go, wal_disk_unit.go: the local-disk
+//     WAL — log partitions, group commit, poisoning, seal and flushed
+//     records, dirty maps, valves; wal_disk_recover.go,
+//     wal_disk_replay.go: reading the log back and replaying it. The
+//     log's bytes are package wal's.
 //   - flush.go, persist.go, retry.go: the coalescing writer and the commit
 //     protocol (body, create-only marker, fence check, ack).
 //   - epoch.go, writer.go, fence.go: writer epochs, seals, fencing of

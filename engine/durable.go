@@ -35,6 +35,9 @@ type durableLog interface {
 	// sealed runs when live has been sealed into a snapshot and a new,
 	// empty live accumulator started.
 	sealed()
+	// roomFreed runs when a segment was reclaimed: units waiting for a
+	// WAL slot may go on.
+	roomFreed()
 	// heldBytes is what the log holds of held: units not yet durable, or
 	// durable and waiting for room in live.
 	heldBytes() int64
@@ -72,6 +75,7 @@ func (l s3Log) beforePersist(_ *snapshot, next func()) { next() }
 func (l s3Log) committed(*snapshot, *segState)         {}
 func (l s3Log) merged([]*batchSet, *batchSet)          {}
 func (l s3Log) sealed()                                {}
+func (l s3Log) roomFreed()                             {}
 func (l s3Log) heldBytes() int64                       { return 0 }
 func (l s3Log) failAll(error)                          {}
 func (l s3Log) recoverLog(_ int, done func(error))     { l.e.later(func() { done(nil) }) } // unused: Start recovers the store directly

@@ -18,9 +18,11 @@ const (
 	stateClosed // closed before recovery finished
 )
 
-// Engine is the S3 write-ahead log: ingest, the coalescing writer,
-// recovery and the orphan sweeper. It is a single-threaded state machine:
-// every method, and every callback it hands to a port, runs on one loop.
+// Engine is the write-ahead log — on S3, or on local disk (Config.Disk)
+// with segments flushed to the store — with ingest, the coalescing
+// writer, compaction, reclaim, recovery and the orphan sweeper. It is a
+// single-threaded state machine: every method, and every callback it
+// hands to a port, runs on one loop.
 type Engine struct {
 	cfg    Config
 	p      Ports
@@ -90,6 +92,10 @@ type Engine struct {
 	// replayed counts the disk WAL's replayed snapshots still queued or
 	// active; they may exceed QueueCapacity right after recovery.
 	replayed int
+	// walError is the disk WAL's last write, fsync or create failure
+	// (handled: the segment rolled, the units were answered), for the
+	// operator's log; LastWALError.
+	walError error
 }
 
 // Segment is an owned (committed) segment as the engine knows it.
@@ -156,6 +162,12 @@ func (e *Engine) Segments() []Segment {
 	}
 	return out
 }
+
+// LastWALError returns the disk WAL's most recent write, fsync or
+// segment-create failure, or nil. Each was handled (a poisoned segment
+// rolled, its batch answered ErrUnknownOutcome); they are counted in
+// Stats (WALSyncFailures) and repeated failures mean a failing disk.
+func (e *Engine) LastWALError() error { return e.walError }
 
 // Memory reports the pool's split and use, for oracles and progress:
 // bytes held by ingest and its admission budget, bytes in the body cache

@@ -72,7 +72,6 @@ func (e *Engine) seal() {
 	}
 	e.queue = append(e.queue, s)
 	e.live = newBatchSet()
-	e.dlog.sealed()
 	e.checkQueue()
 	e.checkHeld()
 	e.flushDue = false
@@ -80,6 +79,9 @@ func (e *Engine) seal() {
 		e.flushCancel()
 		e.flushCancel = nil
 	}
+	// Last: the disk WAL's backlog joins the new live here, which may
+	// arm its flush delay or seal it again.
+	e.dlog.sealed()
 }
 
 // pump starts persisting the oldest sealed snapshot if the writer is idle.

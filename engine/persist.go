@@ -305,15 +305,17 @@ func (e *Engine) commit(s *snapshot) {
 	}
 	var acks []func(error)
 	for _, u := range s.content.units {
+		e.held -= u.bytes
+		if u.seg != nil {
+			// The disk WAL acked it at its fsync and released its keys
+			// then: they may belong to newer pending units now.
+			continue
+		}
 		if u.idem != "" {
 			delete(e.idemPending, u.idem)
 		}
 		for _, o := range u.offsets {
 			delete(e.offsetPending, o.Key)
-		}
-		e.held -= u.bytes
-		if u.seg != nil {
-			continue // the disk WAL acked it at its fsync
 		}
 		e.stats.UnitsAcked++
 		e.stats.BytesAcked += uint64(u.bytes)

@@ -104,6 +104,7 @@ func (e *Engine) deleteSegment(st *segState) {
 	e.deleteInOrder(st, []ObjectKind{KindMarker, KindBody, KindBitmap}, func() {
 		e.cache.drop(st.ID)
 		e.forget(st)
+		e.dlog.roomFreed()
 		e.stats.SegmentsReclaimed++
 		e.checkClosed()
 	})

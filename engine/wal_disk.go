@@ -46,6 +46,7 @@ type diskLog struct {
 	// for the next seal, in order.
 	backlog      []logJoin
 	backlogBytes int64
+	inFlight     int    // units accepted and not yet in live (or answered ErrUnknownOutcome)
 	nextGen      uint64 // the generation the next live accumulator gets
 	valveCancel  func()
 	scan         *logScan // what recovery read, until replay
@@ -103,11 +104,47 @@ func (l *diskLog) refuse(in Unit) error {
 	if p.halted != nil {
 		return fmt.Errorf("%w: partition %d: %v", ErrPartitionHalted, p.id, p.halted)
 	}
+	if n := l.slots(); n > l.e.cfg.LiveSegmentsMax {
+		l.e.mark(MarkBackpressureWAL)
+		return fmt.Errorf("%w: WAL backlog of %d segments (counting the memtable and units on their way into it), limit %d",
+			ErrResourceExhausted, n, l.e.cfg.LiveSegmentsMax)
+	}
 	if p.bytes > l.cfg.PartitionBytesMax {
 		l.e.mark(MarkBackpressureWALDisk)
+		l.makeRoom(p)
 		return fmt.Errorf("%w: WAL partition %d holds %d bytes, limit %d: retry after a flush", ErrResourceExhausted, p.id, p.bytes, l.cfg.PartitionBytesMax)
 	}
 	return nil
+}
+
+// slots counts the segments the WAL could hold with one more unit:
+// owned, queued and active snapshots, live if non-empty, and one per unit
+// on its way into live (queued in the log, or durable in the backlog,
+// this one among them) — each may end in a generation of its own, since
+// live can be sealed between two joins (the size valve seals at every
+// join). Admitting only while slots ≤ LiveSegmentsMax keeps every acked
+// unit within the bound, even the ones a crash leaves in the log
+// (replayed into a new memtable). The count is pessimistic only near the
+// limit, where ingest waits for reclaim anyway.
+func (l *diskLog) slots() int {
+	n := l.e.walSegments() + l.inFlight + 1
+	if !l.e.live.empty() {
+		n++
+	}
+	return n
+}
+
+// makeRoom works towards freeing a full partition: live is sealed (its
+// generation pins segments until flushed), and a target segment that
+// pins nothing is rolled away from, so it can be deleted.
+func (l *diskLog) makeRoom(p *logPart) {
+	e := l.e
+	e.flushDue = true
+	e.maybeSeal()
+	if t := p.target(); t != nil && len(t.dirty) == 0 && p.batch == nil && len(p.segs) > 0 {
+		t.retired = true
+		p.roll(0)
+	}
 }
 
 // accept queues a held unit's entry on its partition.
@@ -121,6 +158,7 @@ func (l *diskLog) accept(u *unit, in Unit) {
 		return
 	}
 	l.e.held += u.bytes
+	l.inFlight++
 	p.queue = append(p.queue, &logWrite{u: u, in: in, payload: payload, size: wal.EntryBytes(len(payload))})
 	p.queuedBytes += u.bytes
 	l.e.checkHeld()
@@ -150,44 +188,87 @@ func (l *diskLog) unitDurable(w *logWrite, seq uint64, seg *logSeg) {
 	l.join(u, w.in)
 }
 
+// leaveQueue moves a unit's held bytes out of its partition's queue, just
+// before they enter live or the backlog (held stays the same sum).
+func (l *diskLog) leaveQueue(u *unit) { l.parts[u.part].queuedBytes -= u.bytes }
+
 // join moves a durable unit into live, sealing live first if the unit
-// would break a segment limit; with no room even then it waits in the
-// backlog for the next seal.
+// would break a segment limit. With no room even then — or when live is
+// empty and the WAL already holds LiveSegmentsMax segments, so the unit
+// would start one more — it waits in the backlog (pinning its log
+// segment) until a seal or a reclaim makes room (drain).
 func (l *diskLog) join(u *unit, in Unit) {
 	e := l.e
+	u.seg.pin(e.live.gen, u.seq, e.now()) // until it is in a generation
 	if len(l.backlog) == 0 && !e.roomFor(in) {
 		e.flushDue = true
 		e.maybeSeal()
 	}
-	if len(l.backlog) > 0 || !e.roomFor(in) {
+	l.leaveQueue(u)
+	if len(l.backlog) > 0 || !l.fits(in) {
 		e.mark(MarkWALBacklog)
 		l.backlog = append(l.backlog, logJoin{u, in})
 		l.backlogBytes += u.bytes
 		return
 	}
+	l.joinLive(u, in)
+	e.checkHeld()
+	if l.totalBytes() > l.cfg.TotalBytesMax {
+		e.mark(MarkWALValveSize) // the size valve: seal the memtable now
+		e.flushDue = true
+	}
+	e.afterAppend()
+}
+
+func (l *diskLog) totalBytes() (n int64) {
+	for _, p := range l.parts {
+		n += p.bytes
+	}
+	return n
+}
+
+// fits reports whether a durable unit can join live now.
+func (l *diskLog) fits(in Unit) bool {
+	e := l.e
+	if e.live.empty() && e.walSegments() >= e.cfg.LiveSegmentsMax {
+		return false
+	}
+	return e.roomFor(in)
+}
+
+func (l *diskLog) joinLive(u *unit, in Unit) {
+	e := l.e
 	e.joinLive(u, in)
 	releaseUnit(in) // live holds it now
 	u.seg.pin(e.live.gen, u.seq, e.now())
-	e.checkHeld()
-	e.afterAppend()
+	if l.inFlight--; l.inFlight < 0 {
+		e.broken("units in flight ≥ 0: %d after unit %d of partition %d joined live", l.inFlight, u.seq, u.part)
+	}
 }
 
 // sealed starts the new live accumulator's generation and drains the
 // backlog into it.
 func (l *diskLog) sealed() {
-	e := l.e
-	e.live.gen = l.nextGen
+	l.e.live.gen = l.nextGen
 	l.nextGen++
-	for len(l.backlog) > 0 && e.roomFor(l.backlog[0].in) {
+	l.drain()
+}
+
+func (l *diskLog) roomFreed() { l.drain() }
+
+// drain moves backlog units into live while they fit, in order.
+func (l *diskLog) drain() {
+	e := l.e
+	joined := false
+	for len(l.backlog) > 0 && l.fits(l.backlog[0].in) {
 		j := l.backlog[0]
 		l.backlog = l.backlog[1:]
 		l.backlogBytes -= j.u.bytes
-		e.joinLive(j.u, j.in)
-		releaseUnit(j.in)
-		j.u.seg.pin(e.live.gen, j.u.seq, e.now())
+		l.joinLive(j.u, j.in)
+		joined = true
 	}
-	if !e.live.empty() {
-		e.afterAppend() // arms the flush delay for what joined
+	if joined {
+		e.afterAppend() // arms the flush delay (or seals) for what joined
 	}
 }
 
@@ -337,32 +418,24 @@ func sealRanges(units []*unit) (out []partRanges, mask uint64) {
 	return out, mask
 }
 
-// valve runs now and then in disk mode: a segment pinned too long or a
-// WAL too large forces live to be sealed.
+// valve runs every PinnedMax/4: a log segment pinned longer than
+// PinnedMax forces live to be sealed (the generations already sealed
+// are on their way to the store). The size valve runs where units join
+// live (join).
 func (l *diskLog) valve() {
 	e := l.e
 	l.valveCancel = e.p.Timers.AfterFunc(l.cfg.PinnedMax/4+time.Millisecond, l.valve)
 	if e.state != stateReady || e.live.empty() {
 		return
 	}
-	var total int64
-	old := false
 	for _, p := range l.parts {
-		total += p.bytes
 		for _, s := range p.segs {
 			if len(s.dirty) > 0 && e.now()-s.pinnedSince > l.cfg.PinnedMax {
-				old = true
+				e.mark(MarkWALValveAge)
+				e.flushDue = true
+				e.maybeSeal()
+				return
 			}
 		}
 	}
-	switch {
-	case old:
-		e.mark(MarkWALValveAge)
-	case total > l.cfg.TotalBytesMax:
-		e.mark(MarkWALValveSize)
-	default:
-		return
-	}
-	e.flushDue = true
-	e.maybeSeal()
 }

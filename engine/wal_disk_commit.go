@@ -37,7 +37,8 @@ type logPart struct {
 	nextNum     uint64    // number of the next segment file
 	nextSeq     uint64    // sequence number of the next durable unit
 	queue       []*logWrite
-	queuedBytes int64     // held bytes of the units in queue and batch
+	queuedBytes int64     // held bytes of the units in queue, batch and afterRoll
+	afterRoll   []func()  // answers of a failed batch, due when a roll completed
 	batch       *logBatch // written and being synced; at most one
 	opening     bool      // a new target segment is being created
 	dirReady    bool      // the partition's directory is durable
@@ -57,7 +58,8 @@ type logSeg struct {
 	size     int64 // allocated bytes
 	end      int64 // where the next entry goes
 	tail     []byte
-	poisoned bool
+	poisoned bool // a write or fsync failed: never written or synced again
+	retired  bool // rolled away from to free space (makeRoom): never written again
 	// dirty maps each memtable generation with entries here (units or
 	// its seal record) to the highest unit sequence among them.
 	// INVARIANT: a segment is deleted only when dirty is empty, it is not
@@ -125,10 +127,10 @@ func (p *logPart) target() *logSeg {
 // kick starts the next batch if one can start.
 func (p *logPart) kick() {
 	e := p.l.e
-	if p.halted != nil || p.batch != nil || p.opening || len(p.queue) == 0 || e.state == stateFailed {
+	if p.halted != nil || p.batch != nil || p.opening || len(p.queue)+len(p.afterRoll) == 0 || e.state == stateFailed {
 		return
 	}
-	if p.l.cfg.Sync == BatchSync && !p.syncDue {
+	if p.l.cfg.Sync == BatchSync && !p.syncDue && len(p.afterRoll) == 0 {
 		if !p.syncTimer {
 			p.syncTimer = true
 			e.p.Timers.AfterFunc(p.l.cfg.BatchSyncInterval, func() {
@@ -139,8 +141,11 @@ func (p *logPart) kick() {
 		return
 	}
 	seg := p.target()
-	if seg == nil || seg.poisoned || seg.f == nil { // none, poisoned, or read by recovery
+	if seg == nil || seg.poisoned || seg.retired || seg.f == nil { // none, poisoned, retired, or read by recovery
 		p.roll(0)
+		return
+	}
+	if len(p.queue) == 0 {
 		return
 	}
 	b := p.take(seg)
@@ -157,15 +162,6 @@ func (p *logPart) kick() {
 func (p *logPart) take(seg *logSeg) *logBatch {
 	start := alignDown(seg.end)
 	buf := append(make([]byte, 0, p.l.cfg.BatchBytes+int64(DirectAlign)), seg.tail...)
-	if seg.end == 0 {
-		h := wal.Header{Partition: p.id, Segment: seg.num, FirstSeq: p.nextSeq, SegmentBytes: uint64(seg.size)}
-		payload, err := wal.AppendHeader(nil, h)
-		if err != nil {
-			p.l.e.broken("a segment header encodes: %v", err)
-			return nil
-		}
-		buf = wal.AppendEntry(buf, payload)
-	}
 	b := &logBatch{seg: seg, first: p.nextSeq}
 	seq := p.nextSeq
 	for len(p.queue) > 0 {
@@ -244,7 +240,6 @@ func (p *logPart) durable(b *logBatch) {
 			w.done()
 			continue
 		}
-		p.queuedBytes -= w.u.bytes
 		if e.state != stateFailed { // else failAll answered it
 			p.l.unitDurable(w, seq, b.seg)
 		}
@@ -262,7 +257,7 @@ func (p *logPart) failed(b *logBatch, err error) {
 	b.seg.poisoned = true
 	e.stats.WALSyncFailures++
 	e.mark(MarkWALPoisoned)
-	e.alert(fmt.Errorf("WAL segment %s poisoned: %v", b.seg.path, err))
+	e.walError = fmt.Errorf("WAL segment %s poisoned: %w", b.seg.path, err)
 	f := b.seg.f
 	b.seg.f = nil
 	f.Close(func(error) {}) // never synced again
@@ -272,81 +267,123 @@ func (p *logPart) failed(b *logBatch, err error) {
 			again = append(again, w)
 			continue
 		}
-		u := w.u
-		p.queuedBytes -= u.bytes
-		e.held -= u.bytes
-		if u.idem != "" {
-			delete(e.idemPending, u.idem)
-		}
-		for _, o := range u.offsets {
-			delete(e.offsetPending, o.Key)
-		}
-		for _, d := range u.dones {
-			e.answer(d, fmt.Errorf("%w: WAL segment %s: %v", ErrUnknownOutcome, b.seg.path, err))
-		}
-		u.dones = nil
-		releaseUnit(w.in)
+		p.afterRoll = append(p.afterRoll, func() { p.unknown(w, fmt.Errorf("%w: WAL segment %s: %v", ErrUnknownOutcome, b.seg.path, err)) })
 	}
 	p.queue = append(again, p.queue...)
-	e.checkHeld()
-	p.kick()
+	p.roll(0)
 }
 
-// roll opens a new target segment: create, size it (preallocate), make
-// its directory entry durable. need > 0: an entry that does not fit an
-// empty segment gets a segment of its size.
+// unknown answers a unit of a failed batch: it is no longer held, and its
+// source may retry it under the same idempotency key or offsets.
+func (p *logPart) unknown(w *logWrite, err error) {
+	e, u := p.l.e, w.u
+	p.queuedBytes -= u.bytes
+	p.l.inFlight--
+	e.held -= u.bytes
+	if u.idem != "" {
+		delete(e.idemPending, u.idem)
+	}
+	for _, o := range u.offsets {
+		delete(e.offsetPending, o.Key)
+	}
+	for _, d := range u.dones {
+		e.answer(d, err)
+	}
+	u.dones = nil
+	releaseUnit(w.in)
+	e.checkHeld()
+}
+
+// roll opens a new target segment: created, sized (preallocated), its
+// header written and fsynced, its directory entry durable. need > 0: an
+// entry that does not fit an empty segment gets a segment of its size.
+// Writes answered ErrUnknownOutcome by a failed batch are answered only
+// once a roll completed (afterRoll): from then on the new header's
+// first_seq tells recovery to ignore whatever of that batch reached disk.
 func (p *logPart) roll(need int64) {
 	e := p.l.e
 	if p.opening {
 		return
 	}
 	p.opening = true
-	num := p.nextNum
+	seg := &logSeg{num: p.nextNum, path: wal.SegmentPath(p.id, p.nextNum), size: p.l.cfg.SegmentBytes, dirty: map[uint64]uint64{}}
 	p.nextNum++
-	dir := wal.PartitionDir(p.id)
-	name := wal.SegmentPath(p.id, num)
-	size := p.l.cfg.SegmentBytes
-	if hdr := int64(wal.EntryBytes(wal.HeaderBytes)); need+hdr+DirectAlign > size {
-		size = alignUp(need + hdr + DirectAlign)
+	if hdr := int64(wal.EntryBytes(wal.HeaderBytes)); need+hdr+DirectAlign > seg.size {
+		seg.size = alignUp(need + hdr + DirectAlign)
 	}
-	fail := func(step string, err error) {
-		p.openFails++
-		e.mark(MarkWALOpenRetry)
-		e.alert(fmt.Errorf("WAL partition %d: %s %s: %v", p.id, step, name, err))
-		e.p.Timers.AfterFunc(e.backoff(p.openFails), func() {
-			p.opening = false
-			p.kick()
-		})
-	}
-	p.makeDir(func(err error) {
+	p.create(seg, func(err error) {
 		if err != nil {
-			fail("make directory for", err)
+			p.openFails++
+			e.mark(MarkWALOpenRetry)
+			e.walError = fmt.Errorf("WAL partition %d: %w", p.id, err)
+			e.p.Timers.AfterFunc(e.backoff(p.openFails), func() {
+				p.opening = false
+				p.kick()
+			})
 			return
 		}
-		e.p.Disk.Open(name, OpenMode{Create: true, Write: true, Direct: true}, func(f File, err error) {
+		p.openFails, p.opening = 0, false
+		p.segs = append(p.segs, seg)
+		p.bytes += seg.size
+		e.stats.WALSegmentsCreated++
+		answers := p.afterRoll
+		p.afterRoll = nil
+		for _, a := range answers {
+			a()
+		}
+		p.collect()
+		p.kick()
+	})
+}
+
+// create makes seg's file and its durable header (the partition, the
+// number and the first sequence number it continues from).
+func (p *logPart) create(seg *logSeg, done func(error)) {
+	d := p.l.e.p.Disk
+	h := wal.Header{Partition: p.id, Segment: seg.num, FirstSeq: p.nextSeq, SegmentBytes: uint64(seg.size)}
+	payload, err := wal.AppendHeader(nil, h)
+	if err != nil {
+		p.l.e.broken("a segment header encodes: %v", err)
+		return
+	}
+	head := wal.AppendEntry(nil, payload)
+	buf := append(append([]byte(nil), head...), make([]byte, alignUp(int64(len(head)))-int64(len(head)))...)
+	p.makeDir(func(err error) {
+		if err != nil {
+			done(fmt.Errorf("make directory for %s: %w", seg.path, err))
+			return
+		}
+		d.Open(seg.path, OpenMode{Create: true, Write: true, Direct: true}, func(f File, err error) {
 			if err != nil {
-				fail("create", err)
+				done(fmt.Errorf("create %s: %w", seg.path, err))
 				return
 			}
-			f.Truncate(size, func(err error) {
+			fail := func(step string, err error) {
+				f.Close(func(error) { done(fmt.Errorf("%s %s: %w", step, seg.path, err)) })
+			}
+			f.Truncate(seg.size, func(err error) {
 				if err != nil {
-					f.Close(func(error) {})
 					fail("preallocate", err)
 					return
 				}
-				e.p.Disk.SyncDir(dir, func(err error) {
+				var werr error
+				f.WriteAt(buf, 0, func(err error) { werr = err })
+				f.Sync(func(err error) {
+					if err == nil {
+						err = werr
+					}
 					if err != nil {
-						f.Close(func(error) {})
-						fail("sync directory of", err)
+						fail("write the header of", err)
 						return
 					}
-					p.openFails = 0
-					p.opening = false
-					p.segs = append(p.segs, &logSeg{num: num, path: name, f: f, size: size, dirty: map[uint64]uint64{}})
-					p.bytes += size
-					p.l.e.stats.WALSegmentsCreated++
-					p.collect()
-					p.kick()
+					d.SyncDir(wal.PartitionDir(p.id), func(err error) {
+						if err != nil {
+							fail("sync the directory of", err)
+							return
+						}
+						seg.f, seg.end, seg.tail = f, int64(len(head)), head
+						done(nil)
+					})
 				})
 			})
 		})

@@ -68,6 +68,9 @@ type sealScan struct {
 // recoverLog reads the log, retrying transient read failures.
 func (l *diskLog) recoverLog(round int, done func(error)) {
 	l.scan = &logScan{seals: map[SnapshotID]*sealScan{}, flushed: map[SnapshotID]bool{}}
+	for _, p := range l.parts { // a retry starts over
+		p.segs, p.bytes, p.nextNum, p.nextSeq, p.halted = nil, 0, 1, 1, nil
+	}
 	l.readLog(func(err error) {
 		switch {
 		case err == nil:
@@ -174,41 +177,57 @@ func (l *diskLog) readSegs(ps *partScan, nums []uint64, done func(error)) {
 // is not, and damage never makes an entry valid — up to AttemptsMax
 // times, keeping the read with the most valid entries; a clean read, or
 // two reads that agree, end it.
+//
+// The file is fsynced first: a process that died without a power loss
+// leaves written but unsynced bytes in the page cache, which recovery
+// reads and replays as committed — they must be durable before anything
+// is acked because of them.
 func (l *diskLog) readSegment(name string, tries int, best []byte, done func([]byte, int64, error)) {
 	e := l.e
-	e.p.Disk.Open(name, OpenMode{}, func(f File, err error) {
+	e.p.Disk.Open(name, OpenMode{Write: true}, func(f File, err error) {
 		if err != nil {
 			done(nil, 0, fmt.Errorf("open %s: %w", name, err))
 			return
 		}
-		f.Size(func(size int64, err error) {
-			if err == nil && size > l.cfg.SegmentBytes+wal.EntryPayloadMax+4*DirectAlign {
-				err = fmt.Errorf("%w: log segment %s has %d bytes, more than any segment this log writes", ErrCorrupt, name, size)
-			}
+		f.Sync(func(err error) {
 			if err != nil {
-				f.Close(func(error) { done(nil, 0, err) })
+				f.Close(func(error) { done(nil, 0, fmt.Errorf("sync %s: %w", name, err)) })
 				return
 			}
-			buf := make([]byte, size)
-			f.ReadAt(buf, 0, func(n int, err error) {
-				f.Close(func(error) {
-					if err != nil {
-						done(nil, 0, fmt.Errorf("read %s: %w", name, err))
-						return
-					}
-					buf = buf[:n]
-					r := wal.Scan(name, buf)
-					same := best != nil && bytes.Equal(best, buf) // two reads agree: the disk holds this
-					if best != nil && len(wal.Scan(name, best).Entries) > len(r.Entries) {
-						buf = best
-					}
-					if (r.Torn || r.Corrupt != nil) && !same && tries+1 < AttemptsMax {
-						e.mark(MarkReadDamaged)
-						l.readSegment(name, tries+1, buf, done)
-						return
-					}
-					done(buf, size, nil)
-				})
+			l.readOpen(name, f, tries, best, done)
+		})
+	})
+}
+
+func (l *diskLog) readOpen(name string, f File, tries int, best []byte, done func([]byte, int64, error)) {
+	e := l.e
+	f.Size(func(size int64, err error) {
+		if err == nil && size > l.cfg.SegmentBytes+wal.EntryPayloadMax+4*DirectAlign {
+			err = fmt.Errorf("%w: log segment %s has %d bytes, more than any segment this log writes", ErrCorrupt, name, size)
+		}
+		if err != nil {
+			f.Close(func(error) { done(nil, 0, err) })
+			return
+		}
+		buf := make([]byte, size)
+		f.ReadAt(buf, 0, func(n int, err error) {
+			f.Close(func(error) {
+				if err != nil {
+					done(nil, 0, fmt.Errorf("read %s: %w", name, err))
+					return
+				}
+				buf = buf[:n]
+				r := wal.Scan(name, buf)
+				same := best != nil && bytes.Equal(best, buf) // two reads agree: the disk holds this
+				if best != nil && len(wal.Scan(name, best).Entries) > len(r.Entries) {
+					buf = best
+				}
+				if (r.Torn || r.Corrupt != nil) && !same && tries+1 < AttemptsMax {
+					e.mark(MarkReadDamaged)
+					l.readSegment(name, tries+1, buf, done)
+					return
+				}
+				done(buf, size, nil)
 			})
 		})
 	})

@@ -210,7 +210,7 @@ func TestDiskFsyncFailurePoisons(t *testing.T) {
 	syncs := 0
 	r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
 		if op == sim.DiskSync && strings.HasSuffix(path, ".wal") {
-			if syncs++; syncs == 1 {
+			if syncs++; syncs == 2 { // the first is the segment header's
 				return sim.DiskIOError, 0
 			}
 		}
@@ -342,7 +342,15 @@ func TestDiskCrashProperty(t *testing.T) {
 				r.sched.RunUntil(r.sched.Now() + time.Duration(rapid.IntRange(0, 3000).Draw(t, "gapUs"))*time.Microsecond)
 			}
 			// A source retries a unit whose outcome is unknown, with its key.
-			r.until(func() bool { return allDone(res) }, "answers")
+			for range 100000 {
+				if allDone(res) || !r.sched.Step() {
+					break
+				}
+			}
+			if !allDone(res) {
+				held, _, _, _ := r.eng.Memory()
+				t.Fatalf("answers never came: stats %+v held %d idle %v err %v walerr %v", r.eng.Stats(), held, r.eng.Idle(), r.eng.Err(), r.eng.LastWALError())
+			}
 			for i, x := range res {
 				if x.err != nil {
 					u := unit(nsFor(uint32(vals[i]%3), 3), vals[i])
@@ -477,5 +485,133 @@ func TestDiskPoisonedBatchSuperseded(t *testing.T) {
 	slices.Sort(got)
 	if !slices.Equal(got, []int64{1, 3}) {
 		t.Fatalf("delivered %v, want [1 3]: b's outcome was unknown and it was not retried; c once", got)
+	}
+}
+
+// A unit acked at its fsync releases its offset key then: the key may
+// belong to the source's next unit, still pending, when the acked unit's
+// segment commits — and that commit must not release it again, or a
+// resubmission of the pending unit is stored twice (seed 67).
+func TestDiskCommitKeepsNewerPendingKeys(t *testing.T) {
+	r := newDiskRig(t, 1)
+	r.cfg.MaxDelay = 10 * time.Millisecond
+	eng := r.start()
+	a := r.submit(withOffset(unit("ns", 1), "src", 1))
+	r.until(func() bool { return a.done && len(r.loggedSeals()) > 0 }, "A acked and its generation sealed")
+	slow := true
+	r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
+		if slow && op == sim.DiskSync && strings.HasSuffix(path, ".wal") {
+			return sim.DiskOK, 10 * time.Second
+		}
+		return sim.DiskOK, 0
+	}))
+	b := r.submit(withOffset(unit("ns", 2), "src", 2))
+	r.until(func() bool { return eng.Stats().Commits == 1 }, "A's segment committed")
+	if b.done {
+		t.Fatal("B answered before its slow fsync")
+	}
+	again := r.submit(withOffset(unit("ns", 2), "src", 2)) // the source resubmits B
+	slow = false
+	r.until(func() bool { return b.done && again.done }, "answers")
+	if b.err != nil || again.err != nil {
+		t.Fatalf("answers %v, %v", b.err, again.err)
+	}
+	done := false
+	eng.Close(func(error) { done = true })
+	r.until(func() bool { return done }, "close")
+	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("committed %v, want [1 2]: B once", got)
+	}
+}
+
+// A committed segment whose generation has units in a partition that
+// later halts on corruption can never be logged flushed there: it is
+// kept (never reclaimed), so a repaired log could not replay its units
+// a second time.
+func TestDiskHaltedPartitionKeepsItsSegments(t *testing.T) {
+	r := newDiskRig(t, 2)
+	r.cfg.MaxDelay = 10 * time.Millisecond
+	dest, _ := withSink(r)
+	r.start()
+	bad, good := nsFor(0, 2), nsFor(1, 2)
+	a, b := r.submit(unit(bad, 1)), r.submit(unit(good, 2))
+	r.until(func() bool { return a.done && b.done && len(r.loggedSeals()) == 2 }, "acks and seals")
+	// The flushed records never become durable: their fsyncs hang.
+	r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
+		if op == sim.DiskSync && strings.HasSuffix(path, ".wal") {
+			return sim.DiskOK, time.Hour
+		}
+		return sim.DiskOK, 0
+	}))
+	r.until(func() bool { return r.markers() == 1 }, "the generation's marker")
+	r.sched.RunUntil(r.sched.Now() + time.Second)
+	r.crash()
+	r.disk.SetFaults(nil)
+	seg := wal.SegmentPath(0, 1)
+	_, durable := r.disk.File(seg)
+	entries := wal.Scan(seg, durable).Entries
+	if len(entries) < 3 { // header, unit, seal
+		t.Fatalf("partition 0 holds %d entries", len(entries))
+	}
+	r.disk.FlipBit(seg, entries[1].Offset+6, 2) // the unit, before the seal
+	eng := r.start()
+	r.settle()
+	if eng.Marks()[engine.MarkWALHaltedKeep] == 0 || eng.Stats().WALCorruptions != 1 {
+		t.Fatalf("halted-keep %d, corruptions %d", eng.Marks()[engine.MarkWALHaltedKeep], eng.Stats().WALCorruptions)
+	}
+	if n := len(eng.Segments()); n != 1 {
+		t.Fatalf("%d segments owned after a minute: the kept one must stay", n)
+	}
+	if got := destValues(dest); len(got[bad]) != 1 || len(got[good]) != 1 {
+		t.Fatalf("the kept segment is still applied, once: %v", got)
+	}
+}
+
+// keyedUnit is a unit of namespace ns carrying n offset keys of its own.
+func keyedUnit(ns string, v int64, n int) engine.Unit {
+	u := unit(ns, v)
+	u.Offsets = manyOffsets(fmt.Sprintf("%s/%d/", ns, v), n)
+	return u
+}
+
+// A durable unit that cannot join live (a snapshot limit, and live
+// cannot be sealed while persists fail) waits in the backlog — acked,
+// pinning its log segment — and joins a later generation: every unit is
+// committed once.
+func TestDiskBacklogKeepsAckedUnits(t *testing.T) {
+	r := newDiskRig(t, 1)
+	r.cfg.MaxDelay = 10 * time.Millisecond
+	r.cfg.QueueCapacity = 1
+	failing := true
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if failing && op == sim.OpPut && strings.HasSuffix(key, ".seg.commit") {
+			return sim.Fail
+		}
+		return sim.OK
+	}
+	eng := r.start()
+	var res []*result
+	// 25,000 keys each: two fit a snapshot, three do not. With one
+	// snapshot persisting and one queued, the seventh finds no room.
+	for v := range int64(7) {
+		res = append(res, r.submit(keyedUnit("ns", v, 25_000)))
+	}
+	r.until(func() bool { return allDone(res) }, "acks")
+	for _, x := range res {
+		if x.err != nil {
+			t.Fatal(x.err)
+		}
+	}
+	if eng.Marks()[engine.MarkWALBacklog] == 0 {
+		t.Fatal("no unit waited in the backlog")
+	}
+	failing = false
+	done := false
+	eng.Close(func(error) { done = true })
+	r.until(func() bool { return done }, "close")
+	got := r.committedValues()["ns"]
+	slices.Sort(got)
+	if !slices.Equal(got, []int64{0, 1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("committed %v, want each of 0..6 once", got)
 	}
 }

@@ -97,6 +97,10 @@ var kindNeeds = [NumKinds]Needs{
 // World is what a world offers faults (Plan.Restrict).
 type World struct {
 	Disk, Sink, Multipart, DiskRead, Replayable bool
+	// DiskWAL: the world runs the local-disk WAL. A local log has one
+	// writer by construction (production holds a lock on it), so a zombie
+	// cannot exist there: Zombie is dropped.
+	DiskWAL bool
 }
 
 func (w World) has(n Needs) bool {

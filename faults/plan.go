@@ -219,6 +219,9 @@ func (p Plan) Restrict(w World) Plan {
 			p.Rate[k] = 0
 		}
 	}
+	if w.DiskWAL {
+		p.Rate[Zombie] = 0
+	}
 	return p
 }
 

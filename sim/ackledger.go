@@ -37,10 +37,11 @@ func newAckLedger() ackLedger {
 }
 
 // add records a unit's first ACK; seen is when it was first submitted.
+// marker is the segment holding it, "" if none yet (a disk-WAL unit is
+// acked from the log, and its segment added when its marker lands).
 func (l *ackLedger) add(uid UID, spec SourceSpec, marker string, seen time.Duration) {
-	if !l.segSet[marker] {
-		l.segSet[marker] = true
-		l.segs = append(l.segs, marker)
+	if marker != "" {
+		l.addSeg(marker)
 	}
 	if !spec.Replayable {
 		l.idem = append(l.idem, idemAcked{uid, idemOffsetKey(uid), seen})
@@ -53,6 +54,14 @@ func (l *ackLedger) add(uid UID, spec SourceSpec, marker string, seen time.Durat
 	}
 	if !ok || uid.seq() > cur {
 		l.maxSeq[key] = uid.seq()
+	}
+}
+
+// addSeg records a segment holding acked units.
+func (l *ackLedger) addSeg(marker string) {
+	if !l.segSet[marker] {
+		l.segSet[marker] = true
+		l.segs = append(l.segs, marker)
 	}
 }
 

@@ -55,6 +55,13 @@ type Disk struct {
 	used    int64
 	clients []*diskClient
 	counts  DiskCounts
+	// OnSync, if set, sees every file a successful, unpoisoned Sync made
+	// durable, with what had been written to it (an oracle's view of
+	// "covered by a completed fsync").
+	OnSync func(path string, written []byte)
+	// OnWrite, if set, sees every WriteAt that took effect (a window
+	// between a write and its sync).
+	OnWrite func(path string)
 }
 
 // DiskConfig tunes the disk model. The zero value is usable.

@@ -148,7 +148,11 @@ func (f *fileHandle) call(op DiskOp, bytes int, apply func(o DiskOutcome) error,
 func (f *fileHandle) WriteAt(p []byte, off int64, done func(err error)) {
 	mustNotBeNegative("WriteAt", off)
 	f.call(DiskWrite, len(p), func(o DiskOutcome) error {
-		return f.write(p, off, false, o)
+		err := f.write(p, off, false, o)
+		if err == nil && f.d.OnWrite != nil {
+			f.d.OnWrite(f.path)
+		}
+		return err
 	}, done)
 }
 
@@ -238,6 +242,9 @@ func (f *fileHandle) Sync(done func(err error)) {
 		n.unsynced = n.unsynced[:0]
 		if hi = min(hi, int64(len(n.durableImg))); o == DiskBitFlip && hi > lo {
 			flipBit(n.durableImg[lo:hi], f.d.flipRand)
+		}
+		if f.d.OnSync != nil {
+			f.d.OnSync(f.path, n.data)
 		}
 		return nil
 	}, done)

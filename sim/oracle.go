@@ -52,6 +52,7 @@ type Oracle struct {
 	writerEpoch uint64
 	violations  []string
 	classes     []string // each violation's format string
+	wal         walOracle
 }
 
 // unitInfo is what a source produced as one unit, and where it landed.
@@ -84,7 +85,8 @@ type jobKey struct{ sink, namespace string }
 
 func newOracle(w *World) *Oracle {
 	return &Oracle{w: w, mem: memory.DefaultAllocator, units: map[UID]*unitInfo{}, markers: map[string]*markerInfo{},
-		reclaimed: map[string]bool{}, acked: map[UID]bool{}, ledger: newAckLedger(), bitmaps: map[string]*segment.Bitmap{}}
+		reclaimed: map[string]bool{}, acked: map[UID]bool{}, ledger: newAckLedger(), bitmaps: map[string]*segment.Bitmap{},
+		wal: newWALOracle()}
 }
 
 func (o *Oracle) fail(format string, args ...any) {
@@ -254,6 +256,10 @@ func (o *Oracle) unitCommitted(m *markerInfo, uid UID, got RowDigest) {
 	u.markers = append(u.markers, m)
 	m.uids = append(m.uids, uid)
 	o.checkCovers(m, uid)
+	if o.wal.logOnly[uid] {
+		delete(o.wal.logOnly, uid)
+		o.ledger.addSeg(m.key) // acked from the log; now in this segment
+	}
 }
 
 // checkCovers: a segment's offsets cover every unit it holds — the
@@ -338,8 +344,17 @@ func (o *Oracle) counts(m *markerInfo) bool {
 	return false
 }
 
-// onAck: an ACK must follow a marker holding the unit.
+// onAck: an ACK must follow a marker holding the unit (S3 WAL) or a
+// completed fsync of its log entry (disk WAL).
 func (o *Oracle) onAck(uid UID) {
+	if o.w.engCfg.Disk != nil {
+		o.walAcked(uid)
+		if !o.acked[uid] {
+			o.acked[uid] = true
+			o.ledger.add(uid, o.w.sources[uid.source()].spec, "", o.units[uid].firstSeen)
+		}
+		return
+	}
 	u := o.units[uid]
 	if u == nil || len(u.markers) == 0 {
 		o.fail("unit %s acked before any marker holding it landed", uid)

@@ -53,7 +53,7 @@ func (w *World) step() {
 		w.crash()
 	}
 	w.crashSoon = false
-	if pause, ok := w.faults.ZombieNow(); ok && w.producing && w.eng != nil && w.eng.Ready() && !w.closing {
+	if pause, ok := w.faults.ZombieNow(); ok && w.producing && w.eng != nil && w.eng.Ready() && !w.closing && w.engCfg.Disk == nil {
 		w.makeZombie(pause)
 	}
 	w.maybeRestart()
@@ -117,6 +117,13 @@ func (w *World) checkAlerts(eng *engine.Engine) {
 			w.halted = fmt.Sprintf("halted as it should on %s: %v", what, err)
 			return
 		}
+	}
+	if w.engCfg.Disk != nil && errors.Is(err, engine.ErrCorrupt) && strings.Contains(err.Error(), "WAL partition") && w.disk.Counts().Outcomes[DiskBitFlip] > 0 {
+		// The disk flipped bits in a log segment: the partition must halt
+		// (never deliver the damaged entry or skip it); the run ends here
+		// and only the safety oracles apply.
+		w.halted = fmt.Sprintf("halted as it should on a flipped bit in the log: %v", err)
+		return
 	}
 	w.oracle.fail("engine alerted: %v", err)
 }
@@ -320,6 +327,7 @@ func (w *World) endProcess(powerLoss bool) {
 	w.inc.Kill()
 	if powerLoss {
 		w.disk.Crash(w.root.Split(fmt.Sprintf("disk-crash/%d", w.inc.ID())))
+		w.oracle.walAfterCrash()
 	}
 	w.handOver()
 }

@@ -264,7 +264,11 @@ func (s *source) idle() bool {
 	return s.busy == 0 && len(s.retry) == 0
 }
 
-// expectedErr reports errors a source is built to see and retry.
+// expectedErr reports errors a source is built to see and retry: the
+// disk WAL's outcome-unknown (a failed write or fsync) is retried with
+// the same idempotency key or offsets, like a lost answer; a halted WAL
+// partition refuses until the run ends (it ends on the halt's alert).
 func expectedErr(err error) bool {
-	return errors.Is(err, engine.ErrResourceExhausted) || errors.Is(err, engine.ErrNotReady) || errors.Is(err, engine.ErrClosed)
+	return errors.Is(err, engine.ErrResourceExhausted) || errors.Is(err, engine.ErrNotReady) || errors.Is(err, engine.ErrClosed) ||
+		errors.Is(err, engine.ErrUnknownOutcome) || errors.Is(err, engine.ErrPartitionHalted)
 }

@@ -81,6 +81,9 @@ const (
 func DrawWorld(r *Rand, dests []string) WorldSpec {
 	s := WorldSpec{Version: SpecVersion, PageSize: 2 + int(logUniform(r, 1, 999)), PartSizeMin: s3PartMin}
 	s.Engine = drawEngine(r.Split("engine"))
+	if d := r.Split("disk-wal"); d.Chance(diskWALShare) {
+		s.Engine.Disk = drawDiskWAL(d)
+	}
 	target := s.Engine.TargetBytes
 	// From a machine whose admission cannot take one round of the bulk
 	// load (backpressure) to one whose cache holds many bodies.
@@ -132,6 +135,33 @@ func drawEngine(r *Rand) engine.Config {
 		cfg.OrphanGrace = r.Duration(500*time.Millisecond, 5*time.Second)
 	}
 	return cfg
+}
+
+// diskWALShare is the share of drawn worlds that run the local-disk WAL.
+const diskWALShare = 0.35
+
+// drawDiskWAL draws a disk WAL small enough that segments roll, batches
+// split, valves fire and backpressure happens within a run: log segments
+// of 16 KiB–1 MiB, batches of 4–256 KiB, 1–4 partitions, SYNC or
+// BATCH_SYNC, valve and backpressure bounds of a few MiB.
+func drawDiskWAL(r *Rand) *engine.DiskWAL {
+	d := engine.DefaultDiskWAL()
+	d.Partitions = 1 + r.Intn(4)
+	d.SegmentBytes = int64(logUniform(r, 16<<10, 1<<20)) / engine.DirectAlign * engine.DirectAlign
+	d.BatchBytes = min(int64(logUniform(r, 4<<10, 256<<10)), d.SegmentBytes)
+	if r.Chance(0.3) {
+		d.Sync = engine.BatchSync
+		d.BatchSyncInterval = r.Duration(time.Millisecond, 20*time.Millisecond)
+	}
+	d.PinnedMax = r.Duration(2*time.Second, time.Minute)
+	d.TotalBytesMax = int64(logUniform(r, 1<<20, 64<<20))
+	if r.Chance(0.4) {
+		// At most a segment or two: the size valve seals live at every
+		// tick that finds it non-empty.
+		d.TotalBytesMax = d.SegmentBytes * int64(1+r.Intn(2))
+	}
+	d.PartitionBytesMax = max(int64(logUniform(r, 512<<10, 32<<20)), 2*d.SegmentBytes)
+	return d
 }
 
 // drawSinks picks one or two destinations from dests (none: no sinks).
@@ -196,9 +226,22 @@ func (s WorldSpec) Summary() string {
 	for _, src := range s.Sources {
 		srcs = append(srcs, src.summary())
 	}
-	return fmt.Sprintf("target=%s part=%s parts_in_flight=%d queue=%d live_max=%d compaction=%d stream_chunk=%s memory=%s page=%d sinks=[%s] sources=[%s]",
-		mib(c.TargetBytes), mib(c.PartBytes), c.PartConcurrency, c.QueueCapacity, c.LiveSegmentsMax, c.CompactionConcurrency,
+	return fmt.Sprintf("wal=%s target=%s part=%s parts_in_flight=%d queue=%d live_max=%d compaction=%d stream_chunk=%s memory=%s page=%d sinks=[%s] sources=[%s]",
+		walSummary(c.Disk), mib(c.TargetBytes), mib(c.PartBytes), c.PartConcurrency, c.QueueCapacity, c.LiveSegmentsMax, c.CompactionConcurrency,
 		mib(c.StreamChunkBytes), mib(s.MemoryBytes), s.PageSize, strings.Join(sinks, " "), strings.Join(srcs, " "))
+}
+
+// walSummary names the world's WAL: s3, or disk with its shape.
+func walSummary(d *engine.DiskWAL) string {
+	if d == nil {
+		return "s3"
+	}
+	mode := d.Sync.String()
+	if d.Sync == engine.BatchSync {
+		mode += "/" + d.BatchSyncInterval.String()
+	}
+	return fmt.Sprintf("disk[partitions=%d segment=%s batch=%s %s pinned_max=%v total_max=%s partition_max=%s]",
+		d.Partitions, mib(d.SegmentBytes), mib(d.BatchBytes), mode, d.PinnedMax, mib(d.TotalBytesMax), mib(d.PartitionBytesMax))
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20)) }

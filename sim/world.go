@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -167,6 +168,12 @@ func NewWorld(cfg Config) *World {
 	w.disk = NewDisk(w.sched, root.Split("disk"), DiskConfig{Faults: w.faults.DiskFaults()})
 	w.layout = engine.NewLayout(w.engCfg.Prefix, w.engCfg.Pipeline)
 	w.oracle = newOracle(w)
+	w.disk.OnSync = w.oracle.walSynced
+	w.disk.OnWrite = func(path string) {
+		if strings.HasSuffix(path, ".wal") {
+			w.maybeCrashAtPoint() // between a log write and its fsync: torn tails
+		}
+	}
 	w.store.OnApply = w.onApply
 	for i, spec := range w.spec.Sources {
 		w.sources = append(w.sources, newSource(w, i, spec))

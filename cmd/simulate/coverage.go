@@ -21,6 +21,11 @@ var optionalMarks = map[engine.Mark]string{
 		"body is listed too; engine TestRecoveryLaggingBody reaches it",
 	engine.MarkCheckpointOldFormat: "a log written before idempotency keys moved to buckets; " +
 		"engine TestOldFormatCheckpointIsHonoured reaches it",
+	engine.MarkWALBacklog: "a durable unit finds no room in live only past the snapshot limits (65,536 offset " +
+		"entries or 16,384 partition keys in one snapshot), since admission counts the units on their way in; " +
+		"engine TestDiskBacklogKeepsAckedUnits reaches it",
+	engine.MarkWALHaltedKeep: "a world's run ends at the alert of a halted WAL partition; " +
+		"engine TestDiskHaltedPartitionKeepsItsSegments reaches it",
 	engine.MarkMarkerExists: "a marker key is taken only if two writers share an epoch, which claims prevent (an unheard " +
 		"marker PUT is read, never PUT again); engine TestForeignMarkerFailsClosed reaches it",
 }

@@ -50,6 +50,10 @@ func destinationKinds() []string {
 // cannot exercise is not in its plan (and not printed).
 func capabilities(s sim.WorldSpec) faults.World {
 	w := faults.World{Sink: len(s.Sinks) > 0, Multipart: s.Engine.TargetBytes >= s.Engine.PartBytes}
+	if s.Engine.Disk != nil {
+		// The log is on the simulated disk and read back by recovery.
+		w.Disk, w.DiskRead, w.DiskWAL = true, true, true
+	}
 	for _, k := range s.Sinks {
 		if k.Kind == "parquet-dir" {
 			w.Disk = true

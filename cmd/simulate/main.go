@@ -17,6 +17,7 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -278,8 +279,40 @@ func report(o options, outs []outcome) bool {
 	} else {
 		fmt.Printf("seeds %d..%d: %d passed, %d failed; %d steps in %v of world time\n",
 			outs[0].job.seed, outs[len(outs)-1].job.seed, len(outs)-failed, failed, steps, wall.Round(time.Millisecond))
+		fmt.Println(diskSummary(outs))
 	}
 	return ok
+}
+
+// diskFaultKinds are the fault kinds that hit the simulated disk.
+var diskFaultKinds = []string{"fsync-error", "disk-write-error", "disk-full", "bit-flip", "slow-io"}
+
+// diskSummary counts the worlds that ran the local-disk WAL, those that
+// ended halted on a damaged log, and how often each disk fault kind
+// fired over the sweep (from each run's injected faults).
+func diskSummary(outs []outcome) string {
+	worlds, halted := 0, 0
+	fired := map[string]uint64{}
+	for _, out := range outs {
+		if out.job.spec.Engine.Disk == nil {
+			continue
+		}
+		worlds++
+		if strings.Contains(out.res.Halted, "in the log") {
+			halted++
+		}
+		for _, f := range strings.Fields(out.res.Faults) {
+			k, v, _ := strings.Cut(f, "=")
+			n, _ := strconv.ParseUint(v, 10, 64)
+			fired[k] += n
+		}
+	}
+	var parts []string
+	for _, k := range diskFaultKinds {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, fired[k]))
+	}
+	return fmt.Sprintf("disk-WAL worlds: %d of %d (%d halted on a flipped bit in the log, as they should); disk faults fired: %s",
+		worlds, len(outs), halted, strings.Join(parts, " "))
 }
 
 func summary(r sim.Result) string {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/wal"
 )
 
 // The daemon's environment. Every variable is optional; the defaults run
@@ -33,10 +34,28 @@ const (
 	pipelineBytesMax  = 128
 )
 
+// The local-disk WAL's variables (used with WAL_STORAGE=disk), and the
+// ceilings of its timings: beyond them an ack would wait longer than any
+// source's timeout, so such a value is a typo.
+const (
+	envWALSyncMode          = "WAL_SYNC_MODE"
+	envWALBatchSyncInterval = "WAL_BATCH_SYNC_INTERVAL_MS"
+	envWALCommitInterval    = "WAL_COMMIT_INTERVAL_US"
+	envWALSegmentBytes      = "WAL_SEGMENT_BYTES"
+	envWALPartitions        = "WAL_PARTITIONS"
+	batchSyncIntervalMsMax  = 60_000    // a minute
+	commitIntervalUsMax     = 1_000_000 // a second
+)
+
 // walStorage says where the write-ahead log lives.
 type walStorage string
 
 const (
+	// walDisk (the default): the local-disk WAL under DATA_DIR/wal; a unit
+	// is acked at the group-commit fsync that covers it. Segments go to
+	// the S3 bucket when one is configured, else to a local segment store
+	// under DATA_DIR/segments.
+	walDisk walStorage = "disk"
 	// walEmbedded: an S3-compatible store inside the process, persisted to
 	// one file under DATA_DIR (storage.StartEmbeddedS3).
 	walEmbedded walStorage = "embedded"
@@ -44,7 +63,7 @@ const (
 	walS3 walStorage = "s3"
 )
 
-// Request timeouts of the two stores. The engine's FenceWait must exceed
+// Request timeouts of the S3 stores. The engine's FenceWait must exceed
 // the request timeout (engine.Config.FenceWait): recovery waits that long
 // before it reads the log, and settling an in-doubt commit waits that long
 // before it trusts a HEAD, so that a request still in flight has landed or
@@ -59,9 +78,18 @@ const (
 //     one out — but the engine uses one FenceWait for both purposes.)
 //   - Real S3 keeps S3Store's 30 s default (large parts over a slow
 //     uplink), with DeriveConfig's 35 s fence.
+//
+// The local segment store (WAL_STORAGE=disk without a bucket) has no
+// request timeout and needs no fence: every request of it is disk calls
+// made by this process, and it answers only once they have returned, so
+// none outlives its answer, and none outlives the process — a process's
+// system calls end before the kernel releases its files, wal.lock among
+// them, and the lock keeps the next daemon out until then. The fence is
+// therefore zero and a restart reads the log at once.
 const (
 	embeddedRequestTimeout = 5 * time.Second
 	s3RequestTimeout       = 30 * time.Second
+	localFenceWait         = 0
 )
 
 // config is the daemon's configuration, parsed from the environment.
@@ -73,8 +101,11 @@ type config struct {
 	BufferThresholdBytes int64
 	MaxDelay             time.Duration
 	IngestThreads        int
-	Bucket               string // WAL_STORAGE=s3
-	PathStyle            bool   // WAL_STORAGE=s3
+	Bucket               string // WAL_STORAGE=s3; with disk, the segments' bucket ("" for the local store)
+	PathStyle            bool   // with Bucket
+	// Disk is the local-disk WAL's tuning; parsed (and checked) in every
+	// mode, used with WAL_STORAGE=disk only.
+	Disk engine.DiskWAL
 }
 
 // configError is an invalid environment variable; the daemon exits 2.
@@ -94,12 +125,13 @@ func (e *configError) Error() string {
 func parseConfig(getenv func(string) string) (config, error) {
 	c := config{
 		DataDir:              defaultDataDir,
-		WALStorage:           walEmbedded,
+		WALStorage:           walDisk,
 		Pipeline:             defaultPipeline,
 		WALPrefix:            defaultWALPrefix,
 		BufferThresholdBytes: defaultBuffer,
 		MaxDelay:             engine.DefaultMaxDelay,
 		IngestThreads:        runtime.NumCPU(),
+		Disk:                 *engine.DefaultDiskWAL(),
 	}
 	get := func(name string) (string, bool) {
 		v := strings.TrimSpace(getenv(name))
@@ -147,37 +179,98 @@ func parseConfig(getenv func(string) string) (config, error) {
 		}
 		c.WALPrefix = p
 	}
+	if err := parseDiskWAL(get, &c.Disk); err != nil {
+		return c, err
+	}
 	return c, nil
 }
 
-// parseWALStorage reads WAL_STORAGE and, for s3, its bucket and
-// addressing.
+// parseWALStorage reads WAL_STORAGE and the bucket and addressing it
+// uses: s3 needs a bucket, disk takes one for its segments if given.
 func parseWALStorage(get func(string) (string, bool), c *config) error {
 	v, _ := get(envWALStorage)
 	switch strings.ToLower(v) {
-	case "", string(walEmbedded):
+	case "", string(walDisk):
+		c.WALStorage = walDisk
+	case string(walEmbedded):
 		c.WALStorage = walEmbedded
+		return nil
 	case string(walS3):
 		c.WALStorage = walS3
-		c.Bucket, _ = get(envWALBucket)
-		if c.Bucket == "" {
-			c.Bucket, _ = get(envBucket)
-		}
-		if c.Bucket == "" {
+	default:
+		return &configError{envWALStorage, v, "want disk (the default), embedded or s3"}
+	}
+	c.Bucket, _ = get(envWALBucket)
+	if c.Bucket == "" {
+		c.Bucket, _ = get(envBucket)
+	}
+	if c.Bucket == "" {
+		if c.WALStorage == walS3 {
 			return &configError{envWALBucket, "", fmt.Sprintf("WAL_STORAGE=s3 needs a bucket: set %s (or %s, shared with the lake)", envWALBucket, envBucket)}
 		}
-		if s, ok := get(envS3PathStyle); ok {
-			b, err := strconv.ParseBool(s)
-			if err != nil {
-				return &configError{envS3PathStyle, s, "want true or false"}
-			}
-			c.PathStyle = b
+		return nil // disk: segments in the local store
+	}
+	if s, ok := get(envS3PathStyle); ok {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return &configError{envS3PathStyle, s, "want true or false"}
 		}
-	case "disk":
-		return &configError{envWALStorage, v, "the local-disk WAL is not implemented yet; " +
-			"leave WAL_STORAGE unset for the embedded store under DATA_DIR, or use WAL_STORAGE=s3"}
-	default:
-		return &configError{envWALStorage, v, "want embedded (the default) or s3"}
+		c.PathStyle = b
+	}
+	return nil
+}
+
+// parseDiskWAL reads the local-disk WAL's variables into d (which holds
+// the defaults) and checks the result with the engine's own validation.
+func parseDiskWAL(get func(string) (string, bool), d *engine.DiskWAL) error {
+	if v, ok := get(envWALSyncMode); ok {
+		switch strings.ToUpper(v) {
+		case "SYNC":
+			d.Sync = engine.SyncEveryBatch
+		case "BATCH_SYNC":
+			d.Sync = engine.BatchSync
+		default:
+			return &configError{envWALSyncMode, v, "want SYNC (the default: fsync as soon as entries wait) or BATCH_SYNC (fsync on a timer)"}
+		}
+	}
+	if v, ok := get(envWALBatchSyncInterval); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > batchSyncIntervalMsMax {
+			return &configError{envWALBatchSyncInterval, v, fmt.Sprintf(
+				"wal_batch_sync_interval_ms must be a positive whole number of milliseconds, at most %d, e.g. 10", batchSyncIntervalMsMax)}
+		}
+		d.BatchSyncInterval = time.Duration(n) * time.Millisecond
+	}
+	if v, ok := get(envWALCommitInterval); ok {
+		lo := engine.WALCommitIntervalMin.Microseconds()
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < lo || n > commitIntervalUsMax {
+			return &configError{envWALCommitInterval, v, fmt.Sprintf("want a whole number of microseconds in %d..%d, e.g. 200", lo, commitIntervalUsMax)}
+		}
+		d.CommitInterval = time.Duration(n) * time.Microsecond
+	}
+	if v, ok := get(envWALSegmentBytes); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 2*engine.DirectAlign || n > wal.SegmentBytesMax || n%engine.DirectAlign != 0 {
+			return &configError{envWALSegmentBytes, v, fmt.Sprintf("want a multiple of %d bytes in %d..%d, e.g. 33554432 (32 MiB)",
+				engine.DirectAlign, 2*engine.DirectAlign, wal.SegmentBytesMax)}
+		}
+		d.SegmentBytes = n
+		// One group commit writes at most a segment (a larger entry gets
+		// a segment of its own size, and a batch takes at least one).
+		d.BatchBytes = min(d.BatchBytes, n)
+	}
+	if v, ok := get(envWALPartitions); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > engine.WALPartitionsMax {
+			return &configError{envWALPartitions, v, fmt.Sprintf("want a whole number in 1..%d", engine.WALPartitionsMax)}
+		}
+		d.Partitions = n
+	}
+	// Every value was checked above; this catches a combination the
+	// engine refuses (its messages name the variables too).
+	if err := d.Validate(); err != nil {
+		return &configError{envWALStorage, "disk", err.Error()}
 	}
 	return nil
 }
@@ -196,7 +289,12 @@ func validName(s string) bool {
 	return true
 }
 
-// requestTimeout is the store's per-request timeout.
+// localSegments reports whether segments go to the local segment store
+// under DATA_DIR (WAL_STORAGE=disk without a bucket).
+func (c config) localSegments() bool { return c.WALStorage == walDisk && c.Bucket == "" }
+
+// requestTimeout is the S3 store's per-request timeout (none is used for
+// the local segment store).
 func (c config) requestTimeout() time.Duration {
 	if c.WALStorage == walEmbedded {
 		return embeddedRequestTimeout
@@ -212,8 +310,15 @@ func (c config) engineConfig() engine.Config {
 	// FenceWait > the request timeout (see the constants); for real S3
 	// DeriveConfig's fence already exceeds s3RequestTimeout, which a test
 	// checks.
-	if c.WALStorage == walEmbedded {
+	switch {
+	case c.WALStorage == walEmbedded:
 		ec.FenceWait = embeddedRequestTimeout + embeddedRequestTimeout/4
+	case c.localSegments():
+		ec.FenceWait = localFenceWait
+	}
+	if c.WALStorage == walDisk {
+		d := c.Disk
+		ec.Disk = &d
 	}
 	return ec
 }

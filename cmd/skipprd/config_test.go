@@ -3,14 +3,18 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/sources/generator"
 )
 
 func envOf(kv map[string]string) func(string) string {
@@ -23,11 +27,83 @@ func TestParseConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := config{
-		DataDir: "./data", WALStorage: walEmbedded, Pipeline: "default", WALPrefix: "wal",
+		DataDir: "./data", WALStorage: walDisk, Pipeline: "default", WALPrefix: "wal",
 		BufferThresholdBytes: 8 << 20, MaxDelay: 60 * time.Second, IngestThreads: runtime.NumCPU(),
+		Disk: *engine.DefaultDiskWAL(),
 	}
 	if c != want {
 		t.Fatalf("defaults %+v, want %+v", c, want)
+	}
+	// The documented defaults, spelled out.
+	d := c.Disk
+	if d.Sync != engine.SyncEveryBatch || d.BatchSyncInterval != 10*time.Millisecond || d.CommitInterval != 200*time.Microsecond ||
+		d.SegmentBytes != 32<<20 || d.Partitions != 1 {
+		t.Fatalf("disk WAL defaults %+v", d)
+	}
+	// The default is the local-disk WAL with its segments under DATA_DIR.
+	if !c.localSegments() || c.engineConfig().Disk == nil {
+		t.Fatalf("default: local segments %v, engine disk WAL %v", c.localSegments(), c.engineConfig().Disk)
+	}
+}
+
+// The local-disk WAL's variables map into engine.DiskWAL; the modes
+// choose the engine's WAL and the segments' store.
+func TestParseConfigDiskWAL(t *testing.T) {
+	c, err := parseConfig(envOf(map[string]string{
+		envWALSyncMode: "batch_sync", envWALBatchSyncInterval: "25", envWALCommitInterval: "50",
+		envWALSegmentBytes: "1048576", envWALPartitions: "64",
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := *engine.DefaultDiskWAL()
+	want.Sync, want.BatchSyncInterval, want.CommitInterval = engine.BatchSync, 25*time.Millisecond, 50*time.Microsecond
+	want.SegmentBytes, want.Partitions = 1<<20, 64
+	if c.Disk != want {
+		t.Fatalf("disk WAL %+v, want %+v", c.Disk, want)
+	}
+	ec := c.engineConfig()
+	if ec.Disk == nil || *ec.Disk != want {
+		t.Fatalf("engine disk WAL %+v, want %+v", ec.Disk, want)
+	}
+	if err := ec.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// A segment smaller than the default group-commit batch bounds the
+	// batch, so the engine accepts it.
+	c, err = parseConfig(envOf(map[string]string{envWALSegmentBytes: "8192", envWALSyncMode: "SYNC"}))
+	if err != nil || c.Disk.SegmentBytes != 8192 || c.Disk.BatchBytes != 8192 || c.Disk.Sync != engine.SyncEveryBatch {
+		t.Fatalf("small segment: %+v, %v", c.Disk, err)
+	}
+
+	cases := []struct {
+		env       map[string]string
+		mode      walStorage
+		disk      bool // the engine runs the disk WAL
+		local     bool // segments in DATA_DIR/segments
+		fenceWait time.Duration
+	}{
+		{nil, walDisk, true, true, 0},
+		{map[string]string{envWALStorage: "DISK"}, walDisk, true, true, 0},
+		{map[string]string{envWALStorage: "disk", envBucket: "lake"}, walDisk, true, false, 35 * time.Second},
+		{map[string]string{envWALStorage: "disk", envWALBucket: "segs"}, walDisk, true, false, 35 * time.Second},
+		{map[string]string{envWALStorage: "embedded"}, walEmbedded, false, false, embeddedRequestTimeout * 5 / 4},
+		{map[string]string{envWALStorage: "embedded", envBucket: "ignored"}, walEmbedded, false, false, embeddedRequestTimeout * 5 / 4},
+		{map[string]string{envWALStorage: "s3", envBucket: "b"}, walS3, false, false, 35 * time.Second},
+	}
+	for _, tc := range cases {
+		c, err := parseConfig(envOf(tc.env))
+		if err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
+		ec := c.engineConfig()
+		if c.WALStorage != tc.mode || (ec.Disk != nil) != tc.disk || c.localSegments() != tc.local || ec.FenceWait != tc.fenceWait {
+			t.Fatalf("%v: mode %s, disk WAL %v, local segments %v, fence %v; want %s %v %v %v",
+				tc.env, c.WALStorage, ec.Disk != nil, c.localSegments(), ec.FenceWait, tc.mode, tc.disk, tc.local, tc.fenceWait)
+		}
+		if err := ec.Validate(); err != nil {
+			t.Fatalf("%v: %v", tc.env, err)
+		}
 	}
 }
 
@@ -43,7 +119,7 @@ func TestParseConfigValues(t *testing.T) {
 	want := config{
 		DataDir: "/var/lib/skipprd", WALStorage: walS3, Pipeline: "orders-prod", WALPrefix: "tenant/ws",
 		BufferThresholdBytes: 32 << 20, MaxDelay: 500 * time.Millisecond, IngestThreads: 12,
-		Bucket: "shared", PathStyle: true,
+		Bucket: "shared", PathStyle: true, Disk: *engine.DefaultDiskWAL(),
 	}
 	if c != want {
 		t.Fatalf("got %+v, want %+v", c, want)
@@ -63,8 +139,27 @@ func TestParseConfigRejects(t *testing.T) {
 		varName string
 		says    string
 	}{
-		{"disk WAL", map[string]string{envWALStorage: "disk"}, envWALStorage, "not implemented"},
-		{"unknown WAL", map[string]string{envWALStorage: "tape"}, envWALStorage, "embedded"},
+		{"unknown WAL", map[string]string{envWALStorage: "tape"}, envWALStorage, "disk (the default), embedded or s3"},
+		{"disk WAL bad path style", map[string]string{envWALStorage: "disk", envBucket: "b", envS3PathStyle: "yes please"}, envS3PathStyle, "true or false"},
+		{"sync mode unknown", map[string]string{envWALSyncMode: "FSYNC"}, envWALSyncMode, "SYNC"},
+		{"sync mode empty word", map[string]string{envWALSyncMode: "batch"}, envWALSyncMode, "BATCH_SYNC"},
+		{"batch sync interval zero", map[string]string{envWALBatchSyncInterval: "0"}, envWALBatchSyncInterval, "wal_batch_sync_interval_ms must be a positive"},
+		{"batch sync interval zero with BATCH_SYNC", map[string]string{envWALSyncMode: "BATCH_SYNC", envWALBatchSyncInterval: "0"}, envWALBatchSyncInterval, "wal_batch_sync_interval_ms"},
+		{"batch sync interval negative", map[string]string{envWALBatchSyncInterval: "-5"}, envWALBatchSyncInterval, "positive"},
+		{"batch sync interval fraction", map[string]string{envWALBatchSyncInterval: "2.5"}, envWALBatchSyncInterval, "whole number"},
+		{"batch sync interval unit", map[string]string{envWALBatchSyncInterval: "10ms"}, envWALBatchSyncInterval, "milliseconds"},
+		{"batch sync interval beyond a minute", map[string]string{envWALBatchSyncInterval: "60001"}, envWALBatchSyncInterval, "60000"},
+		{"commit interval below the minimum", map[string]string{envWALCommitInterval: "49"}, envWALCommitInterval, "50..1000000"},
+		{"commit interval zero", map[string]string{envWALCommitInterval: "0"}, envWALCommitInterval, "microseconds"},
+		{"commit interval beyond a second", map[string]string{envWALCommitInterval: "1000001"}, envWALCommitInterval, "50..1000000"},
+		{"segment bytes unaligned", map[string]string{envWALSegmentBytes: "33554433"}, envWALSegmentBytes, "multiple of 4096"},
+		{"segment bytes one page", map[string]string{envWALSegmentBytes: "4096"}, envWALSegmentBytes, "8192.."},
+		{"segment bytes zero", map[string]string{envWALSegmentBytes: "0"}, envWALSegmentBytes, "multiple of 4096"},
+		{"segment bytes beyond a GiB", map[string]string{envWALSegmentBytes: "1073745920"}, envWALSegmentBytes, "1073741824"},
+		{"segment bytes with a unit", map[string]string{envWALSegmentBytes: "32MiB"}, envWALSegmentBytes, "multiple of 4096"},
+		{"partitions zero", map[string]string{envWALPartitions: "0"}, envWALPartitions, "1..64"},
+		{"partitions beyond 64", map[string]string{envWALPartitions: "65"}, envWALPartitions, "1..64"},
+		{"partitions words", map[string]string{envWALPartitions: "two"}, envWALPartitions, "whole number"},
 		{"s3 without bucket", map[string]string{envWALStorage: "s3"}, envWALBucket, envBucket},
 		{"bad path style", map[string]string{envWALStorage: "s3", envBucket: "b", envS3PathStyle: "sometimes"}, envS3PathStyle, "true or false"},
 		{"buffer not a number", map[string]string{envBufferBytes: "8MiB"}, envBufferBytes, "bytes"},
@@ -103,16 +198,19 @@ func TestRunExitsTwoOnInvalidEnvironment(t *testing.T) {
 	var logs strings.Builder
 	log := slog.New(slog.NewTextHandler(&logs, nil))
 	dir := t.TempDir()
-	code := run(context.Background(), envOf(map[string]string{envDataDir: dir, envWALStorage: "disk"}), io.Discard, log)
+	code := run(context.Background(), envOf(map[string]string{envDataDir: dir, envWALStorage: "tape"}), io.Discard, log)
 	if code != 2 || !strings.Contains(logs.String(), envWALStorage) {
 		t.Fatalf("exit %d, logs:\n%s", code, logs.String())
 	}
 }
 
-// The engine configuration is valid in both modes, and the fence wait
-// exceeds the store's request timeout (engine.Config.FenceWait).
+// The engine configuration is valid in every mode with an S3 store, and
+// the fence wait exceeds the store's request timeout
+// (engine.Config.FenceWait).
 func TestEngineConfigFenceExceedsRequestTimeout(t *testing.T) {
-	for _, env := range []map[string]string{nil, {envWALStorage: "s3", envBucket: "b"}} {
+	for _, env := range []map[string]string{
+		{envWALStorage: "embedded"}, {envWALStorage: "s3", envBucket: "b"}, {envWALStorage: "disk", envBucket: "b"},
+	} {
 		c, err := parseConfig(envOf(env))
 		if err != nil {
 			t.Fatal(err)
@@ -128,9 +226,15 @@ func TestEngineConfigFenceExceedsRequestTimeout(t *testing.T) {
 			t.Fatalf("%s: %+v", c.WALStorage, ec)
 		}
 	}
-	c, _ := parseConfig(envOf(nil))
+	c, _ := parseConfig(envOf(map[string]string{envWALStorage: "embedded"}))
 	if fw := c.engineConfig().FenceWait; fw > 10*time.Second {
 		t.Fatalf("embedded fence wait %v: start-up would be slow", fw)
+	}
+	// The local segment store has no requests in flight beyond the
+	// process: no fence, and start-up is immediate.
+	c, _ = parseConfig(envOf(nil))
+	if fw := c.engineConfig().FenceWait; fw != 0 {
+		t.Fatalf("local segment store fence wait %v, want 0", fw)
 	}
 }
 
@@ -146,10 +250,65 @@ func TestProgressLine(t *testing.T) {
 			"progress up=6s ingested=0 acked=0 applied=0 live_segments=0 ack_delay=- persist_ema=-"},
 		{progress{Uptime: time.Hour, AckDelay: 300 * time.Microsecond, PersistEMA: 1500 * time.Millisecond},
 			"progress up=1h0m0s ingested=0 acked=0 applied=0 live_segments=0 ack_delay=<1ms persist_ema=1.5s"},
+		{progressOf(3*time.Second, generator.Stats{RowsIngested: 10},
+			engine.Stats{RowsAcked: 10, AckDelayEMA: 1200 * time.Microsecond, WALSyncs: 42, WALSyncFailures: 1}, true),
+			"progress up=3s ingested=10 acked=10 applied=0 live_segments=0 ack_delay=1ms persist_ema=- wal_syncs=42 wal_sync_failures=1"},
+		{progressOf(3*time.Second, generator.Stats{}, engine.Stats{WALSyncs: 42}, false),
+			"progress up=3s ingested=0 acked=0 applied=0 live_segments=0 ack_delay=- persist_ema=-"},
 	}
 	for _, c := range cases {
 		if got := c.p.String(); got != c.want {
 			t.Errorf("got  %s\nwant %s", got, c.want)
 		}
+	}
+}
+
+// The WAL lock is exclusive within a process too (flock locks belong to
+// the open file), so this test stands in for a second daemon: it fails
+// naming the file, the holder and the reason, and succeeds once the first
+// holder is gone.
+func TestWALLockExclusive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), walLockFile)
+	unlock, err := lockWAL(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = lockWAL(path)
+	if !errors.Is(err, errWALLocked) {
+		t.Fatalf("second lock: %v, want errWALLocked", err)
+	}
+	for _, says := range []string{path, "another skipprd holds it", fmt.Sprintf("pid %d", os.Getpid())} {
+		if !strings.Contains(err.Error(), says) {
+			t.Fatalf("message %q should say %q", err, says)
+		}
+	}
+	if err := unlock(); err != nil {
+		t.Fatal(err)
+	}
+	unlock, err = lockWAL(path)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	_ = unlock()
+}
+
+// A daemon finding DATA_DIR/wal.lock held exits 1 before it touches the
+// log, and the log names the lock file.
+func TestRunRefusesHeldWALLock(t *testing.T) {
+	dir := t.TempDir()
+	lock := filepath.Join(dir, walLockFile)
+	unlock, err := lockWAL(lock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, nil))
+	code := run(context.Background(), envOf(map[string]string{envDataDir: dir}), io.Discard, log)
+	if code != 1 || !strings.Contains(logs.String(), lock) || !strings.Contains(logs.String(), "another skipprd holds it") {
+		t.Fatalf("exit %d, logs:\n%s", code, logs.String())
+	}
+	if _, err := os.Stat(filepath.Join(dir, "wal")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the refused daemon touched the log: %v", err)
 	}
 }

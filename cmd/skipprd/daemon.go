@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/diskstore"
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/engine/wal"
 	"github.com/skipprd/skipprd/sinks"
 	"github.com/skipprd/skipprd/sources/generator"
 	"github.com/skipprd/skipprd/storage"
@@ -23,6 +25,9 @@ const (
 	embeddedBucket = "skipprd-wal"
 	lakeDir        = "lake" // the Parquet directory sink's root
 	lakeSinkRef    = "lake" // the sink_ref the generator writes to
+	// segmentsDir is the local segment store's root (WAL_STORAGE=disk
+	// without a bucket), relative to DATA_DIR like the log's wal.Root.
+	segmentsDir = "segments"
 	// checkBucketWait bounds the start-up bucket check.
 	checkBucketWait = 30 * time.Second
 	// statsWait bounds one progress query; a loop that busy skips a line.
@@ -30,15 +35,16 @@ const (
 	progressEvery = time.Second
 )
 
-// daemon is the wired process: one host on the WAL store, the lake sink,
-// the generator source.
+// daemon is the wired process: one host on the WAL (the local disk and
+// a segment store, or an S3 store), the lake sink, the generator source.
 type daemon struct {
 	cfg      config
 	ecfg     engine.Config
 	log      *slog.Logger
 	host     *storage.Host
 	gen      *generator.Generator
-	closeWAL func() error // the embedded store's Close; nil for S3
+	closeWAL func() error // the embedded store's Close; nil otherwise
+	unlock   func() error // releases DATA_DIR/wal.lock; nil unless WAL_STORAGE=disk
 	alerts   uint64       // engine alerts already logged
 }
 
@@ -63,32 +69,62 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 			code = max(code, 1)
 		}
 	}
+	if d.unlock != nil {
+		_ = d.unlock() // the host has stopped: nothing writes the log any more
+	}
 	return code
 }
 
-// newDaemon opens DATA_DIR, the WAL store and the lake, and builds the
-// host (not started yet).
+// newDaemon opens DATA_DIR (taking its WAL lock in disk mode), the WAL's
+// stores and the lake, and builds the host (not started yet).
 func newDaemon(ctx context.Context, cfg config, log *slog.Logger) (*daemon, error) {
 	lake := filepath.Join(cfg.DataDir, lakeDir)
 	if err := os.MkdirAll(lake, 0o755); err != nil {
 		return nil, fmt.Errorf("%s: %w", envDataDir, err)
 	}
-	loop := storage.NewLoop()
-	store, closeWAL, err := openWAL(ctx, cfg, loop, log)
-	if err != nil {
-		return nil, err
-	}
-	d := &daemon{cfg: cfg, ecfg: cfg.engineConfig(), log: log, closeWAL: closeWAL}
-	fail := func(err error) (*daemon, error) {
-		store.Close()
-		if closeWAL != nil {
-			_ = closeWAL()
+	d := &daemon{cfg: cfg, ecfg: cfg.engineConfig(), log: log}
+	if cfg.WALStorage == walDisk {
+		// Before anything reads the log: another daemon may be writing it.
+		unlock, err := lockWAL(filepath.Join(cfg.DataDir, walLockFile))
+		if err != nil {
+			return nil, err
 		}
-		return nil, err
+		d.unlock = unlock
 	}
-	disk, err := storage.NewOSDisk(loop, lake, storage.DiskOptions{Logger: log})
+	loop := storage.NewLoop()
+	var (
+		store    engine.ObjectStore
+		logDisk  engine.Disk
+		segments string // where segments are, for the log
+	)
+	if cfg.WALStorage == walDisk {
+		// Rooted at DATA_DIR: the engine writes its log under wal.Root
+		// (DATA_DIR/wal/partition-{id}/…), the local segment store under
+		// DATA_DIR/segments.
+		disk, err := storage.NewOSDisk(loop, cfg.DataDir, storage.DiskOptions{Logger: log})
+		if err != nil {
+			return d.fail(nil, err)
+		}
+		logDisk = disk
+		if cfg.localSegments() {
+			store = diskstore.New(disk, loop.Clock(), storage.NewRand(), segmentsDir)
+			segments = filepath.Join(cfg.DataDir, segmentsDir)
+		}
+	}
+	if store == nil {
+		s3, closeWAL, err := openS3(ctx, cfg, loop, log)
+		if err != nil {
+			return d.fail(nil, err)
+		}
+		store, d.closeWAL = s3, closeWAL
+		segments = "s3://" + cfg.Bucket
+		if cfg.WALStorage == walEmbedded {
+			segments = "embedded store " + filepath.Join(cfg.DataDir, embeddedFile)
+		}
+	}
+	lakeDisk, err := storage.NewOSDisk(loop, lake, storage.DiskOptions{Logger: log})
 	if err != nil {
-		return fail(err)
+		return d.fail(store, err)
 	}
 	// The loop's executor encodes Parquet off the loop, as it encodes
 	// segment bodies; Ports only assembles values, it starts nothing.
@@ -96,13 +132,15 @@ func newDaemon(ctx context.Context, cfg config, log *slog.Logger) (*daemon, erro
 	memory := storage.NewSystemMemory(storage.MemoryFallbackBytes, log)
 	d.host, err = storage.NewHost(d.ecfg, loop, storage.HostPorts{
 		Store:  store,
-		Sinks:  sinks.Set{lakeSinkRef: sinks.NewParquetDir(disk, exec, storage.NewRand(), "")},
+		Disk:   logDisk,
+		Sinks:  sinks.Set{lakeSinkRef: sinks.NewParquetDir(lakeDisk, exec, storage.NewRand(), "")},
 		Memory: memory,
 	})
 	if err != nil {
-		return fail(err)
+		return d.fail(store, err)
 	}
 	d.gen = generator.New(generator.Config{SinkRef: lakeSinkRef, Logger: log})
+	d.logMode(segments)
 	log.Info("skipprd configured",
 		"data_dir", cfg.DataDir, "wal_storage", string(cfg.WALStorage), "bucket", cfg.Bucket,
 		"wal_root", d.host.Layout().Root(), "lake", lake,
@@ -111,9 +149,41 @@ func newDaemon(ctx context.Context, cfg config, log *slog.Logger) (*daemon, erro
 	return d, nil
 }
 
-// openWAL connects the WAL's object store: the embedded one under
-// DATA_DIR, or the configured bucket, checked to exist.
-func openWAL(ctx context.Context, cfg config, loop *storage.Loop, log *slog.Logger) (*storage.S3Store, func() error, error) {
+// fail releases what newDaemon had opened (store may be nil) and returns
+// err.
+func (d *daemon) fail(store engine.ObjectStore, err error) (*daemon, error) {
+	if c, ok := store.(interface{ Close() }); ok {
+		c.Close()
+	}
+	if d.closeWAL != nil {
+		_ = d.closeWAL()
+	}
+	if d.unlock != nil {
+		_ = d.unlock()
+	}
+	return nil, err
+}
+
+// logMode says at start-up which WAL runs and where its bytes are.
+func (d *daemon) logMode(segments string) {
+	cfg := d.cfg
+	switch cfg.WALStorage {
+	case walDisk:
+		w := d.ecfg.Disk
+		d.log.Info("WAL: local disk; units are acked at the group-commit fsync",
+			"log", filepath.Join(cfg.DataDir, wal.Root), "lock", filepath.Join(cfg.DataDir, walLockFile),
+			"segments", segments, "sync_mode", w.Sync.String(), "batch_sync_interval", w.BatchSyncInterval,
+			"commit_interval", w.CommitInterval, "segment_bytes", w.SegmentBytes, "partitions", w.Partitions)
+	default:
+		d.log.Info("WAL: S3; units are acked when their segment's commit marker lands",
+			"wal_storage", string(cfg.WALStorage), "segments", segments)
+	}
+}
+
+// openS3 connects the object store of the S3 WAL, or of the disk WAL's
+// segments: the embedded one under DATA_DIR, or the configured bucket,
+// checked to exist.
+func openS3(ctx context.Context, cfg config, loop *storage.Loop, log *slog.Logger) (*storage.S3Store, func() error, error) {
 	opts := storage.S3Options{RequestTimeout: cfg.requestTimeout()}
 	if cfg.WALStorage == walEmbedded {
 		if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
@@ -136,7 +206,7 @@ func openWAL(ctx context.Context, cfg config, loop *storage.Loop, log *slog.Logg
 	// A missing bucket must not read as an empty WAL (S3Store.CheckBucket).
 	if err := store.CheckBucket(checkCtx); err != nil {
 		store.Close()
-		return nil, nil, fmt.Errorf("WAL bucket (%s / %s): %w", envWALBucket, envBucket, err)
+		return nil, nil, fmt.Errorf("bucket %q (%s / %s): %w", cfg.Bucket, envWALBucket, envBucket, err)
 	}
 	return store, nil, nil
 }
@@ -224,7 +294,7 @@ func (d *daemon) printProgress(w io.Writer, started time.Time) {
 	if err != nil {
 		return // the loop is busy; the next tick will do
 	}
-	fmt.Fprintln(w, progressOf(time.Since(started), d.gen.Stats(), st))
+	fmt.Fprintln(w, progressOf(time.Since(started), d.gen.Stats(), st, d.ecfg.Disk != nil))
 	if st.Alerts > d.alerts {
 		d.alerts = st.Alerts
 		alert, _ := d.host.LastAlert(ctx)

@@ -17,13 +17,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 )
 
-// End to end: the real binary on the embedded store, run three times on
+// End to end: the real binary on the embedded store (the S3 WAL,
+// WAL_STORAGE=embedded), run three times on
 // one DATA_DIR. The first run ingests for a few seconds and stops on
 // SIGINT with exit 0; the second resumes every generator partition
 // exactly where the first stopped, and is SIGKILLed; the third recovers
@@ -40,10 +42,12 @@ func TestDaemonEndToEnd(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("stops the daemon with SIGINT")
 	}
+	t.Parallel() // mostly waits out fences; the other end-to-end tests run meanwhile
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
+	embedded := envWALStorage + "=embedded" // this test is about the S3 WAL's recovery
 
-	first := startDaemon(t, bin, dataDir)
+	first := startDaemon(t, bin, dataDir, embedded)
 	first.waitStdout(t, "three progress lines with acks", progressLines("acked", 3))
 	first.stop(t)
 	stopped := first.offsetsLogged(t, "generator stopped at")
@@ -59,7 +63,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Fatalf("graceful stop did not drain: %s", last(first.stdoutLines()))
 	}
 
-	second := startDaemon(t, bin, dataDir)
+	second := startDaemon(t, bin, dataDir, embedded)
 	second.waitStderr(t, "the generator resuming", func(lines []string) bool {
 		return findLine(lines, "generator: resuming from offsets") != ""
 	})
@@ -71,7 +75,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	// A crash this time: SIGKILL, no graceful anything.
 	second.kill(t)
 
-	third := startDaemon(t, bin, dataDir)
+	third := startDaemon(t, bin, dataDir, embedded)
 	third.waitStderr(t, "the generator resuming", func(lines []string) bool {
 		return findLine(lines, "generator: resuming from offsets") != ""
 	})
@@ -117,10 +121,12 @@ type proc struct {
 	exited  chan error
 }
 
-func startDaemon(t *testing.T, bin, dataDir string) *proc {
+// startDaemon starts bin on dataDir with the extra environment env
+// ("NAME=value" each).
+func startDaemon(t *testing.T, bin, dataDir string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin)
-	cmd.Env = append(cleanEnv(), envDataDir+"="+dataDir)
+	cmd.Env = append(append(cleanEnv(), envDataDir+"="+dataDir), env...)
 	p := &proc{cmd: cmd, exited: make(chan error, 1)}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -152,15 +158,19 @@ func startDaemon(t *testing.T, bin, dataDir string) *proc {
 	return p
 }
 
-// cleanEnv is the test's environment without the daemon's variables, so
-// a developer's shell cannot steer the test.
+// cleanEnv is the test's environment without the daemon's variables and
+// the AWS configuration, so a developer's shell cannot steer the test.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
 		case envDataDir, envWALStorage, envBufferBytes, envMaxDelay, envIngestThreads,
-			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle:
+			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle,
+			envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions:
+			continue
+		}
+		if strings.HasPrefix(name, "AWS_") {
 			continue
 		}
 		env = append(env, kv)
@@ -371,18 +381,26 @@ func readIDs(t *testing.T, path string) []string {
 	defer tbl.Release()
 	var out []string
 	for _, chunk := range tbl.Column(0).Data().Chunks() {
-		switch a := chunk.(type) {
-		case *array.String:
-			for i := range a.Len() {
-				out = append(out, a.Value(i))
-			}
-		case *array.Int64:
-			for i := range a.Len() {
-				out = append(out, strconv.FormatInt(a.Value(i), 10))
-			}
-		default:
-			t.Fatalf("%s: first column is %s", path, chunk.DataType())
+		out = appendIDs(t, out, chunk, path)
+	}
+	return out
+}
+
+// appendIDs appends an id column's values (string or int64) as strings;
+// where names the column's origin in a failure.
+func appendIDs(t *testing.T, out []string, col arrow.Array, where string) []string {
+	t.Helper()
+	switch a := col.(type) {
+	case *array.String:
+		for i := range a.Len() {
+			out = append(out, a.Value(i))
 		}
+	case *array.Int64:
+		for i := range a.Len() {
+			out = append(out, strconv.FormatInt(a.Value(i), 10))
+		}
+	default:
+		t.Fatalf("%s: first column is %s", where, col.DataType())
 	}
 	return out
 }

@@ -1,8 +1,8 @@
 // Command skipprd is the ingest daemon. With no configuration it keeps
-// its write-ahead log in an embedded S3-compatible store under DATA_DIR
-// (./data), ingests the generator source, applies committed segments to
-// Parquet files under DATA_DIR/lake, and prints a progress line every
-// second. SIGINT or SIGTERM shuts it down gracefully: the source stops,
+// its write-ahead log on local disk under DATA_DIR/wal (./data/wal) and
+// its segments under DATA_DIR/segments, ingests the generator source,
+// applies committed segments to Parquet files under DATA_DIR/lake, and
+// prints a progress line every second. SIGINT or SIGTERM shuts it down gracefully: the source stops,
 // everything held is committed and acked, in-flight compaction finishes,
 // exit 0. A second signal exits at once; the next start recovers from the
 // WAL. README.md lists the environment variables.

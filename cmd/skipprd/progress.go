@@ -17,17 +17,24 @@ type progress struct {
 	LiveSegments int    // committed segments not yet reclaimed
 	AckDelay     time.Duration
 	PersistEMA   time.Duration
+	// The local-disk WAL's (printed only when DiskWAL is set).
+	DiskWAL         bool
+	WALSyncs        uint64 // group commits (fsyncs) that succeeded (this run)
+	WALSyncFailures uint64 // writes or fsyncs that failed, each poisoning a log segment
 }
 
-func progressOf(uptime time.Duration, gen generator.Stats, eng engine.Stats) progress {
+func progressOf(uptime time.Duration, gen generator.Stats, eng engine.Stats, diskWAL bool) progress {
 	return progress{
-		Uptime:       uptime,
-		Ingested:     gen.RowsIngested,
-		Acked:        eng.RowsAcked,
-		Applied:      eng.RowsApplied,
-		LiveSegments: eng.LiveSegments,
-		AckDelay:     eng.AckDelayEMA,
-		PersistEMA:   eng.PersistEMA,
+		Uptime:          uptime,
+		Ingested:        gen.RowsIngested,
+		Acked:           eng.RowsAcked,
+		Applied:         eng.RowsApplied,
+		LiveSegments:    eng.LiveSegments,
+		AckDelay:        eng.AckDelayEMA,
+		PersistEMA:      eng.PersistEMA,
+		DiskWAL:         diskWAL,
+		WALSyncs:        eng.WALSyncs,
+		WALSyncFailures: eng.WALSyncFailures,
 	}
 }
 
@@ -36,10 +43,18 @@ func progressOf(uptime time.Duration, gen generator.Stats, eng engine.Stats) pro
 //
 //	progress up=12s ingested=240000 acked=236000 applied=180000 live_segments=3 ack_delay=212ms persist_ema=41ms
 //
+// and with the local-disk WAL two more at the end:
+//
+//	… persist_ema=41ms wal_syncs=5120 wal_sync_failures=0
+//
 // An average not measured yet prints as "-".
 func (p progress) String() string {
-	return fmt.Sprintf("progress up=%s ingested=%d acked=%d applied=%d live_segments=%d ack_delay=%s persist_ema=%s",
+	line := fmt.Sprintf("progress up=%s ingested=%d acked=%d applied=%d live_segments=%d ack_delay=%s persist_ema=%s",
 		p.Uptime.Round(time.Second), p.Ingested, p.Acked, p.Applied, p.LiveSegments, ms(p.AckDelay), ms(p.PersistEMA))
+	if p.DiskWAL {
+		line += fmt.Sprintf(" wal_syncs=%d wal_sync_failures=%d", p.WALSyncs, p.WALSyncFailures)
+	}
+	return line
 }
 
 // ms prints a duration to the millisecond, or "-" for zero.

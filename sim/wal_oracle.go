@@ -1,0 +1,135 @@
+package sim
+
+import (
+	"bytes"
+	"slices"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+
+	"github.com/skipprd/skipprd/engine/wal"
+)
+
+// The disk WAL's oracles, from the simulated disk's bytes — never from
+// the engine's word:
+//
+//   - no ACK before a completed fsync covered the unit's log entry
+//     (walSynced records, at every successful sync of a log segment, the
+//     units it made durable; onAck checks);
+//   - every acked unit survives any crash: after each power loss, every
+//     acked unit that no landed marker holds yet is in some log entry the
+//     disk kept (walAfterCrash). Units of a world whose disk flipped bits
+//     (media damage, which the engine must detect and halt on, never
+//     deliver) are exempt from this one check only.
+//
+// Sequence numbers without gaps are checked by the engine's recovery
+// itself (a gap halts the partition, which this world treats as a
+// violation unless the disk flipped bits).
+type walOracle struct {
+	durable map[UID]bool     // units a completed fsync covered
+	scanned map[string]int64 // per log segment, where the next entry starts
+	// logOnly are acked units no landed marker holds yet.
+	logOnly map[UID]bool
+}
+
+func newWALOracle() walOracle {
+	return walOracle{durable: map[UID]bool{}, scanned: map[string]int64{}, logOnly: map[UID]bool{}}
+}
+
+// walSynced reads the entries a sync of a log segment made durable.
+func (o *Oracle) walSynced(path string, written []byte) {
+	if !strings.HasSuffix(path, ".wal") {
+		return
+	}
+	from := o.wal.scanned[path]
+	if from > int64(len(written)) {
+		from = 0
+	}
+	r := wal.Scan(path, written[from:])
+	for _, ent := range r.Entries {
+		if uid, ok := o.walUnit(path, ent.Payload); ok {
+			o.wal.durable[uid] = true
+		}
+	}
+	o.wal.scanned[path] = from + r.End
+}
+
+// walUnit returns the unit a log entry holds, if it is a unit record.
+func (o *Oracle) walUnit(path string, payload []byte) (UID, bool) {
+	rec, err := wal.DecodeRecord(path, payload)
+	if err != nil {
+		o.fail("log segment %s: an entry that passed its CRC does not decode: %v", path, err)
+		return 0, false
+	}
+	u, ok := rec.(*wal.UnitRecord)
+	if !ok {
+		return 0, false
+	}
+	rd, err := ipc.NewReader(bytes.NewReader(u.Arrow), ipc.WithAllocator(o.mem))
+	if err != nil {
+		o.fail("log segment %s: unit %d: %v", path, u.Seq, err)
+		return 0, false
+	}
+	defer rd.Release()
+	for rd.Next() {
+		uids, _, _, err := unitColumns(rd.RecordBatch())
+		if err != nil || uids.Len() == 0 {
+			continue
+		}
+		return UID(uids.Value(0)), true
+	}
+	return 0, false
+}
+
+// walAcked: in a disk-WAL world an ACK must follow the fsync of the
+// unit's entry.
+func (o *Oracle) walAcked(uid UID) {
+	if !o.wal.durable[uid] {
+		o.fail("unit %s acked before a completed fsync covered its log entry", uid)
+	}
+	if u := o.units[uid]; u == nil || len(u.markers) == 0 {
+		o.wal.logOnly[uid] = true
+	}
+}
+
+// walAfterCrash: every acked unit not yet in a landed marker is in the
+// log the disk kept.
+//
+// A unit whose fsync failed may still be kept by the crash (its outcome
+// was unknown): what the disk kept is durable from now on.
+func (o *Oracle) walAfterCrash() {
+	clear(o.wal.scanned) // files may come back shorter, or be created again
+	if o.w.engCfg.Disk == nil {
+		return
+	}
+	kept := map[UID]bool{}
+	for _, p := range o.w.disk.Paths() {
+		if !strings.HasSuffix(p, ".wal") {
+			continue
+		}
+		_, durable := o.w.disk.File(p)
+		for _, ent := range wal.Scan(p, durable).Entries {
+			if uid, ok := o.walUnit(p, ent.Payload); ok {
+				kept[uid] = true
+				o.wal.durable[uid] = true
+			}
+		}
+	}
+	if o.w.disk.Counts().Outcomes[DiskBitFlip] > 0 {
+		return
+	}
+	for _, uid := range sortedUIDs(o.wal.logOnly) {
+		if !kept[uid] {
+			o.fail("unit %s was acked, but after a power loss it is neither in a landed marker nor in the log the disk kept", uid)
+		}
+	}
+}
+
+func sortedUIDs(m map[UID]bool) []UID {
+	out := make([]UID, 0, len(m))
+	for uid := range m {
+		out = append(out, uid)
+	}
+	slices.Sort(out)
+	return out
+}
