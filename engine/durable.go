@@ -43,6 +43,8 @@ type durableLog interface {
 	heldBytes() int64
 	// failAll answers every unit the log holds that was not acked.
 	failAll(err error)
+	// files counts the log segment files the log holds (0: S3 WAL).
+	files() int
 
 	// Recovery (wal_disk_recover.go): recoverLog reads the log before
 	// the store is recovered; logIDs are the snapshot ids it will persist
@@ -78,6 +80,7 @@ func (l s3Log) sealed()                                {}
 func (l s3Log) roomFreed()                             {}
 func (l s3Log) heldBytes() int64                       { return 0 }
 func (l s3Log) failAll(error)                          {}
+func (l s3Log) files() int                             { return 0 }
 func (l s3Log) recoverLog(_ int, done func(error))     { l.e.later(func() { done(nil) }) } // unused: Start recovers the store directly
 func (l s3Log) logIDs() []SnapshotID                   { return nil }
 func (l s3Log) holds(SnapshotID) bool                  { return false }

@@ -279,5 +279,20 @@ func (e *Engine) Idle() bool {
 }
 
 // Drained reports whether everything committed has been applied and
-// reclaimed: the writer is idle, no job runs and no segment is owned.
-func (e *Engine) Drained() bool { return e.Idle() && e.running == 0 && len(e.segs) == 0 }
+// reclaimed: the writer is idle, no job runs and no segment is owned —
+// and the disk WAL holds one log segment per partition (its append
+// target) at most: every other one was deleted.
+func (e *Engine) Drained() bool {
+	return e.Idle() && e.running == 0 && len(e.segs) == 0 && e.WALFiles() <= e.walPartitions()
+}
+
+// WALFiles returns how many log segment files the disk WAL holds (0 for
+// the S3 WAL).
+func (e *Engine) WALFiles() int { return e.dlog.files() }
+
+func (e *Engine) walPartitions() int {
+	if e.cfg.Disk == nil {
+		return 0
+	}
+	return e.cfg.Disk.Partitions
+}

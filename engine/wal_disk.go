@@ -284,6 +284,13 @@ func (l *diskLog) merged(from []*batchSet, into *batchSet) {
 	}
 }
 
+func (l *diskLog) files() (n int) {
+	for _, p := range l.parts {
+		n += len(p.segs)
+	}
+	return n
+}
+
 func (l *diskLog) heldBytes() int64 {
 	n := l.backlogBytes
 	for _, p := range l.parts {

@@ -539,6 +539,7 @@ func (o *Oracle) checkFinal(eng engineView) {
 	if len(o.w.dests) > 0 {
 		o.checkDestinations(false)
 		o.checkReclaimed()
+		o.walFinal()
 	}
 }
 

@@ -133,3 +133,32 @@ func sortedUIDs(m map[UID]bool) []UID {
 	slices.Sort(out)
 	return out
 }
+
+// walFinal: once the world converged the log is reclaimed too — every
+// generation was flushed, so each partition keeps only its append target
+// (from the disk's files, not the engine's word).
+func (o *Oracle) walFinal() {
+	if o.w.engCfg.Disk == nil {
+		return
+	}
+	per := map[string]int{}
+	for _, p := range o.w.disk.Paths() {
+		if strings.HasSuffix(p, ".wal") {
+			per[p[:strings.LastIndex(p, "/")]]++
+		}
+	}
+	for _, dir := range sortedKeys(per) {
+		if per[dir] > 1 {
+			o.fail("log %s holds %d segment files after convergence: flushed segments were not deleted", dir, per[dir])
+		}
+	}
+}
+
+func sortedKeys(m map[string]int) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

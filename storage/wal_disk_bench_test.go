@@ -929,6 +929,7 @@ func dwDropCache(b *testing.B, files []string) {
 
 func benchDiskWALReplay(b *testing.B, fx *dwRecoveryFixture, parent string) {
 	dwLogDirect(b)
+	b.ResetTimer() // building the fixture is not recovery
 	b.SetBytes(fx.walBytes)
 	var elapsed time.Duration
 	for i := range b.N {
@@ -962,6 +963,7 @@ func benchDiskWALReplay(b *testing.B, fx *dwRecoveryFixture, parent string) {
 
 func benchDiskWALSeqRead(b *testing.B, fx *dwRecoveryFixture) {
 	dwLogDirect(b)
+	b.ResetTimer() // building the fixture is not reading it
 	b.SetBytes(fx.walBytes)
 	for range b.N {
 		b.StopTimer()

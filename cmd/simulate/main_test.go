@@ -230,3 +230,19 @@ func TestCoverageUnreached(t *testing.T) {
 		}
 	}
 }
+
+// The sweep summary counts the disk-WAL worlds, the ones halted on a
+// damaged log, and each disk fault kind over the sweep.
+func TestDiskSummary(t *testing.T) {
+	disk := sim.WorldSpec{Engine: engine.Config{Disk: engine.DefaultDiskWAL()}}
+	outs := []outcome{
+		{job: job{spec: disk}, res: sim.Result{Faults: "crash=2 fsync-error=3 bit-flip=1", Halted: "halted as it should on a flipped bit in the log: x"}},
+		{job: job{spec: disk}, res: sim.Result{Faults: "fsync-error=4 slow-io=2"}},
+		{job: job{spec: sim.WorldSpec{}}, res: sim.Result{Faults: "fsync-error=100"}},
+	}
+	want := "disk-WAL worlds: 2 of 3 (1 halted on a flipped bit in the log, as they should); " +
+		"disk faults fired: fsync-error=7 disk-write-error=0 disk-full=0 bit-flip=1 slow-io=2"
+	if got := diskSummary(outs); got != want {
+		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}

@@ -11,6 +11,8 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/skipprd/skipprd/internal/golden"
 )
 
 // Run `go test ./engine/segment -run Golden -update` after a deliberate
@@ -64,26 +66,7 @@ func TestGoldenVectors(t *testing.T) {
 		"segment.scbl":       bitmap,
 		"segment.txt":        []byte(describe(ix)),
 	}
-	for _, name := range []string{"segment.seg", "segment.seg.commit", "segment.scbl", "segment.txt"} {
-		path := filepath.Join(goldenDir, name)
-		if *update {
-			if err := os.MkdirAll(goldenDir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, files[name], 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create)", err)
-		}
-		if !bytes.Equal(files[name], want) {
-			t.Errorf("%s: encoding changed (%d bytes, golden %d); if deliberate, run -update and review the diff",
-				name, len(files[name]), len(want))
-		}
-	}
+	golden.Check(t, goldenDir, files, []string{"segment.seg", "segment.seg.commit", "segment.scbl", "segment.txt"}, *update)
 	if *update {
 		writeFuzzCorpus(t, body, marker, bitmap, ix)
 	}

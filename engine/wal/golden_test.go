@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/internal/golden"
 )
 
 // Run `go test ./engine/wal -run Golden -update` after a deliberate
@@ -87,26 +88,7 @@ func TestGoldenVectors(t *testing.T) {
 		"segment.wal": img,
 		"segment.txt": []byte(describeScan(t, img)),
 	}
-	for _, name := range []string{"segment.wal", "segment.txt"} {
-		path := filepath.Join(goldenDir, name)
-		if *update {
-			if err := os.MkdirAll(goldenDir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(path, files[name], 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatalf("%v (run with -update to create)", err)
-		}
-		if !bytes.Equal(files[name], want) {
-			t.Errorf("%s: encoding changed (%d bytes, golden %d); if deliberate, run -update and review the diff",
-				name, len(files[name]), len(want))
-		}
-	}
+	golden.Check(t, goldenDir, files, []string{"segment.wal", "segment.txt"}, *update)
 	if *update {
 		writeFuzzCorpus(t, img)
 	}

@@ -1,0 +1,122 @@
+package sim
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/ipc"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/engine/wal"
+)
+
+func testDiskWorld(t *testing.T) *World {
+	t.Helper()
+	spec := SmallSpec("")
+	spec.Engine.Disk = engine.DefaultDiskWAL()
+	return NewWorld(Config{Seed: 1, Iters: 1, World: &spec})
+}
+
+// logImage is a log segment holding one unit record per uid, as the
+// engine writes them.
+func logImage(t *testing.T, w *World, uids ...UID) []byte {
+	t.Helper()
+	h, err := wal.AppendHeader(nil, wal.Header{Partition: 0, Segment: 1, FirstSeq: 1, SegmentBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := wal.AppendEntry(nil, h)
+	for i, uid := range uids {
+		b := unitOf(w, uid)
+		var buf bytes.Buffer
+		iw := ipc.NewWriter(&buf, ipc.WithSchema(b.Schema()), ipc.WithAllocator(memory.DefaultAllocator))
+		if err := iw.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		iw.Close()
+		p, err := wal.AppendUnit(nil, wal.UnitRecord{Seq: uint64(i + 1), Key: segment.PartitionKey{SinkRef: "lake", Namespace: "ns", Partition: "0", Schema: unitFingerprint}, Arrow: buf.Bytes()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		img = wal.AppendEntry(img, p)
+	}
+	return img
+}
+
+// writeDurable puts b at path on the world's disk, fsynced, through an
+// incarnation of the test's own.
+func writeDurable(t *testing.T, w *World, path string, b []byte) {
+	t.Helper()
+	inc := w.sched.NewIncarnation()
+	d := w.disk.Client(inc)
+	step := func(start func(done func(error))) {
+		var done bool
+		var err error
+		start(func(e error) { done, err = true, e })
+		for !done && w.sched.Step() {
+		}
+		if err != nil || !done {
+			t.Fatalf("disk %s: %v (done %v)", path, err, done)
+		}
+	}
+	step(func(done func(error)) { d.MkdirAll("wal/partition-0", done) })
+	var f engine.File
+	step(func(done func(error)) {
+		d.Open(path, engine.OpenMode{Create: true, Write: true}, func(x engine.File, err error) { f = x; done(err) })
+	})
+	step(func(done func(error)) { f.WriteAt(b, 0, done) })
+	step(func(done func(error)) { f.Sync(done) })
+	for _, dir := range []string{"", "wal", "wal/partition-0"} {
+		step(func(done func(error)) { d.SyncDir(dir, done) })
+	}
+	inc.Kill()
+}
+
+// Disk WAL: an ACK must follow a completed fsync covering the unit's log
+// entry.
+func TestOracleWALAckBeforeFsync(t *testing.T) {
+	w := testDiskWorld(t)
+	a, b := makeUID(0, 0, 1), makeUID(0, 0, 2)
+	w.oracle.walSynced("wal/partition-0/segment-000000000001.wal", logImage(t, w, a))
+	w.oracle.onAck(a)
+	wantClean(t, w)
+	unitOf(w, b)
+	w.oracle.onAck(b)
+	wantViolation(t, w, "acked before a completed fsync")
+}
+
+// Disk WAL: after a power loss every acked unit no marker holds is in the
+// log the disk kept.
+func TestOracleWALAckedSurvivesCrash(t *testing.T) {
+	w := testDiskWorld(t)
+	a, b := makeUID(0, 0, 1), makeUID(0, 0, 2)
+	img := logImage(t, w, a, b)
+	w.oracle.walSynced("wal/partition-0/segment-000000000001.wal", img)
+	w.oracle.onAck(a)
+	w.oracle.onAck(b)
+	writeDurable(t, w, "wal/partition-0/segment-000000000001.wal", img)
+	w.oracle.walAfterCrash()
+	wantClean(t, w)
+	// Only a's entry survived (the disk kept a shorter file).
+	w2 := testDiskWorld(t)
+	w2.oracle.walSynced("wal/partition-0/segment-000000000001.wal", logImage(t, w2, a, b))
+	w2.oracle.onAck(a)
+	w2.oracle.onAck(b)
+	writeDurable(t, w2, "wal/partition-0/segment-000000000001.wal", logImage(t, w2, a))
+	w2.oracle.walAfterCrash()
+	wantViolation(t, w2, "neither in a landed marker nor in the log the disk kept")
+}
+
+// Disk WAL: after convergence each log partition keeps its append target
+// only.
+func TestOracleWALReclaimed(t *testing.T) {
+	w := testDiskWorld(t)
+	writeDurable(t, w, "wal/partition-0/segment-000000000001.wal", logImage(t, w))
+	w.oracle.walFinal()
+	wantClean(t, w)
+	writeDurable(t, w, "wal/partition-0/segment-000000000002.wal", logImage(t, w))
+	w.oracle.walFinal()
+	wantViolation(t, w, "holds 2 segment files after convergence")
+}
