@@ -299,9 +299,15 @@ func (l *diskLog) heldBytes() int64 {
 	return n
 }
 
-// failAll answers the units whose entries are not yet durable.
+// failAll answers the units whose entries are not yet durable; those of
+// a failed batch keep their answer, outcome unknown.
 func (l *diskLog) failAll(err error) {
 	for _, p := range l.parts {
+		answers := p.afterRoll
+		p.afterRoll = nil
+		for _, a := range answers {
+			a()
+		}
 		for _, w := range p.pendingWrites() {
 			if w.u != nil {
 				for _, d := range w.u.dones {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"time"
@@ -311,7 +312,13 @@ func (p *logPart) roll(need int64) {
 	if hdr := int64(wal.EntryBytes(wal.HeaderBytes)); need+hdr+DirectAlign > seg.size {
 		seg.size = alignUp(need + hdr + DirectAlign)
 	}
-	p.create(seg, func(err error) {
+	p.create(seg, func(err error, exists bool) {
+		if err != nil && exists {
+			// Created, then a step failed: keep it as a retired segment
+			// (nothing in it counts) so that it is deleted in its turn.
+			seg.retired, seg.size = true, 0
+			p.segs = append(p.segs, seg)
+		}
 		if err != nil {
 			p.openFails++
 			e.mark(MarkWALOpenRetry)
@@ -337,8 +344,9 @@ func (p *logPart) roll(need int64) {
 }
 
 // create makes seg's file and its durable header (the partition, the
-// number and the first sequence number it continues from).
-func (p *logPart) create(seg *logSeg, done func(error)) {
+// number and the first sequence number it continues from). exists: the
+// file was created though a later step failed.
+func (p *logPart) create(seg *logSeg, done func(err error, exists bool)) {
 	d := p.l.e.p.Disk
 	h := wal.Header{Partition: p.id, Segment: seg.num, FirstSeq: p.nextSeq, SegmentBytes: uint64(seg.size)}
 	payload, err := wal.AppendHeader(nil, h)
@@ -350,16 +358,17 @@ func (p *logPart) create(seg *logSeg, done func(error)) {
 	buf := append(append([]byte(nil), head...), make([]byte, alignUp(int64(len(head)))-int64(len(head)))...)
 	p.makeDir(func(err error) {
 		if err != nil {
-			done(fmt.Errorf("make directory for %s: %w", seg.path, err))
+			done(fmt.Errorf("make directory for %s: %w", seg.path, err), false)
 			return
 		}
 		d.Open(seg.path, OpenMode{Create: true, Write: true, Direct: true}, func(f File, err error) {
 			if err != nil {
-				done(fmt.Errorf("create %s: %w", seg.path, err))
+				// A failed create may have left the entry: retire it too.
+				done(fmt.Errorf("create %s: %w", seg.path, err), !errors.Is(err, ErrExists) && !errors.Is(err, ErrNotFound))
 				return
 			}
 			fail := func(step string, err error) {
-				f.Close(func(error) { done(fmt.Errorf("%s %s: %w", step, seg.path, err)) })
+				f.Close(func(error) { done(fmt.Errorf("%s %s: %w", step, seg.path, err), true) })
 			}
 			f.Truncate(seg.size, func(err error) {
 				if err != nil {
@@ -382,7 +391,7 @@ func (p *logPart) create(seg *logSeg, done func(error)) {
 							return
 						}
 						seg.f, seg.end, seg.tail = f, int64(len(head)), head
-						done(nil)
+						done(nil, true)
 					})
 				})
 			})

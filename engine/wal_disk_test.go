@@ -615,3 +615,24 @@ func TestDiskBacklogKeepsAckedUnits(t *testing.T) {
 		t.Fatalf("committed %v, want each of 0..6 once", got)
 	}
 }
+
+// Sequence numbers have no gaps: a segment whose header continues past
+// the sequence the log before it reached means entries were lost — the
+// partition halts (alert), nothing of it is delivered.
+func TestDiskSequenceGapHalts(t *testing.T) {
+	r := newDiskRig(t, 1)
+	a, b := unit("ns", 1), unit("ns", 2)
+	r.writeFile(wal.SegmentPath(0, 1), logImage(t,
+		wal.Header{Partition: 0, Segment: 1, FirstSeq: 1, SegmentBytes: 8192}, seqUnit{a, 1}, seqUnit{a, 2}))
+	r.writeFile(wal.SegmentPath(0, 2), logImage(t,
+		wal.Header{Partition: 0, Segment: 2, FirstSeq: 5, SegmentBytes: 8192}, seqUnit{b, 5}))
+	eng := r.start()
+	if eng.Stats().WALCorruptions != 1 || !strings.Contains(fmt.Sprint(eng.LastAlert()), "a gap") {
+		t.Fatalf("corruptions %d, alert %v: want the gap named", eng.Stats().WALCorruptions, eng.LastAlert())
+	}
+	x := r.submit(unit("ns", 3))
+	r.until(func() bool { return x.done }, "answer")
+	if !errors.Is(x.err, engine.ErrPartitionHalted) {
+		t.Fatalf("answer %v, want ErrPartitionHalted", x.err)
+	}
+}

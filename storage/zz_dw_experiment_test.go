@@ -63,60 +63,39 @@ func zfWrap(b *testing.B, root string, cfg engine.Config) *Host {
 	return h
 }
 
-func BenchmarkZZDiskWALZeroFill(b *testing.B) {
-	for _, mode := range []string{"stalled-store", "sparse"} {
-		zf := mode == "zerofill"
-		name := mode
-		mk := func(b *testing.B) *Host {
+func BenchmarkZZDiskWALFlushInterference(b *testing.B) {
+	const rate = 8900
+	for _, mode := range []string{"normal", "stalled-store", "zerofill"} {
+		b.Run(mode, func(b *testing.B) {
+			units := dwUnits(dwWriters, 1, dwPayloadBytes)
 			var h *Host
-			if mode == "stalled-store" {
-				var st *dwStallStore
+			var st *dwStallStore
+			switch mode {
+			case "stalled-store":
 				h = dwHost(b, b.TempDir(), dwEngineConfig(engine.SyncEveryBatch), func(s engine.ObjectStore) engine.ObjectStore {
 					st = &dwStallStore{ObjectStore: s}
 					return st
 				})
-				if err := h.Start(b.Context()); err != nil {
-					b.Fatal(err)
-				}
-				st.stalled.Store(true)
-				return h
-			}
-			if zf {
+			case "zerofill":
 				h = zfWrap(b, b.TempDir(), dwEngineConfig(engine.SyncEveryBatch))
-			} else {
+			default:
 				h = dwHost(b, b.TempDir(), dwEngineConfig(engine.SyncEveryBatch), nil)
 			}
 			if err := h.Start(b.Context()); err != nil {
 				b.Fatal(err)
 			}
-			return h
-		}
-		var sat float64
-		b.Run(name+"/sync", func(b *testing.B) {
-			units := dwUnits(dwWriters, 1, dwPayloadBytes)
-			h := mk(b)
-			st0 := dwStats(b, h)
+			if st != nil {
+				st.stalled.Store(true)
+			}
 			b.ResetTimer()
-			r := dwDrive(b, h, units, b.N, 0)
+			r := dwDrive(b, h, units, b.N, rate)
 			b.StopTimer()
-			st1 := dwStats(b, h)
+			stats := dwStats(b, h)
 			h.Kill()
 			r.report(b)
-			b.ReportMetric(float64(r.n)/float64(st1.WALSyncs-st0.WALSyncs), "entries/fsync")
-			sat = float64(r.n) / r.elapsed.Seconds()
+			b.ReportMetric(dwPercentile(r.lat, 0.90), "p90-us")
+			b.ReportMetric(dwPercentile(r.lat, 0.999), "p999-us")
+			b.ReportMetric(float64(stats.Commits), "segments")
 		})
-		for _, frac := range []float64{0.5, 0.25} {
-			b.Run(name+"/load="+map[float64]string{0.5: "half", 0.25: "quarter"}[frac], func(b *testing.B) {
-				units := dwUnits(dwWriters, 1, dwPayloadBytes)
-				h := mk(b)
-				b.ResetTimer()
-				r := dwDrive(b, h, units, b.N, sat*frac)
-				b.StopTimer()
-				h.Kill()
-				r.report(b)
-				b.ReportMetric(sat*frac, "offered/s")
-				b.ReportMetric(dwPercentile(r.sched, 0.99), "p99-sched-us")
-			})
-		}
 	}
 }
