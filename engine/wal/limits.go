@@ -49,9 +49,6 @@ const (
 
 	headerEntryBytes = lengthBytes + HeaderBytes + crcBytes
 
-	// u8 kind | u64 epoch | u64 seq
-	flushedPayloadBytes = kindBytes + 8 + 8
-
 	// u8 kind | u64 epoch | u64 seq | i64 created | u16 dir_len
 	// | u64 partitions | u32 range_count
 	sealFixedBytes = kindBytes + 8 + 8 + 8 + 2 + 8 + 4
