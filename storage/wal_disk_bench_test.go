@@ -306,7 +306,10 @@ func dwDrive(b *testing.B, h *Host, units []engine.Unit, n int, rate float64) dw
 		period = time.Duration(float64(time.Second) / rate)
 	}
 	var wg sync.WaitGroup
-	start := time.Now().Add(time.Millisecond)
+	start := time.Now()
+	if rate > 0 {
+		start = start.Add(time.Millisecond) // every writer has started by then
+	}
 	for w := range units {
 		wg.Go(func() {
 			u := units[w]
