@@ -314,10 +314,10 @@ func (p *logPart) roll(need int64) {
 	}
 	p.create(seg, func(err error, exists bool) {
 		if err != nil && exists {
-			// Created, then a step failed: keep it as a retired segment
-			// (nothing in it counts) so that it is deleted in its turn.
-			seg.retired, seg.size = true, 0
-			p.segs = append(p.segs, seg)
+			// Created, then a step failed: nothing in it counts, remove
+			// it (a removal that fails leaves it to the next recovery,
+			// which reads and deletes it like any other).
+			e.p.Disk.Remove(seg.path, func(error) {})
 		}
 		if err != nil {
 			p.openFails++
