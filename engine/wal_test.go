@@ -558,3 +558,22 @@ func TestRefusalWhenSnapshotFullAndQueueFull(t *testing.T) {
 		t.Fatalf("answers %v %v %v, retry %v", a.err, b.err, c.err, again.err)
 	}
 }
+
+// An epoch claim whose answer was lost but that landed is recognised by
+// its nonce when the writer object is read again: the claim stands, no
+// second epoch is taken.
+func TestClaimLandedDespiteLostAnswer(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	lost := 0
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if op == sim.OpPut && strings.HasSuffix(key, "_writer") && lost == 0 {
+			lost++
+			return sim.AmbiguousApplied
+		}
+		return sim.OK
+	}
+	eng := r.start()
+	if eng.Marks()[engine.MarkClaimLanded] != 1 || eng.Epoch() != 1 {
+		t.Fatalf("claim-landed %d, epoch %d: want the lost claim recognised as epoch 1", eng.Marks()[engine.MarkClaimLanded], eng.Epoch())
+	}
+}
