@@ -38,17 +38,21 @@ type logPart struct {
 	nextNum     uint64    // number of the next segment file
 	nextSeq     uint64    // sequence number of the next durable unit
 	queue       []*logWrite
-	queuedBytes int64     // held bytes of the units in queue, batch and afterRoll
-	afterRoll   []func()  // answers of a failed batch, due when a roll completed
-	batch       *logBatch // written and being synced; at most one
-	opening     bool      // a new target segment is being created
-	dirReady    bool      // the partition's directory is durable
-	openFails   int
-	deleting    bool  // a segment removal is in flight (oldest first, one at a time)
-	halted      error // corruption found: no writes
-	bytes       int64 // Σ segs' sizes
-	syncTimer   bool  // BATCH_SYNC: the timer is armed
-	syncDue     bool  // BATCH_SYNC: the timer fired
+	queuedBytes int64    // held bytes of the units in queue, batch and afterRoll
+	afterRoll   []func() // answers of a failed batch, due when a roll completed
+	// scratch is the write buffer of the last batch, reused by the next:
+	// one batch at a time per partition, and take runs only once the
+	// previous write and fsync have answered (the port no longer borrows it).
+	scratch   []byte
+	batch     *logBatch // written and being synced; at most one
+	opening   bool      // a new target segment is being created
+	dirReady  bool      // the partition's directory is durable
+	openFails int
+	deleting  bool  // a segment removal is in flight (oldest first, one at a time)
+	halted    error // corruption found: no writes
+	bytes     int64 // Σ segs' sizes
+	syncTimer bool  // BATCH_SYNC: the timer is armed
+	syncDue   bool  // BATCH_SYNC: the timer fired
 }
 
 // logSeg is one segment file of a partition.
@@ -162,7 +166,10 @@ func (p *logPart) kick() {
 // if not even the first entry fits.
 func (p *logPart) take(seg *logSeg) *logBatch {
 	start := alignDown(seg.end)
-	buf := append(make([]byte, 0, p.l.cfg.BatchBytes+int64(DirectAlign)), seg.tail...)
+	if int64(cap(p.scratch)) < p.l.cfg.BatchBytes+2*DirectAlign {
+		p.scratch = make([]byte, 0, p.l.cfg.BatchBytes+2*DirectAlign)
+	}
+	buf := append(p.scratch[:0], seg.tail...)
 	b := &logBatch{seg: seg, first: p.nextSeq}
 	seq := p.nextSeq
 	for len(p.queue) > 0 {
@@ -225,7 +232,7 @@ func (p *logPart) write(b *logBatch) {
 // queue entries and start the next batch.
 func (p *logPart) durable(b *logBatch) {
 	e := p.l.e
-	p.batch = nil
+	p.batch, p.scratch = nil, b.buf
 	b.seg.end, b.seg.tail = b.end, b.tail
 	if b.first != p.nextSeq {
 		e.broken("one batch at a time per partition: batch from sequence %d made durable, next sequence %d", b.first, p.nextSeq)
