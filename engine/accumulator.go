@@ -24,6 +24,11 @@ type unit struct {
 	part uint32
 	seq  uint64
 	seg  *logSeg
+	// replayed: rebuilt from the log at recovery. Its entry may be in the
+	// page cache only (an fsync error the last process never rolled past),
+	// so it is not taken as committed until its generation commits: its
+	// keys stay pending and a retry waits for that commit (persist.go).
+	replayed bool
 }
 
 // livePart is the accumulating content of one partition key.

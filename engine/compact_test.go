@@ -139,6 +139,9 @@ func TestUnreadableBitmapKeepsSegment(t *testing.T) {
 	if r.eng.Stats().Alerts == 0 || !errors.Is(r.eng.LastAlert(), engine.ErrCorrupt) {
 		t.Fatalf("no alert: %v", r.eng.LastAlert())
 	}
+	if n := r.eng.Marks()[engine.MarkBitmapUnreadable]; n != 1 {
+		t.Fatalf("bitmap-unreadable passed %d times, want 1", n)
+	}
 	if _, ok := r.store.Object(strings.TrimSuffix(key, ".scbl")); !ok || r.eng.Stats().LiveSegments != 1 {
 		t.Fatal("the segment was deleted although its bitmap was unreadable")
 	}

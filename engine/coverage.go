@@ -87,6 +87,8 @@ const (
 	MarkWALReplayedLive     // recovery replayed unsealed units into the memtable
 	MarkWALStaleDiscarded   // recovery ignored entries of a poisoned batch (a later segment superseded them)
 	MarkWALOwnedFlushed     // recovery found a logged generation's segment owned: logged it flushed
+	MarkWALPrepared         // a unit prepared off the loop (PrepareUnit) was taken as prepared
+	MarkWALReplayJoined     // a retry of a replayed unit was answered when its generation committed
 	NumMarks
 )
 
@@ -106,7 +108,8 @@ var markNames = [NumMarks]string{
 	"checkpoint-old-format", "idem-bucket-swept", "chunk-reread",
 	"backpressure-wal-disk", "wal-backlog", "wal-poisoned", "wal-open-retry", "wal-valve-age",
 	"wal-valve-size", "wal-halted-keep", "wal-torn-tail", "wal-corrupt", "wal-replayed-sealed",
-	"wal-replayed-live", "wal-stale-discarded", "wal-owned-flushed",
+	"wal-replayed-live", "wal-stale-discarded", "wal-owned-flushed", "wal-prepared",
+	"wal-replay-joined",
 }
 
 // String returns the mark's name.

@@ -43,7 +43,8 @@ type Unit struct {
 	// retries; a retry of a committed or pending key is not stored again.
 	IdempotencyKey string
 
-	arrow []byte // disk WAL: the IPC stream Batches were decoded from (wal_disk_unit.go)
+	arrow    []byte              // disk WAL: the IPC stream Batches were decoded from (wal_disk_unit.go)
+	prepared []arrow.RecordBatch // PrepareUnit: the batches it decoded, to see Batches was not changed since
 }
 
 // Submit hands a unit to the engine. done runs exactly once on the loop,

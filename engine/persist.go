@@ -306,6 +306,10 @@ func (e *Engine) commit(s *snapshot) {
 	var acks []func(error)
 	for _, u := range s.content.units {
 		e.held -= u.bytes
+		if u.replayed {
+			acks = append(acks, e.replayedCommitted(u)...)
+			continue
+		}
 		if u.seg != nil {
 			// The disk WAL acked it at its fsync and released its keys
 			// then: they may belong to newer pending units now.

@@ -97,7 +97,7 @@ func WALPartitionOf(namespace, partition string, n int) uint32 {
 	return h.Sum32() % uint32(n)
 }
 
-func (l *diskLog) canonical(in Unit) (Unit, error) { return canonicalUnit(in) }
+func (l *diskLog) canonical(in Unit) (Unit, error) { return canonicalFor(l.e, in) }
 
 func (l *diskLog) refuse(in Unit) error {
 	p := l.partOf(in.Key)

@@ -43,6 +43,11 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 		e.replayed++
 	}
 	l.replayLive(sc)
+	if !e.live.empty() {
+		// Until the replayed units commit, their retries wait: commit soon.
+		e.flushDue = true
+		e.maybeSeal()
+	}
 	e.checkHeld()
 	e.checkQueue()
 	for _, p := range l.parts {
@@ -122,8 +127,11 @@ func (l *diskLog) rebuild(s *sealScan, units map[uint32]*partScan) *snapshot {
 }
 
 // replayUnit adds a logged unit to a batch set (a rebuilt generation or
-// live). It was acked before the crash: it is committed again (the
-// offsets view) and never acked again.
+// live). It is not committed yet: its entry was read back, and after an
+// fsync error Linux may return bytes it never wrote (and never will), so
+// a log entry proves nothing until its generation commits. Until then its
+// keys are pending, a retry of it joins it and is answered at that
+// commit, and the offsets view learns its offsets only then.
 func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 	e := l.e
 	in, err := unitFromRecord(us.rec)
@@ -133,16 +141,20 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 		e.broken("a logged unit decodes: %s: %v", us.seg.path, err)
 		return
 	}
-	u := &unit{idem: in.IdempotencyKey, bytes: unitBytes(in), since: e.now(), part: part, seq: us.rec.Seq, seg: us.seg}
+	u := &unit{idem: in.IdempotencyKey, bytes: unitBytes(in), since: e.now(), part: part, seq: us.rec.Seq, seg: us.seg, replayed: true}
 	for _, b := range in.Batches {
 		u.rows += b.NumRows()
 	}
 	for _, o := range in.Offsets {
 		if !isIdemKey(o.Key) {
 			u.offsets = append(u.offsets, o)
+			// Units replay in sequence order: a key's newest unit holds it.
+			e.offsetPending[o.Key] = u
 		}
 	}
-	e.committed.merge(in.Offsets)
+	if u.idem != "" {
+		e.idemPending[u.idem] = u
+	}
 	into.add(u, in) // takes the decoded batches' references
 	e.held += u.bytes
 	us.seg.pin(into.gen, u.seq, e.now())
@@ -199,3 +211,23 @@ func (e *Engine) ownedByID() map[SnapshotID]*segState {
 }
 
 func isIdemKey(k string) bool { return len(k) >= len(idemPrefix) && k[:len(idemPrefix)] == idemPrefix }
+
+// replayedCommitted releases a replayed unit's pending keys (those it
+// still holds: a newer replayed unit may hold an offset key) once its
+// generation committed, and returns the retries that joined it.
+func (e *Engine) replayedCommitted(u *unit) []func(error) {
+	if u.idem != "" && e.idemPending[u.idem] == u {
+		delete(e.idemPending, u.idem)
+	}
+	for _, o := range u.offsets {
+		if e.offsetPending[o.Key] == u {
+			delete(e.offsetPending, o.Key)
+		}
+	}
+	if len(u.dones) > 0 {
+		e.mark(MarkWALReplayJoined)
+	}
+	dones := u.dones
+	u.dones = nil
+	return dones
+}

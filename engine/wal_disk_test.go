@@ -636,3 +636,179 @@ func TestDiskSequenceGapHalts(t *testing.T) {
 		t.Fatalf("answer %v, want ErrPartitionHalted", x.err)
 	}
 }
+
+// A unit prepared off the loop (PrepareUnit, as the host does) is logged
+// and committed exactly as the same unit submitted raw: the two worlds
+// store the same objects, byte for byte, and only the prepared one
+// passes the wal-prepared mark.
+func TestDiskPreparedUnitSameAsRaw(t *testing.T) {
+	run := func(prepare bool) (map[string]string, uint64) {
+		r := newDiskRig(t, 2)
+		eng := r.start()
+		var res []*result
+		for i := range 12 {
+			u := unit([]string{"a", "b"}[i%2], int64(i), int64(i*i))
+			if prepare {
+				p, err := engine.PrepareUnit(u)
+				if err != nil {
+					t.Fatal(err)
+				}
+				u = p
+			}
+			res = append(res, r.submit(u))
+		}
+		r.until(func() bool { return allDone(res) }, "acks")
+		done := false
+		eng.Close(func(error) { done = true })
+		r.until(func() bool { return done }, "close")
+		objects := map[string]string{}
+		for _, k := range r.store.Keys("wal/") {
+			b, _ := r.store.Object(k)
+			objects[k] = string(b)
+		}
+		return objects, eng.Marks()[engine.MarkWALPrepared]
+	}
+	raw, rawMarks := run(false)
+	prep, prepMarks := run(true)
+	if rawMarks != 0 || prepMarks != 12 {
+		t.Fatalf("wal-prepared passed %d times raw, %d prepared; want 0 and 12", rawMarks, prepMarks)
+	}
+	if len(raw) == 0 || len(raw) != len(prep) {
+		t.Fatalf("%d objects raw, %d prepared", len(raw), len(prep))
+	}
+	for k, v := range raw {
+		if prep[k] != v {
+			t.Fatalf("object %s differs between a raw and a prepared submission (%d vs %d bytes)", k, len(v), len(prep[k]))
+		}
+	}
+}
+
+// A prepared unit whose batches were replaced afterwards is encoded
+// again: what its log entry replays after a crash is the batches it was
+// submitted with, not the ones it was prepared with.
+func TestDiskPreparedUnitChangedIsEncodedAgain(t *testing.T) {
+	r := newDiskRig(t, 1)
+	r.start()
+	p, err := engine.PrepareUnit(unit("ns", 1, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Batches = unit("ns", 3, 4).Batches
+	res := r.submit(p)
+	r.until(func() bool { return res.done }, "ack")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	r.crash()
+	eng := r.start()
+	done := false
+	eng.Close(func(error) { done = true })
+	r.until(func() bool { return done }, "close")
+	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{3, 4}) {
+		t.Fatalf("replayed %v, want the submitted batches [3 4]", got)
+	}
+}
+
+// PrepareUnit refuses what Submit would, as ErrInvalidUnit.
+func TestPrepareUnitRefusesInvalid(t *testing.T) {
+	u := unit("ns", 1)
+	u.Schema = nil
+	if _, err := engine.PrepareUnit(u); !errors.Is(err, engine.ErrInvalidUnit) || !strings.Contains(err.Error(), "no schema") {
+		t.Fatalf("PrepareUnit(no schema) = %v, want ErrInvalidUnit naming it", err)
+	}
+	u = unit("ns", 1)
+	u.Key.Namespace = ""
+	if _, err := engine.PrepareUnit(u); !errors.Is(err, engine.ErrInvalidUnit) {
+		t.Fatalf("PrepareUnit(no namespace) = %v, want ErrInvalidUnit", err)
+	}
+}
+
+// Linux may drop the pages of a failed fsync and still return them to
+// reads. A process killed right after such an error (before it rolled to
+// a new segment) leaves its unit in the page cache only: the next process
+// reads it back, but must not take it as committed — a retry of it is
+// answered only when its generation commits to the store, never from the
+// log entry alone, which a power loss can still take away.
+func TestDiskFsyncErrorThenKillRetryWaitsForCommit(t *testing.T) {
+	r := newDiskRig(t, 1)
+	armed, failed, syncs := false, false, 0
+	r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
+		if armed && !failed && op == sim.DiskSync && strings.HasSuffix(path, ".wal") {
+			if syncs++; syncs == 2 { // the unit's batch; the first is the new segment's header
+				failed = true
+				return sim.DiskIOError, 0
+			}
+		}
+		return sim.DiskOK, 0
+	}))
+	markersFail := true
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if markersFail && op == sim.OpPut && strings.HasSuffix(key, ".seg.commit") {
+			return sim.Fail
+		}
+		return sim.OK
+	}
+	eng := r.start()
+	armed = true
+	u := unit("ns", 42)
+	u.IdempotencyKey = "k1"
+	first := r.submit(u)
+	r.until(func() bool { return eng.Stats().WALSyncFailures == 1 }, "the fsync error")
+	r.inc.Kill() // the process dies before it rolled past the error; the machine (and its page cache) stays up
+	r.inc = nil
+	if first.done {
+		t.Fatalf("the unit was answered (%v) before the process died", first.err)
+	}
+	eng = r.start()
+	if st := eng.Stats(); st.WALReplayedUnits != 1 {
+		t.Fatalf("replayed %d units, want the page-cache-only one", st.WALReplayedUnits)
+	}
+	retry := r.submit(u)
+	r.sched.RunUntil(r.sched.Now() + 10*time.Second)
+	if retry.done {
+		t.Fatalf("the retry was answered (%v) while the replayed unit's generation cannot commit: its entry may be in the page cache only", retry.err)
+	}
+	r.crash() // power loss: the entry was never durable
+	markersFail = false
+	eng = r.start()
+	done := false
+	eng.Close(func(error) { done = true })
+	r.until(func() bool { return done }, "close")
+	if got := r.committedValues()["ns"]; len(got) != 0 {
+		t.Fatalf("committed %v: the unit was never durable and never acked", got)
+	}
+}
+
+// After a restart the retry of a replayed unit is answered once its
+// generation commits, and the unit is stored once.
+func TestDiskReplayedRetryAnsweredAtCommit(t *testing.T) {
+	r := newDiskRig(t, 1)
+	r.start()
+	u := withOffset(unit("ns", 7), "src/0", 1)
+	u.IdempotencyKey = "k7"
+	res := r.submit(u)
+	r.until(func() bool { return res.done }, "ack")
+	r.inc.Kill()
+	r.inc = nil
+	eng := r.start()
+	if got, ok := eng.Offset("src/0"); ok {
+		t.Fatalf("offset of src/0 is %d right after replay, want none until the replayed unit commits", got)
+	}
+	retry := r.submit(u)
+	r.until(func() bool { return retry.done }, "retry answered")
+	if retry.err != nil {
+		t.Fatal(retry.err)
+	}
+	if n := r.markers(); n != 1 {
+		t.Fatalf("%d markers when the retry was answered, want the replayed generation's", n)
+	}
+	if m := eng.Marks()[engine.MarkWALReplayJoined]; m != 1 {
+		t.Fatalf("wal-replay-joined passed %d times, want 1", m)
+	}
+	done := false
+	eng.Close(func(error) { done = true })
+	r.until(func() bool { return done }, "close")
+	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{7}) {
+		t.Fatalf("committed %v, want [7] once", got)
+	}
+}

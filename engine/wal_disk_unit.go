@@ -3,6 +3,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"slices"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -18,10 +19,62 @@ import (
 // is the same data in the same form, and its snapshot body (and every
 // compaction_id) comes out the same.
 
+// PrepareUnit does, off the engine's loop, the encoding a disk-WAL
+// engine would otherwise do on it when the unit is submitted: it returns
+// in with its batches replaced by what their Arrow IPC stream decodes to,
+// and the stream kept for the log entry. It is a pure function, safe on
+// any goroutine. The returned batches are new and the caller's: release
+// them after Submit, as any submitted batches (Submit retains what it
+// keeps); Offsets and Sidecar are in's. A prepared unit whose Batches
+// are changed afterwards is prepared again on the loop; an S3-WAL engine
+// takes the batches as they are. Errors wrap ErrInvalidUnit.
+func PrepareUnit(in Unit) (Unit, error) {
+	// Submit checks the unit again, the decoded schema's fingerprint too.
+	if err := validateUnit(in, in.Key.Schema); err != nil {
+		return in, fmt.Errorf("%w: %v", ErrInvalidUnit, err)
+	}
+	out, err := canonicalUnit(in)
+	if err != nil {
+		return in, fmt.Errorf("%w: %v", ErrInvalidUnit, err)
+	}
+	out.prepared = slices.Clone(out.Batches)
+	return out, nil
+}
+
+// preparedIntact says in is as PrepareUnit returned it.
+func preparedIntact(in Unit) bool {
+	if in.arrow == nil || len(in.prepared) != len(in.Batches) {
+		return false
+	}
+	for i, b := range in.Batches {
+		if b != in.prepared[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalFor returns in's canonical form for the disk log, owned by
+// the engine: a prepared unit's own batches, retained, or new ones.
+func canonicalFor(e *Engine, in Unit) (Unit, error) {
+	if preparedIntact(in) {
+		e.mark(MarkWALPrepared)
+		for _, b := range in.Batches {
+			b.Retain()
+		}
+		in.prepared = nil
+		return in, nil
+	}
+	return canonicalUnit(in)
+}
+
 // canonicalUnit returns in with its batches replaced by their decoded
 // IPC stream (which it keeps in in.arrow, for the log entry).
 func canonicalUnit(in Unit) (Unit, error) {
 	var buf bytes.Buffer
+	// The stream is the buffers, padded, and a few hundred bytes of
+	// messages per batch: growing to it on the way costs more than this.
+	buf.Grow(int(min(unitBytes(in), unitBytesMax)) + 1024*(1+len(in.Batches)))
 	w := ipc.NewWriter(&buf, ipc.WithSchema(in.Schema), ipc.WithAllocator(memory.DefaultAllocator))
 	for _, b := range in.Batches {
 		if err := w.Write(b); err != nil {
@@ -35,7 +88,7 @@ func canonicalUnit(in Unit) (Unit, error) {
 		return in, fmt.Errorf("unit's Arrow stream of %d bytes does not fit a WAL entry (limit %d)", buf.Len(), wal.EntryPayloadMax)
 	}
 	out := in
-	out.arrow = buf.Bytes()
+	out.arrow, out.prepared = buf.Bytes(), nil
 	schema, batches, err := decodeUnitArrow(out.arrow)
 	if err != nil {
 		return in, err

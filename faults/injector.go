@@ -138,6 +138,10 @@ func (in *Injector) RestartNow() bool { return in.fires(Restart) }
 // CrashAtPoint decides a crash right after a compaction or upload step.
 func (in *Injector) CrashAtPoint() bool { return in.fires(CrashPoint) }
 
+// KillAfterFsyncError decides, at a failed fsync of the log, whether the
+// process dies before it rolled past it (the machine stays up).
+func (in *Injector) KillAfterFsyncError() bool { return in.fires(FsyncErrorKill) }
+
 // ZombieNow decides whether the engine pauses at this step (and a new
 // one takes over), and for how long.
 func (in *Injector) ZombieNow() (time.Duration, bool) {

@@ -41,6 +41,7 @@ const (
 	SourceRewind                  // a replayable source resumes from earlier offsets than recovered
 	SinkRefuse                    // a sink says a job can never be applied (the lane halts)
 	UploadLost                    // a multipart upload is aborted under its writer (a lifecycle rule)
+	FsyncErrorKill                // SIGKILL right after a log fsync error, sparing the machine (its page cache)
 	NumKinds
 )
 
@@ -51,7 +52,7 @@ var kindNames = [NumKinds]string{
 	"sink-error", "sink-ambiguous", "sink-outage", "crash-point", "memory-hint",
 	"restart", "store-outage", "ambiguous-marker", "ambiguous-bitmap", "ambiguous-delete",
 	"ambiguous-control", "read-timeout", "corrupt-read", "corrupt-at-rest", "zombie",
-	"source-rewind", "sink-refuse", "mpu-lost",
+	"source-rewind", "sink-refuse", "mpu-lost", "fsync-error-kill",
 }
 
 func (k Kind) String() string {
@@ -88,7 +89,7 @@ const (
 var kindNeeds = [NumKinds]Needs{
 	MultipartPart: NeedsMultipart, MultipartComplete: NeedsMultipart, MultipartAbort: NeedsMultipart, UploadLost: NeedsMultipart,
 	FsyncError: NeedsDisk, DiskWriteError: NeedsDisk, DiskFull: NeedsDisk, SlowIO: NeedsDisk,
-	BitFlip:   NeedsDiskRead,
+	BitFlip: NeedsDiskRead, FsyncErrorKill: NeedsDiskRead,
 	SinkError: NeedsSink, SinkAmbiguous: NeedsSink, SinkOutage: NeedsSink, CorruptAtRest: NeedsSink,
 	AmbiguousBitmap: NeedsSink, SinkRefuse: NeedsSink,
 	SourceRewind: NeedsReplayable,

@@ -48,6 +48,11 @@ const (
 	// per compaction or upload step (several per segment)
 	crashPointRateMin = 1e-4
 	crashPointRateMax = 5e-3
+	// per log fsync error, a few a world: most of them
+	fsyncKillRateMin = 0.1
+	fsyncKillRateMax = 0.9
+	// a swarm's disk-WAL world crashes at points at least this often
+	diskCrashPointRate = 1e-3
 	// each halts a lane for good, so fires once a world: corrupt-at-rest is
 	// asked at each restart with live segments (tens a world), sink-refuse
 	// at each sink apply (thousands)
@@ -131,6 +136,8 @@ func rateBounds(k Kind) (lo, hi float64) {
 		return mpuRateMin, mpuRateMax
 	case MultipartComplete:
 		return completeRateMin, completeRateMax
+	case FsyncErrorKill:
+		return fsyncKillRateMin, fsyncKillRateMax
 	case SinkOutage, StoreOutage:
 		return 1, 1 // every decision inside a window
 	}
@@ -221,6 +228,12 @@ func (p Plan) Restrict(w World) Plan {
 	}
 	if w.DiskWAL {
 		p.Rate[Zombie] = 0
+		if p.Name == "swarm" && p.Rate[CrashPoint] == 0 {
+			// A power loss between a log write and its fsync is the window
+			// the disk WAL exists for (torn tails, superseded batches):
+			// every disk world of a swarm has it.
+			p.Rate[CrashPoint] = diskCrashPointRate
+		}
 	}
 	return p
 }

@@ -59,6 +59,9 @@ type Disk struct {
 	// durable, with what had been written to it (an oracle's view of
 	// "covered by a completed fsync").
 	OnSync func(path string, written []byte)
+	// OnSyncError, if set, sees every Sync that failed (ErrIO): the file
+	// is poisoned, its unsynced bytes readable but never to be durable.
+	OnSyncError func(path string)
 	// OnWrite, if set, sees every WriteAt that took effect (a window
 	// between a write and its sync).
 	OnWrite func(path string)

@@ -229,6 +229,9 @@ func (f *fileHandle) Sync(done func(err error)) {
 		switch {
 		case o == DiskIOError:
 			n.poisoned = true
+			if f.d.OnSyncError != nil {
+				f.d.OnSyncError(f.path)
+			}
 			return ErrIO
 		case n.poisoned:
 			f.d.counts.SyncsIgnored++

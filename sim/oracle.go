@@ -479,7 +479,7 @@ func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
 			o.fail("segment %s holds acked units but is neither owned nor reclaimed after recovery", key)
 		}
 	}
-	o.ledger.uncovered(eng.Offset, o.w.sched.Now(), o.w.engCfg.IdempotencyWindow,
+	o.ledger.uncovered(o.recoveredOffset(eng), o.w.sched.Now(), o.w.engCfg.IdempotencyWindow,
 		func(what string) { o.fail("acked %s not covered by the recovered offsets", what) })
 	if rs.bodyReads > 0 {
 		o.fail("recovery read %d segment bodies", rs.bodyReads)

@@ -49,10 +49,16 @@ func (w *World) step() {
 	w.startDueSources()
 	w.checkEngine()
 	w.checkZombies()
-	if w.producing && w.eng != nil && (w.crashSoon || w.faults.CrashNow()) {
+	switch {
+	case w.producing && w.eng != nil && w.killSoon:
+		w.res.Crashes++
+		w.res.KillsOnly++
+		w.trouble()
+		w.endProcess(false)
+	case w.producing && w.eng != nil && (w.crashSoon || w.faults.CrashNow()):
 		w.crash()
 	}
-	w.crashSoon = false
+	w.crashSoon, w.killSoon = false, false
 	if pause, ok := w.faults.ZombieNow(); ok && w.producing && w.eng != nil && w.eng.Ready() && !w.closing && w.engCfg.Disk == nil {
 		w.makeZombie(pause)
 	}
@@ -290,7 +296,20 @@ func (w *World) onReady(inc *Incarnation) {
 func (w *World) crash() {
 	w.res.Crashes++
 	w.trouble()
-	w.endProcess(len(w.zombies) == 0)
+	w.endProcess(len(w.zombies) == 0 && !w.killOnly())
+}
+
+// killOnly decides whether this crash spares the machine (WorldSpec.
+// KillOnly), from a stream of its own: the world's other draws stay put.
+func (w *World) killOnly() bool {
+	if w.spec.KillOnly == 0 {
+		return false
+	}
+	if !w.root.Split(fmt.Sprintf("kill-only/%d", w.inc.ID())).Chance(w.spec.KillOnly) {
+		return false
+	}
+	w.res.KillsOnly++
+	return true
 }
 
 // maybeRestart stops a ready engine gracefully when the plan says so, and
@@ -353,6 +372,35 @@ func (w *World) submit(uid UID, in engine.Unit, done func(error)) {
 		w.sched.After(time.Millisecond, func() { done(engine.ErrNotReady) })
 		return
 	}
+	if in, ok := w.prepare(uid, in); ok {
+		defer func() {
+			for _, b := range in.Batches {
+				b.Release()
+			}
+		}()
+		w.submitTo(uid, in, done)
+		return
+	}
+	w.submitTo(uid, in, done)
+}
+
+// prepare encodes every other unit of a disk-WAL world for the log
+// before it is submitted, as the production host does off its loop
+// (engine.PrepareUnit), so both ways into the log are run. The prepared
+// batches are the caller's to release.
+func (w *World) prepare(uid UID, in engine.Unit) (engine.Unit, bool) {
+	if w.spec.Engine.Disk == nil || uid%2 != 0 {
+		return in, false
+	}
+	p, err := engine.PrepareUnit(in)
+	if err != nil {
+		w.oracle.fail("unit %s: PrepareUnit: %v", uid, err)
+		return in, false
+	}
+	return p, true
+}
+
+func (w *World) submitTo(uid UID, in engine.Unit, done func(error)) {
 	w.awaiting++
 	inc := w.inc
 	w.eng.Submit(in, func(err error) {

@@ -47,6 +47,11 @@ type WorldSpec struct {
 	Sinks []SinkSpec `json:"sinks"`
 	// Sources produce the workload; each namespace goes to one sink.
 	Sources []SourceSpec `json:"sources"`
+	// KillOnly (disk-WAL worlds) is the share of crashes that kill the
+	// process and spare the machine: the page cache survives, so the next
+	// process reads back writes no fsync made durable — after an fsync
+	// error, writes that never will be. The rest are power losses.
+	KillOnly float64 `json:"kill_only,omitempty"`
 }
 
 // SinkSpec is one destination of a world.
@@ -83,6 +88,9 @@ func DrawWorld(r *Rand, dests []string) WorldSpec {
 	s.Engine = drawEngine(r.Split("engine"))
 	if d := r.Split("disk-wal"); d.Chance(diskWALShare) {
 		s.Engine.Disk = drawDiskWAL(d)
+		if k := r.Split("kill-only"); k.Chance(0.5) {
+			s.KillOnly = k.Float64() / 2 // power losses stay the rule: they tear writes
+		}
 	}
 	target := s.Engine.TargetBytes
 	// From a machine whose admission cannot take one round of the bulk

@@ -31,6 +31,9 @@ type Faults interface {
 	// reclaim delete done, a part uploaded): windows a per-step crash
 	// rarely hits.
 	CrashAtPoint() bool
+	// KillAfterFsyncError is asked at every failed fsync of a log
+	// segment: does the process die right then, sparing the machine?
+	KillAfterFsyncError() bool
 	// MemoryChange is asked every memoryTick: a new memory hint, in
 	// eighths of the world's base hint, or false.
 	MemoryChange() (int64, bool)
@@ -127,6 +130,7 @@ type World struct {
 	lastTrouble time.Duration // last sink fault, crash or memory change
 	progress    progress      // the progress oracle's memory of the current engine
 	crashSoon   bool          // crash after the current step (a targeted crash point)
+	killSoon    bool          // kill the process after the current step, sparing the machine
 	closing     bool          // a graceful close is in progress
 	closeStart  time.Duration // when it began
 	awaiting    int           // units submitted to the current engine, not answered yet
@@ -172,6 +176,11 @@ func NewWorld(cfg Config) *World {
 	w.disk.OnWrite = func(path string) {
 		if strings.HasSuffix(path, ".wal") {
 			w.maybeCrashAtPoint() // between a log write and its fsync: torn tails
+		}
+	}
+	w.disk.OnSyncError = func(path string) {
+		if strings.HasSuffix(path, ".wal") && w.faults.KillAfterFsyncError() && w.producing {
+			w.killSoon = true // before the log rolled past it: the page cache holds what the disk never will
 		}
 	}
 	w.store.OnApply = w.onApply
@@ -230,6 +239,7 @@ type Result struct {
 	Wall         time.Duration
 	Acks         uint64
 	Crashes      uint64
+	KillsOnly    uint64 // crashes that spared the machine (its page cache)
 	Restarts     uint64 // graceful stops
 	Zombies      uint64 // incarnations paused while another took over
 	Faults       string
@@ -282,6 +292,7 @@ type noFaults struct{}
 func (noFaults) Decide(Op, string, time.Duration, *Rand) (Outcome, time.Duration) { return OK, 0 }
 func (noFaults) DecideSink(time.Duration) SinkOutcome                             { return SinkOK }
 func (noFaults) CrashAtPoint() bool                                               { return false }
+func (noFaults) KillAfterFsyncError() bool                                        { return false }
 func (noFaults) MemoryChange() (int64, bool)                                      { return 0, false }
 func (noFaults) CrashNow() bool                                                   { return false }
 func (noFaults) ZombieNow() (time.Duration, bool)                                 { return 0, false }

@@ -33,6 +33,7 @@ type Host struct {
 	loop       *Loop
 	eng        *engine.Engine // touched on the loop only
 	layout     engine.Layout
+	prepare    bool   // a disk WAL: units are encoded for the log off the loop (engine.PrepareUnit)
 	closeStore func() // the store's Close, nil if it has none
 
 	startOnce sync.Once
@@ -92,7 +93,7 @@ func NewHost(cfg engine.Config, loop *Loop, hp HostPorts) (*Host, error) {
 		return nil, fmt.Errorf("storage: host: %w", err)
 	}
 	h := &Host{
-		loop: loop, eng: eng, layout: eng.Layout(),
+		loop: loop, eng: eng, layout: eng.Layout(), prepare: cfg.Disk != nil,
 		started: make(chan struct{}), exited: make(chan struct{}),
 	}
 	if c, ok := store.(interface{ Close() }); ok {
@@ -167,7 +168,10 @@ func (h *Host) Start(ctx context.Context) error {
 // the bytes they point to (sidecar identities, Arrow buffers) must not be
 // modified afterwards.
 func (h *Host) Ingest(ctx context.Context, u engine.Unit) error {
-	u = borrowUnit(u)
+	u, err := h.borrow(u)
+	if err != nil {
+		return fmt.Errorf("storage: ingest: %w", err)
+	}
 	release := func() {
 		for _, b := range u.Batches {
 			b.Release()
@@ -192,18 +196,39 @@ func (h *Host) Ingest(ctx context.Context, u engine.Unit) error {
 	return answer
 }
 
+// borrow returns the unit the loop will submit, its references the
+// Ingest call's own: u borrowed, or (disk WAL) u encoded for the log on
+// the caller's goroutine — the costliest step of a submission, kept off
+// the loop every unit goes through.
+func (h *Host) borrow(u engine.Unit) (engine.Unit, error) {
+	if !h.prepare {
+		return borrowUnit(u), nil
+	}
+	p, err := engine.PrepareUnit(u)
+	if err != nil {
+		return u, err
+	}
+	return cloneMeta(p), nil // its batches are new: no reference to take
+}
+
 // borrowUnit copies the slices of u that the engine keeps and takes a
 // reference to each batch; the caller's references stay the caller's.
 func borrowUnit(u engine.Unit) engine.Unit {
+	u = cloneMeta(u)
 	u.Batches = slices.Clone(u.Batches)
+	for _, b := range u.Batches {
+		b.Retain()
+	}
+	return u
+}
+
+// cloneMeta copies u's offsets and sidecar rows, which the engine keeps.
+func cloneMeta(u engine.Unit) engine.Unit {
 	u.Offsets = slices.Clone(u.Offsets)
 	if u.Sidecar != nil {
 		sc := *u.Sidecar
 		sc.Rows = slices.Clone(sc.Rows)
 		u.Sidecar = &sc
-	}
-	for _, b := range u.Batches {
-		b.Retain()
 	}
 	return u
 }

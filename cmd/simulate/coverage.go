@@ -28,6 +28,8 @@ var optionalMarks = map[engine.Mark]string{
 		"engine TestDiskBacklogKeepsAckedUnits reaches it",
 	engine.MarkWALHaltedKeep: "a world's run ends at the alert of a halted WAL partition; " +
 		"engine TestDiskHaltedPartitionKeepsItsSegments reaches it",
+	engine.MarkBitmapUnreadable: "a completion bitmap damaged at rest and then read by a recovery before its segment " +
+		"was reclaimed: 2 worlds of 100 in a sweep; engine TestUnreadableBitmapKeepsSegment reaches it",
 	engine.MarkMarkerExists: "a marker key is taken only if two writers share an epoch, which claims prevent (an unheard " +
 		"marker PUT is read, never PUT again); engine TestForeignMarkerFailsClosed reaches it",
 }

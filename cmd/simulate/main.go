@@ -285,19 +285,20 @@ func report(o options, outs []outcome) bool {
 }
 
 // diskFaultKinds are the fault kinds that hit the simulated disk.
-var diskFaultKinds = []string{"fsync-error", "disk-write-error", "disk-full", "bit-flip", "slow-io"}
+var diskFaultKinds = []string{"fsync-error", "disk-write-error", "disk-full", "bit-flip", "slow-io", "fsync-error-kill"}
 
 // diskSummary counts the worlds that ran the local-disk WAL, those that
 // ended halted on a damaged log, and how often each disk fault kind
 // fired over the sweep (from each run's injected faults).
 func diskSummary(outs []outcome) string {
-	worlds, halted := 0, 0
+	worlds, halted, killsOnly := 0, 0, uint64(0)
 	fired := map[string]uint64{}
 	for _, out := range outs {
 		if out.job.spec.Engine.Disk == nil {
 			continue
 		}
 		worlds++
+		killsOnly += out.res.KillsOnly
 		if strings.Contains(out.res.Halted, "in the log") {
 			halted++
 		}
@@ -311,8 +312,8 @@ func diskSummary(outs []outcome) string {
 	for _, k := range diskFaultKinds {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, fired[k]))
 	}
-	return fmt.Sprintf("disk-WAL worlds: %d of %d (%d halted on a flipped bit in the log, as they should); disk faults fired: %s",
-		worlds, len(outs), halted, strings.Join(parts, " "))
+	return fmt.Sprintf("disk-WAL worlds: %d of %d (%d halted on a flipped bit in the log, as they should); crashes that spared the machine: %d; disk faults fired: %s",
+		worlds, len(outs), halted, killsOnly, strings.Join(parts, " "))
 }
 
 func summary(r sim.Result) string {
@@ -327,9 +328,9 @@ func summary(r sim.Result) string {
 	if r.Wall > 0 {
 		rate = float64(r.Steps) / r.Wall.Seconds()
 	}
-	return fmt.Sprintf("%s seed=%d plan=%s steps=%d sim=%v wall=%v steps/s=%.0f acks=%d crashes=%d restarts=%d zombies=%d faults={%s} segments=%d sinks=%s applied=%d max_live=%d orphans_swept=%d worst_recovery={ops=%d time=%v} hash=%016x",
+	return fmt.Sprintf("%s seed=%d plan=%s steps=%d sim=%v wall=%v steps/s=%.0f acks=%d crashes=%d kills_only=%d restarts=%d zombies=%d faults={%s} segments=%d sinks=%s applied=%d max_live=%d orphans_swept=%d worst_recovery={ops=%d time=%v} hash=%016x",
 		status, r.Seed, r.Plan, r.Steps, r.SimTime.Round(time.Millisecond), r.Wall.Round(time.Millisecond), rate,
-		r.Acks, r.Crashes, r.Restarts, r.Zombies, r.Faults, r.Segments, r.Destination, r.Applied, r.MaxLive, r.OrphansSwept,
+		r.Acks, r.Crashes, r.KillsOnly, r.Restarts, r.Zombies, r.Faults, r.Segments, r.Destination, r.Applied, r.MaxLive, r.OrphansSwept,
 		r.WorstRecOps, r.WorstRecTime.Round(time.Millisecond), r.Hash)
 }
 

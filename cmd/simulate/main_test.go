@@ -62,16 +62,27 @@ func TestReplayReproducesTheRun(t *testing.T) {
 // are listed in optionalMarks with the engine test that reaches them). A
 // failure names the seed; `go run ./cmd/simulate -seed N -iters I -faults
 // swarm` reproduces it.
+//
+// A third of the drawn worlds run the disk WAL: too few of 24 for the
+// log's rarer branches (a torn tail, a superseded batch), so the sweep
+// goes on past seed 24 with the disk-WAL worlds only, until it ran
+// sweepDiskWorlds of them.
 func TestSweep(t *testing.T) {
-	seeds, iters := uint64(24), uint64(100_000)
+	seeds, iters, diskWorlds := uint64(24), uint64(100_000), sweepDiskWorlds
 	if testing.Short() {
-		seeds, iters = 4, 20_000
+		seeds, iters, diskWorlds = 4, 20_000, 0
 	}
 	var jobs []job
-	for seed := uint64(1); seed <= seeds; seed++ {
+	disk := 0
+	for seed := uint64(1); seed <= seeds || disk < diskWorlds; seed++ {
 		j, err := drawJob(seed, iters, "swarm")
 		if err != nil {
 			t.Fatal(err)
+		}
+		if j.spec.Engine.Disk != nil {
+			disk++
+		} else if seed > seeds {
+			continue
 		}
 		jobs = append(jobs, j)
 	}
@@ -85,9 +96,14 @@ func TestSweep(t *testing.T) {
 		return
 	}
 	if missed := coverageOf(outs).unreached(true); len(missed) > 0 {
-		t.Errorf("no world of seeds 1..%d reached the required marks %v: a path the simulator no longer tests", seeds, missed)
+		t.Errorf("no world of seeds 1..%d (and disk-WAL worlds up to %d) reached the required marks %v: a path the simulator no longer tests",
+			seeds, jobs[len(jobs)-1].seed, missed)
 	}
 }
+
+// sweepDiskWorlds is how many disk-WAL worlds TestSweep runs: with 28,
+// 8 reached a torn tail and 5 a superseded batch when it was set.
+const sweepDiskWorlds = 28
 
 // TestSeeds replays every regression seed under seeds/: its recorded
 // world and fault schedule. A file that cannot be replayed as recorded
@@ -232,16 +248,17 @@ func TestCoverageUnreached(t *testing.T) {
 }
 
 // The sweep summary counts the disk-WAL worlds, the ones halted on a
-// damaged log, and each disk fault kind over the sweep.
+// damaged log, their crashes that spared the machine, and each disk
+// fault kind over the sweep.
 func TestDiskSummary(t *testing.T) {
 	disk := sim.WorldSpec{Engine: engine.Config{Disk: engine.DefaultDiskWAL()}}
 	outs := []outcome{
 		{job: job{spec: disk}, res: sim.Result{Faults: "crash=2 fsync-error=3 bit-flip=1", Halted: "halted as it should on a flipped bit in the log: x"}},
-		{job: job{spec: disk}, res: sim.Result{Faults: "fsync-error=4 slow-io=2"}},
-		{job: job{spec: sim.WorldSpec{}}, res: sim.Result{Faults: "fsync-error=100"}},
+		{job: job{spec: disk}, res: sim.Result{Faults: "fsync-error=4 slow-io=2 fsync-error-kill=1", KillsOnly: 3}},
+		{job: job{spec: sim.WorldSpec{}}, res: sim.Result{Faults: "fsync-error=100", KillsOnly: 50}},
 	}
 	want := "disk-WAL worlds: 2 of 3 (1 halted on a flipped bit in the log, as they should); " +
-		"disk faults fired: fsync-error=7 disk-write-error=0 disk-full=0 bit-flip=1 slow-io=2"
+		"crashes that spared the machine: 3; disk faults fired: fsync-error=7 disk-write-error=0 disk-full=0 bit-flip=1 slow-io=2 fsync-error-kill=1"
 	if got := diskSummary(outs); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}
