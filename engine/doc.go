@@ -26,7 +26,11 @@
 //     joins the memtable: the live accumulator).
 //   - committed: durable in the WAL. S3 mode: both {id}.seg and
 //     {id}.seg.commit exist. Disk mode: synced. Recovery finds every
-//     committed unit; nothing else is owned.
+//     committed unit; nothing else is owned. A unit the disk WAL replays
+//     after a restart is committed again only when its generation's
+//     segment commits: an entry read back is not proof it is durable
+//     (after a failed fsync the page cache may return bytes the disk
+//     never got), so until then its keys are pending and a retry waits.
 //   - acked: the source has been told the unit is committed. Never before
 //     committed.
 //   - applied: a slice has been written to its sink under its

@@ -321,12 +321,11 @@ func (l *diskLog) failAll(err error) {
 
 // beforePersist makes the generation boundary durable: a seal record in
 // every partition holding units of s. A replayed snapshot's seal is
-// already in the log.
+// logged again: the one recovery read may be in the page cache only (an
+// fsync error the last process never rolled past), and a marker landing
+// for an id the log then forgets would let its units be replayed under
+// a new id — stored twice. Two seal records of one id are one.
 func (l *diskLog) beforePersist(s *snapshot, next func()) {
-	if s.replayed {
-		next()
-		return
-	}
 	ranges, mask := sealRanges(s.content.units)
 	left := len(ranges)
 	if left == 0 {

@@ -111,10 +111,8 @@ func TestDiskReplayAfterCrash(t *testing.T) {
 		}
 	}
 	r.crash()
-	eng := r.start()
-	done := false
-	eng.Close(func(error) { done = true })
-	r.until(func() bool { return done }, "close")
+	r.start()
+	r.closeEngine()
 	got := r.committedValues()
 	var all []int64
 	for _, ns := range []string{"a", "b", "c"} {
@@ -185,9 +183,7 @@ func TestDiskReplayKeepsSnapshotID(t *testing.T) {
 	r.crash()
 	r.faults = nil
 	eng = r.start()
-	done := false
-	eng.Close(func(error) { done = true })
-	r.until(func() bool { return done }, "close")
+	r.closeEngine()
 	var markers []string
 	for _, k := range r.store.Keys("wal/test/p_year=") {
 		if strings.HasSuffix(k, ".seg.commit") {
@@ -234,9 +230,7 @@ func TestDiskFsyncFailurePoisons(t *testing.T) {
 	}
 	r.crash() // the poisoned segment's entry may be durable: it must not come back twice
 	eng = r.start()
-	done := false
-	eng.Close(func(error) { done = true })
-	r.until(func() bool { return done }, "close")
+	r.closeEngine()
 	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{42}) {
 		t.Fatalf("committed %v, want [42] once", got)
 	}
@@ -288,9 +282,7 @@ func TestDiskMidSegmentCorruptionHaltsOnePartition(t *testing.T) {
 	if !errors.Is(x.err, engine.ErrPartitionHalted) || y.err != nil {
 		t.Fatalf("halted partition answered %v, healthy one %v", x.err, y.err)
 	}
-	done := false
-	eng.Close(func(error) { done = true })
-	r.until(func() bool { return done }, "close")
+	r.closeEngine()
 	got := r.committedValues()
 	if !slices.Equal(got[good], []int64{100, 101, 102, 103, 104, 105, 1000}) {
 		t.Fatalf("healthy partition delivered %v", got[good])
@@ -369,9 +361,7 @@ func TestDiskCrashProperty(t *testing.T) {
 			r.crash()
 		}
 		eng := r.start()
-		done := false
-		eng.Close(func(error) { done = true })
-		r.until(func() bool { return done }, "close")
+		r.closeEngine()
 		seen := map[int64]int{}
 		for _, vs := range r.committedValues() {
 			for _, v := range vs {
@@ -478,9 +468,7 @@ func TestDiskPoisonedBatchSuperseded(t *testing.T) {
 	if eng.Marks()[engine.MarkWALStaleDiscarded] != 2 {
 		t.Fatalf("stale entries discarded: %d, want 2", eng.Marks()[engine.MarkWALStaleDiscarded])
 	}
-	done := false
-	eng.Close(func(error) { done = true })
-	r.until(func() bool { return done }, "close")
+	r.closeEngine()
 	got := r.committedValues()["ns"]
 	slices.Sort(got)
 	if !slices.Equal(got, []int64{1, 3}) {
@@ -516,9 +504,7 @@ func TestDiskCommitKeepsNewerPendingKeys(t *testing.T) {
 	if b.err != nil || again.err != nil {
 		t.Fatalf("answers %v, %v", b.err, again.err)
 	}
-	done := false
-	eng.Close(func(error) { done = true })
-	r.until(func() bool { return done }, "close")
+	r.closeEngine()
 	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{1, 2}) {
 		t.Fatalf("committed %v, want [1 2]: B once", got)
 	}
@@ -606,9 +592,7 @@ func TestDiskBacklogKeepsAckedUnits(t *testing.T) {
 		t.Fatal("no unit waited in the backlog")
 	}
 	failing = false
-	done := false
-	eng.Close(func(error) { done = true })
-	r.until(func() bool { return done }, "close")
+	r.closeEngine()
 	got := r.committedValues()["ns"]
 	slices.Sort(got)
 	if !slices.Equal(got, []int64{0, 1, 2, 3, 4, 5, 6}) {
@@ -658,9 +642,7 @@ func TestDiskPreparedUnitSameAsRaw(t *testing.T) {
 			res = append(res, r.submit(u))
 		}
 		r.until(func() bool { return allDone(res) }, "acks")
-		done := false
-		eng.Close(func(error) { done = true })
-		r.until(func() bool { return done }, "close")
+		r.closeEngine()
 		objects := map[string]string{}
 		for _, k := range r.store.Keys("wal/") {
 			b, _ := r.store.Object(k)
@@ -700,10 +682,8 @@ func TestDiskPreparedUnitChangedIsEncodedAgain(t *testing.T) {
 		t.Fatal(res.err)
 	}
 	r.crash()
-	eng := r.start()
-	done := false
-	eng.Close(func(error) { done = true })
-	r.until(func() bool { return done }, "close")
+	r.start()
+	r.closeEngine()
 	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{3, 4}) {
 		t.Fatalf("replayed %v, want the submitted batches [3 4]", got)
 	}
@@ -771,9 +751,7 @@ func TestDiskFsyncErrorThenKillRetryWaitsForCommit(t *testing.T) {
 	r.crash() // power loss: the entry was never durable
 	markersFail = false
 	eng = r.start()
-	done := false
-	eng.Close(func(error) { done = true })
-	r.until(func() bool { return done }, "close")
+	r.closeEngine()
 	if got := r.committedValues()["ns"]; len(got) != 0 {
 		t.Fatalf("committed %v: the unit was never durable and never acked", got)
 	}
@@ -805,10 +783,42 @@ func TestDiskReplayedRetryAnsweredAtCommit(t *testing.T) {
 	if m := eng.Marks()[engine.MarkWALReplayJoined]; m != 1 {
 		t.Fatalf("wal-replay-joined passed %d times, want 1", m)
 	}
-	done := false
-	eng.Close(func(error) { done = true })
-	r.until(func() bool { return done }, "close")
+	r.closeEngine()
 	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{7}) {
 		t.Fatalf("committed %v, want [7] once", got)
+	}
+}
+
+// A generation rebuilt from the log logs its seal again before its
+// marker is PUT: the seal recovery read may be in the page cache only,
+// and a marker the log cannot tie to its units would let the next
+// recovery replay them under a new id.
+func TestDiskReplayedGenerationLogsItsSealAgain(t *testing.T) {
+	r := newDiskRig(t, 1)
+	markersFail := true
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if markersFail && op == sim.OpPut && strings.HasSuffix(key, ".seg.commit") {
+			return sim.Fail
+		}
+		return sim.OK
+	}
+	eng := r.start()
+	res := r.submit(unit("ns", 5))
+	r.until(func() bool { return res.done }, "ack")
+	eng.Close(func(error) {}) // seals live: the marker PUT keeps failing
+	r.until(func() bool { return len(r.loggedSeals()) > 0 }, "seal logged")
+	r.crash()
+	r.start()
+	r.until(func() bool { return len(r.loggedSeals()) == 2 }, "the seal logged again")
+	if s := r.loggedSeals(); s[0] != s[1] {
+		t.Fatalf("seal records %v, want the rebuilt generation's id twice", s)
+	}
+	if n := r.markers(); n != 0 {
+		t.Fatalf("%d markers while marker PUTs fail", n)
+	}
+	markersFail = false
+	r.closeEngine()
+	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{5}) {
+		t.Fatalf("committed %v, want [5] once", got)
 	}
 }

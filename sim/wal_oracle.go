@@ -110,18 +110,12 @@ func (o *Oracle) walAfterCrash() {
 		return
 	}
 	kept := map[UID]bool{}
-	for _, p := range o.w.disk.Paths() {
-		if !strings.HasSuffix(p, ".wal") {
-			continue
+	o.logEntries(true, func(p string, payload []byte) {
+		if uid, ok := o.walUnit(p, payload); ok {
+			kept[uid] = true
+			o.wal.durable[uid] = true
 		}
-		_, durable := o.w.disk.File(p)
-		for _, ent := range wal.Scan(p, durable).Entries {
-			if uid, ok := o.walUnit(p, ent.Payload); ok {
-				kept[uid] = true
-				o.wal.durable[uid] = true
-			}
-		}
-	}
+	})
 	if o.w.disk.Counts().Outcomes[DiskBitFlip] > 0 {
 		return
 	}
@@ -181,29 +175,41 @@ func (o *Oracle) recoveredOffset(eng engineView) func(key string) (uint64, bool)
 		return eng.Offset
 	}
 	logged := map[string]uint64{}
-	for _, p := range o.w.disk.Paths() {
-		if !strings.HasSuffix(p, ".wal") {
-			continue
+	o.logEntries(false, func(p string, payload []byte) {
+		rec, err := wal.DecodeRecord(p, payload)
+		if err != nil {
+			o.fail("log segment %s: an entry that passed its CRC does not decode: %v", p, err)
+			return
 		}
-		written, _ := o.w.disk.File(p)
-		for _, ent := range wal.Scan(p, written).Entries {
-			rec, err := wal.DecodeRecord(p, ent.Payload)
-			if err != nil {
-				o.fail("log segment %s: an entry that passed its CRC does not decode: %v", p, err)
-				continue
-			}
-			if u, ok := rec.(*wal.UnitRecord); ok {
-				for _, off := range u.Offsets {
-					logged[off.Key] = max(logged[off.Key], off.Value)
-				}
+		if u, ok := rec.(*wal.UnitRecord); ok {
+			for _, off := range u.Offsets {
+				logged[off.Key] = max(logged[off.Key], off.Value)
 			}
 		}
-	}
+	})
 	return func(key string) (uint64, bool) {
 		v, ok := eng.Offset(key)
 		if w, in := logged[key]; in {
 			return max(v, w), true
 		}
 		return v, ok
+	}
+}
+
+// logEntries calls fn with every entry of every log segment on the disk:
+// its durable image (what a crash keeps) or what was written (what a
+// read returns).
+func (o *Oracle) logEntries(durable bool, fn func(path string, payload []byte)) {
+	for _, p := range o.w.disk.Paths() {
+		if !strings.HasSuffix(p, ".wal") {
+			continue
+		}
+		written, kept := o.w.disk.File(p)
+		if durable {
+			written = kept
+		}
+		for _, ent := range wal.Scan(p, written).Entries {
+			fn(p, ent.Payload)
+		}
 	}
 }

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -119,4 +121,73 @@ func TestOracleWALReclaimed(t *testing.T) {
 	writeDurable(t, w, "wal/partition-0/segment-000000000002.wal", logImage(t, w))
 	w.oracle.walFinal()
 	wantViolation(t, w, "holds 2 segment files after convergence")
+}
+
+// viewOnly is an engine whose recovered view is offsets.
+type viewOnly map[string]uint64
+
+func (v viewOnly) Segments() []engine.Segment { return nil }
+func (v viewOnly) Stats() engine.Stats        { return engine.Stats{} }
+func (v viewOnly) Offset(k string) (uint64, bool) {
+	x, ok := v[k]
+	return x, ok
+}
+
+// Disk WAL: after a recovery a key is known from the recovered view or
+// from the log on the disk (read back and replayed, committed later) —
+// and from nothing else.
+func TestOracleWALRecoveredOffsetReadsTheLog(t *testing.T) {
+	w := testDiskWorld(t)
+	h, err := wal.AppendHeader(nil, wal.Header{Partition: 0, Segment: 1, FirstSeq: 1, SegmentBytes: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := wal.AppendUnit(nil, wal.UnitRecord{Seq: 1, Key: segment.PartitionKey{SinkRef: "lake", Namespace: "ns", Schema: unitFingerprint},
+		Offsets: segment.Offsets{{Key: "both", Value: 4}, {Key: "logged", Value: 9}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeDurable(t, w, "wal/partition-0/segment-000000000001.wal", wal.AppendEntry(wal.AppendEntry(nil, h), p))
+	off := w.oracle.recoveredOffset(viewOnly{"viewed": 3, "both": 6})
+	for key, want := range map[string]uint64{"logged": 9, "viewed": 3, "both": 6} {
+		if got, ok := off(key); !ok || got != want {
+			t.Errorf("offset of %q = %d, %v; want %d", key, got, ok, want)
+		}
+	}
+	if got, ok := off("neither"); ok {
+		t.Errorf("offset of a key in neither = %d, want none", got)
+	}
+	w.engCfg.Disk = nil // an S3-WAL world reads the view only
+	if _, ok := w.oracle.recoveredOffset(viewOnly{})("logged"); ok {
+		t.Error("an S3-WAL world took a key from a log it does not have")
+	}
+}
+
+// An alert ends a run as it should only when the world's faults call for
+// it: a halted log partition after a bit flip, or on a gap after the disk
+// ignored an fsync; any other alert is a violation.
+func TestExpectedAlert(t *testing.T) {
+	gap := fmt.Errorf("%w: WAL partition 0 halted: seg: first sequence 9, but the log before it ends at 7 (a gap)", engine.ErrCorrupt)
+	flipped := DiskCounts{}
+	flipped.Outcomes[DiskBitFlip] = 1
+	for _, c := range []struct {
+		name     string
+		err      error
+		expected []string
+		diskWAL  bool
+		disk     DiskCounts
+		want     string
+	}{
+		{"planned corruption at rest", errors.New("body of segment x: checksum"), []string{"segment x"}, false, DiskCounts{}, "segment x"},
+		{"gap on an honest disk", gap, nil, true, DiskCounts{}, ""},
+		{"gap after an ignored fsync", gap, nil, true, DiskCounts{SyncsIgnored: 1}, "a gap a hidden fsync error left"},
+		{"gap in an S3 world", gap, nil, false, DiskCounts{SyncsIgnored: 1}, ""},
+		{"log damage after a bit flip", gap, nil, true, flipped, "a flipped bit in the log"},
+		{"not corruption", errors.New("WAL partition 0 halted (a gap)"), nil, true, DiskCounts{SyncsIgnored: 1}, ""},
+	} {
+		got, ok := expectedAlert(c.err, c.expected, c.diskWAL, c.disk)
+		if got != c.want || ok != (c.want != "") {
+			t.Errorf("%s: expectedAlert = %q, %v; want %q", c.name, got, ok, c.want)
+		}
+	}
 }

@@ -291,7 +291,7 @@ var diskFaultKinds = []string{"fsync-error", "disk-write-error", "disk-full", "b
 // ended halted on a damaged log, and how often each disk fault kind
 // fired over the sweep (from each run's injected faults).
 func diskSummary(outs []outcome) string {
-	worlds, halted, killsOnly := 0, 0, uint64(0)
+	worlds, halted, gaps, killsOnly := 0, 0, 0, uint64(0)
 	fired := map[string]uint64{}
 	for _, out := range outs {
 		if out.job.spec.Engine.Disk == nil {
@@ -301,6 +301,9 @@ func diskSummary(outs []outcome) string {
 		killsOnly += out.res.KillsOnly
 		if strings.Contains(out.res.Halted, "in the log") {
 			halted++
+		}
+		if strings.Contains(out.res.Halted, "a hidden fsync error left") {
+			gaps++
 		}
 		for _, f := range strings.Fields(out.res.Faults) {
 			k, v, _ := strings.Cut(f, "=")
@@ -312,8 +315,8 @@ func diskSummary(outs []outcome) string {
 	for _, k := range diskFaultKinds {
 		parts = append(parts, fmt.Sprintf("%s=%d", k, fired[k]))
 	}
-	return fmt.Sprintf("disk-WAL worlds: %d of %d (%d halted on a flipped bit in the log, as they should); crashes that spared the machine: %d; disk faults fired: %s",
-		worlds, len(outs), halted, killsOnly, strings.Join(parts, " "))
+	return fmt.Sprintf("disk-WAL worlds: %d of %d (%d halted on a flipped bit in the log, %d on a gap a hidden fsync error left, as they should); crashes that spared the machine: %d; disk faults fired: %s",
+		worlds, len(outs), halted, gaps, killsOnly, strings.Join(parts, " "))
 }
 
 func summary(r sim.Result) string {
