@@ -32,6 +32,16 @@ func newDiskRig(t tb, partitions int) *rig {
 	return r
 }
 
+// failMarkers makes every marker PUT fail while *on: nothing commits.
+func (r *rig) failMarkers(on *bool) {
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if *on && op == sim.OpPut && strings.HasSuffix(key, ".seg.commit") {
+			return sim.Fail
+		}
+		return sim.OK
+	}
+}
+
 // crash kills the incarnation and crashes the disk (power loss).
 func (r *rig) crash() {
 	r.inc.Kill()
@@ -182,7 +192,7 @@ func TestDiskReplayKeepsSnapshotID(t *testing.T) {
 	sealed := r.loggedSeals()[0]
 	r.crash()
 	r.faults = nil
-	eng = r.start()
+	r.start()
 	r.closeEngine()
 	var markers []string
 	for _, k := range r.store.Keys("wal/test/p_year=") {
@@ -229,7 +239,7 @@ func TestDiskFsyncFailurePoisons(t *testing.T) {
 		t.Fatalf("sync failures %d, segments created %d; want 1 and 2", st.WALSyncFailures, st.WALSegmentsCreated)
 	}
 	r.crash() // the poisoned segment's entry may be durable: it must not come back twice
-	eng = r.start()
+	r.start()
 	r.closeEngine()
 	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{42}) {
 		t.Fatalf("committed %v, want [42] once", got)
@@ -569,12 +579,7 @@ func TestDiskBacklogKeepsAckedUnits(t *testing.T) {
 	r.cfg.MaxDelay = 10 * time.Millisecond
 	r.cfg.QueueCapacity = 1
 	failing := true
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if failing && op == sim.OpPut && strings.HasSuffix(key, ".seg.commit") {
-			return sim.Fail
-		}
-		return sim.OK
-	}
+	r.failMarkers(&failing)
 	eng := r.start()
 	var res []*result
 	// 25,000 keys each: two fit a snapshot, three do not. With one
@@ -722,12 +727,7 @@ func TestDiskFsyncErrorThenKillRetryWaitsForCommit(t *testing.T) {
 		return sim.DiskOK, 0
 	}))
 	markersFail := true
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if markersFail && op == sim.OpPut && strings.HasSuffix(key, ".seg.commit") {
-			return sim.Fail
-		}
-		return sim.OK
-	}
+	r.failMarkers(&markersFail)
 	eng := r.start()
 	armed = true
 	u := unit("ns", 42)
@@ -796,12 +796,7 @@ func TestDiskReplayedRetryAnsweredAtCommit(t *testing.T) {
 func TestDiskReplayedGenerationLogsItsSealAgain(t *testing.T) {
 	r := newDiskRig(t, 1)
 	markersFail := true
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if markersFail && op == sim.OpPut && strings.HasSuffix(key, ".seg.commit") {
-			return sim.Fail
-		}
-		return sim.OK
-	}
+	r.failMarkers(&markersFail)
 	eng := r.start()
 	res := r.submit(unit("ns", 5))
 	r.until(func() bool { return res.done }, "ack")
