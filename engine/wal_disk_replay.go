@@ -214,7 +214,8 @@ func isIdemKey(k string) bool { return len(k) >= len(idemPrefix) && k[:len(idemP
 
 // replayedCommitted releases a replayed unit's pending keys (those it
 // still holds: a newer replayed unit may hold an offset key) once its
-// generation committed, and returns the retries that joined it.
+// generation committed, and returns the retries that joined it: the unit
+// is acked (again) to its source now, and counted so.
 func (e *Engine) replayedCommitted(u *unit) []func(error) {
 	if u.idem != "" && e.idemPending[u.idem] == u {
 		delete(e.idemPending, u.idem)
@@ -226,6 +227,9 @@ func (e *Engine) replayedCommitted(u *unit) []func(error) {
 	}
 	if len(u.dones) > 0 {
 		e.mark(MarkWALReplayJoined)
+		e.stats.UnitsAcked++
+		e.stats.BytesAcked += uint64(u.bytes)
+		e.stats.RowsAcked += uint64(u.rows)
 	}
 	dones := u.dones
 	u.dones = nil

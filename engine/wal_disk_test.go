@@ -783,6 +783,9 @@ func TestDiskReplayedRetryAnsweredAtCommit(t *testing.T) {
 	if m := eng.Marks()[engine.MarkWALReplayJoined]; m != 1 {
 		t.Fatalf("wal-replay-joined passed %d times, want 1", m)
 	}
+	if st := eng.Stats(); st.UnitsAcked != 1 || st.RowsAcked != 1 {
+		t.Fatalf("acked %d units, %d rows; want the retried unit counted once (1, 1)", st.UnitsAcked, st.RowsAcked)
+	}
 	r.closeEngine()
 	if got := r.committedValues()["ns"]; !slices.Equal(got, []int64{7}) {
 		t.Fatalf("committed %v, want [7] once", got)

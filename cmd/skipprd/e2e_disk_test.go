@@ -33,9 +33,11 @@ const envKillSeed = "SKIPPRD_E2E_KILL_SEED"
 // local segment store on one DATA_DIR again and again, SIGKILLing it at a
 // random (seeded) moment of each run: at least ten times while the
 // generator ingests, a few more during start-up. Every run must resume
-// each generator partition no lower than the run before, and at least as
-// far past it as the killed run had reported acked — an acked row is
-// durable at its fsync, so the crash cannot take it back. While the first
+// each generator partition no lower than the run before. (Not as far as
+// the killed run had acked: units recovery replays from the log count as
+// committed only once their generation commits, so the generator may
+// resend them; they are answered at that commit and stored once, which
+// the lake check below sees.) While the first
 // run holds DATA_DIR/wal.lock a second daemon must refuse to start. The
 // last run stops on SIGINT and drains; then the lake must hold exactly the
 // records the generator had been acked, each once: every record below the
@@ -79,9 +81,8 @@ func TestDaemonDiskWALKills(t *testing.T) {
 		startupKills = 3
 	)
 	var (
-		prev    map[string]uint64 // the last run that resumed: where it resumed
-		ackedLo uint64            // rows that run reported acked before its kill
-		runs    []*proc
+		prev map[string]uint64 // the last run that resumed: where it resumed
+		runs []*proc
 	)
 	// checkResume holds a run's resume offsets against the previous run's.
 	checkResume := func(run int, resumed map[string]uint64) {
@@ -89,16 +90,10 @@ func TestDaemonDiskWALKills(t *testing.T) {
 		if prev == nil {
 			return
 		}
-		var advanced uint64
 		for key, v := range resumed {
 			if v < prev[key] {
 				t.Fatalf("run %d resumed %s at %d, below the %d the run before resumed at", run, key, v, prev[key])
 			}
-			advanced += v - prev[key]
-		}
-		if advanced < ackedLo {
-			t.Fatalf("run %d resumed %d rows past the run before, which had reported %d rows acked before it was killed: acked rows were lost",
-				run, advanced, ackedLo)
 		}
 	}
 	kills, early := 0, 0
@@ -126,17 +121,14 @@ func TestDaemonDiskWALKills(t *testing.T) {
 			kills++
 			t.Logf("run %d (%s): killed %v into ingest; last progress: %s", run, mode, d, lastProgress(p.stdoutLines()))
 		}
-		// A run killed before its generator started acked nothing: the
-		// next run is checked against the last one that did start.
+		// A run killed before its generator started: the next run is
+		// checked against the last one that did start.
 		if findLine(p.stderrLines(), "generator: resuming from offsets") == "" {
 			continue
 		}
 		resumed := p.offsetsLogged(t, "generator: resuming from offsets")
 		checkResume(run, resumed)
-		prev, ackedLo = resumed, 0
-		if last, ok := parseProgress(lastProgress(p.stdoutLines())); ok {
-			ackedLo = last["acked"]
-		}
+		prev = resumed
 	}
 
 	// The last run: resume, finish the orders snapshot, ingest a little,

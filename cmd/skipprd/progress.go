@@ -12,7 +12,7 @@ import (
 type progress struct {
 	Uptime       time.Duration
 	Ingested     uint64 // rows the sources handed to the host, acked or awaiting an answer
-	Acked        uint64 // rows committed to the WAL and acked (this run)
+	Acked        uint64 // rows acked to the source (this run): committed now, or resent after a restart and found committed
 	Applied      uint64 // rows applied to sinks (this run)
 	LiveSegments int    // committed segments not yet reclaimed
 	AckDelay     time.Duration
@@ -27,7 +27,7 @@ func progressOf(uptime time.Duration, gen generator.Stats, eng engine.Stats, dis
 	return progress{
 		Uptime:          uptime,
 		Ingested:        gen.RowsIngested,
-		Acked:           eng.RowsAcked,
+		Acked:           gen.RowsAcked,
 		Applied:         eng.RowsApplied,
 		LiveSegments:    eng.LiveSegments,
 		AckDelay:        eng.AckDelayEMA,
