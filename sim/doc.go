@@ -72,7 +72,9 @@
 //		Timers: inc.Timers(), Exec: inc.Executor(),
 //		Store: store.Client(inc), Disk: disk.Client(inc)}
 //
-// A crash is inc.Kill() followed by disk.Crash(r), then a new incarnation
-// with fresh ports. Drive the world with s.Step() and read s.Trace().Hash()
+// A crash is inc.Kill() followed by disk.Crash(r) (a power loss), then a
+// new incarnation with fresh ports; a crash that spares the machine is
+// inc.Kill() alone: the disk keeps everything written, durable or not
+// (WorldSpec.KillOnly, and the fsync-error-kill fault). Drive the world with s.Step() and read s.Trace().Hash()
 // at the end.
 package sim
