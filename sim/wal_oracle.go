@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"maps"
 	"slices"
 	"strings"
 
@@ -119,20 +120,11 @@ func (o *Oracle) walAfterCrash() {
 	if o.w.disk.Counts().Outcomes[DiskBitFlip] > 0 {
 		return
 	}
-	for _, uid := range sortedUIDs(o.wal.logOnly) {
+	for _, uid := range slices.Sorted(maps.Keys(o.wal.logOnly)) {
 		if !kept[uid] {
 			o.fail("unit %s was acked, but after a power loss it is neither in a landed marker nor in the log the disk kept", uid)
 		}
 	}
-}
-
-func sortedUIDs(m map[UID]bool) []UID {
-	out := make([]UID, 0, len(m))
-	for uid := range m {
-		out = append(out, uid)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // walFinal: once the world converged the log is reclaimed too — every
@@ -148,20 +140,11 @@ func (o *Oracle) walFinal() {
 			per[p[:strings.LastIndex(p, "/")]]++
 		}
 	}
-	for _, dir := range sortedKeys(per) {
+	for _, dir := range slices.Sorted(maps.Keys(per)) {
 		if per[dir] > 1 {
 			o.fail("log %s holds %d segment files after convergence: flushed segments were not deleted", dir, per[dir])
 		}
 	}
-}
-
-func sortedKeys(m map[string]int) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	slices.Sort(out)
-	return out
 }
 
 // recoveredOffset is what a recovered engine knows of a key: the offsets

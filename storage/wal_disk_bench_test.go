@@ -331,17 +331,11 @@ func dwDrive(b *testing.B, h *Host, units []engine.Unit, n int, rate float64) dw
 				}
 				u.Offsets = segment.Offsets{{Key: key, Value: seq}}
 				t0 := time.Now()
-				for {
-					err := h.Ingest(ctx, u)
-					if err == nil {
-						break
-					}
-					if !errors.Is(err, engine.ErrResourceExhausted) {
-						b.Error(err)
-						return
-					}
-					refusals.Add(1)
-					time.Sleep(200 * time.Microsecond)
+				refused, err := ingestUntilTaken(ctx, h, u, 200*time.Microsecond)
+				refusals.Add(refused)
+				if err != nil {
+					b.Error(err)
+					return
 				}
 				t1 := time.Now()
 				lats[w] = append(lats[w], t1.Sub(t0))

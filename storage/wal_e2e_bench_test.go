@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -239,16 +238,9 @@ func e2eIngest(b *testing.B, ctx context.Context, h *Host, pool *e2ePool, units 
 				}
 				u := pool.unit(i)
 				u.Offsets = segment.Offsets{{Key: key, Value: seq}}
-				for {
-					err := h.Ingest(ctx, u)
-					if err == nil {
-						break
-					}
-					if !errors.Is(err, engine.ErrResourceExhausted) {
-						b.Error(err)
-						return
-					}
-					time.Sleep(time.Millisecond)
+				if _, err := ingestUntilTaken(ctx, h, u, time.Millisecond); err != nil {
+					b.Error(err)
+					return
 				}
 			}
 		})

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -350,3 +351,18 @@ func isSegmentWrite(req *http.Request) bool {
 
 // uidf names unit seq of stream g.
 func uidf(g int, seq uint64) string { return fmt.Sprintf("g%02d-%06d", g, seq) }
+
+// ingestUntilTaken submits u until the host takes it, sleeping pause after
+// each ErrResourceExhausted (backpressure: retry later). It returns how
+// many refusals it met, and any other error.
+func ingestUntilTaken(ctx context.Context, h *Host, u engine.Unit, pause time.Duration) (int64, error) {
+	var refused int64
+	for {
+		err := h.Ingest(ctx, u)
+		if !errors.Is(err, engine.ErrResourceExhausted) {
+			return refused, err
+		}
+		refused++
+		time.Sleep(pause)
+	}
+}
