@@ -89,6 +89,7 @@ const (
 	MarkWALOwnedFlushed     // recovery found a logged generation's segment owned: logged it flushed
 	MarkWALPrepared         // a unit prepared off the loop (PrepareUnit) was taken as prepared
 	MarkWALReplayJoined     // a retry of a replayed unit was answered when its generation committed
+	MarkWALFlushedPartly    // recovery found a generation's flushed record in some of its partitions only: logged it again
 	NumMarks
 )
 
@@ -109,7 +110,7 @@ var markNames = [NumMarks]string{
 	"backpressure-wal-disk", "wal-backlog", "wal-poisoned", "wal-open-retry", "wal-valve-age",
 	"wal-valve-size", "wal-halted-keep", "wal-torn-tail", "wal-corrupt", "wal-replayed-sealed",
 	"wal-replayed-live", "wal-stale-discarded", "wal-owned-flushed", "wal-prepared",
-	"wal-replay-joined",
+	"wal-replay-joined", "wal-flushed-partly",
 }
 
 // String returns the mark's name.

@@ -355,7 +355,7 @@ func (l *diskLog) committed(s *snapshot, st *segState) {
 
 // recordFlushed makes a flushed record for id durable in every healthy
 // partition of mask, then forgets the generation gen. Until then the
-// segment is not reclaimed (segState.logPending). A generation with units
+// segment st (nil: not owned) is not reclaimed (segState.logPending). A generation with units
 // in a halted partition cannot be forgotten there, so its segment is kept
 // for good (the halt was alerted).
 func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
@@ -365,7 +365,9 @@ func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
 			continue
 		}
 		if p.halted != nil {
-			st.keep = true
+			if st != nil {
+				st.keep = true
+			}
 			l.e.mark(MarkWALHaltedKeep)
 			continue
 		}
@@ -375,13 +377,18 @@ func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
 		l.forget(gen)
 		return
 	}
-	st.logPending = true
+	if st != nil {
+		st.logPending = true
+	}
 	left := len(parts)
 	for _, p := range parts {
 		p.record(wal.FlushedRecord{Snapshot: wal.SnapshotRef{Epoch: id.Epoch, Seq: id.Seq}}, 0, func() {
-			if left--; left == 0 {
+			if left--; left > 0 {
+				return
+			}
+			l.forget(gen)
+			if st != nil {
 				st.logPending = false
-				l.forget(gen)
 				if st.pending == 0 {
 					l.e.reclaim(st)
 				}

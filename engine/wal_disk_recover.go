@@ -27,8 +27,11 @@ import (
 //  2. The S3-style recovery seals older epochs at least up to every
 //     generation the log sealed and did not see flushed (logIDs), so
 //     replaying such a generation under its own id commits a valid marker.
-//  3. replay decides each logged generation: flushed (a flushed record)
-//     ⇒ done; owned (its segment is in the store) ⇒ log it flushed;
+//  3. replay decides each logged generation: flushed (a flushed record
+//     in every partition where its seal was read) ⇒ done; flushed in
+//     some of them only (a crash between the partitions' records) or
+//     owned (its segment is in the store) ⇒ log it flushed everywhere
+//     before its segment may be reclaimed;
 //     complete (its seal is in every partition it names, with all its
 //     units) ⇒ persisted again under its own id, same created_at and
 //     directory, so its body and compaction ids are the ones it would
@@ -42,7 +45,23 @@ import (
 type logScan struct {
 	parts   []*partScan
 	seals   map[SnapshotID]*sealScan
-	flushed map[SnapshotID]bool
+	flushed map[SnapshotID]uint64 // partitions holding a flushed record of the id
+}
+
+// flushedEverywhere reports whether every partition where s's seal was
+// read holds a flushed record of it. A partition's flushed record comes
+// after its seal, and segments are deleted oldest first, so a seal read
+// without its flushed record means that record never became durable
+// there — it must be logged again before the segment goes, or a later
+// recovery finds the seal alone and replays the units as new.
+func (sc *logScan) flushedEverywhere(s *sealScan) bool {
+	//engine:orderless — ORs bits.
+	for part := range s.ranges {
+		if sc.flushed[s.id]&(1<<part) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 type partScan struct {
@@ -67,7 +86,7 @@ type sealScan struct {
 
 // recoverLog reads the log, retrying transient read failures.
 func (l *diskLog) recoverLog(round int, done func(error)) {
-	l.scan = &logScan{seals: map[SnapshotID]*sealScan{}, flushed: map[SnapshotID]bool{}}
+	l.scan = &logScan{seals: map[SnapshotID]*sealScan{}, flushed: map[SnapshotID]uint64{}}
 	for _, p := range l.parts { // a retry starts over
 		p.segs, p.bytes, p.nextNum, p.nextSeq, p.halted = nil, 0, 1, 1, nil
 	}
@@ -286,7 +305,7 @@ func (l *diskLog) scanSegment(ps *partScan, seg *logSeg, b []byte) {
 		case *wal.SealRecord:
 			l.addSeal(p.id, seg, *rec)
 		case *wal.FlushedRecord:
-			l.scan.flushed[SnapshotID{rec.Snapshot.Epoch, rec.Snapshot.Seq}] = true
+			l.scan.flushed[SnapshotID{rec.Snapshot.Epoch, rec.Snapshot.Seq}] |= 1 << p.id
 		}
 	}
 	if next > 0 {
@@ -324,16 +343,16 @@ func (l *diskLog) addSeal(part uint32, seg *logSeg, r wal.SealRecord) {
 	s.segs = append(s.segs, seg)
 }
 
-// logIDs are the generations the log sealed and did not see flushed, in
-// id order: recovery seals their epochs at least that far.
+// logIDs are the generations the log sealed and did not see flushed
+// everywhere, in id order: recovery seals their epochs at least that far.
 func (l *diskLog) logIDs() []SnapshotID {
 	if l.scan == nil {
 		return nil
 	}
 	var out []SnapshotID
 	//engine:orderless — collected, then sorted.
-	for id := range l.scan.seals {
-		if !l.scan.flushed[id] {
+	for id, s := range l.scan.seals {
+		if !l.scan.flushedEverywhere(s) {
 			out = append(out, id)
 		}
 	}
@@ -342,8 +361,11 @@ func (l *diskLog) logIDs() []SnapshotID {
 }
 
 // holds reports whether the log has a generation sealed as id and not
-// flushed: its segment, if owned, waits for the flushed record before
-// it may be reclaimed.
+// flushed everywhere: its segment, if owned, waits for the flushed
+// records before it may be reclaimed.
 func (l *diskLog) holds(id SnapshotID) bool {
-	return l.scan != nil && l.scan.seals[id] != nil && !l.scan.flushed[id]
+	if l.scan == nil || l.scan.seals[id] == nil {
+		return false
+	}
+	return !l.scan.flushedEverywhere(l.scan.seals[id])
 }

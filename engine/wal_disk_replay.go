@@ -26,8 +26,14 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 	for _, id := range ids {
 		s := sc.seals[id]
 		switch {
-		case sc.flushed[id]:
+		case sc.flushedEverywhere(s):
 			l.claim(s, units)
+		case sc.flushed[id] != 0:
+			// Committed (a flushed record is logged only after the
+			// commit), but the record is missing where the seal is.
+			e.mark(MarkWALFlushedPartly)
+			l.claim(s, units)
+			l.logFlushed(s, owned[id])
 		case owned[id] != nil:
 			e.mark(MarkWALOwnedFlushed)
 			l.claim(s, units)
@@ -190,8 +196,9 @@ func (l *diskLog) replayLive(sc *logScan) {
 	}
 }
 
-// logFlushed records a generation found owned as flushed, holding its
-// segment back from reclaim until that is durable.
+// logFlushed records a generation found committed as flushed, holding
+// its segment (st, nil if not owned) back from reclaim until that is
+// durable.
 func (l *diskLog) logFlushed(s *sealScan, st *segState) {
 	gen := l.nextGen
 	l.nextGen++

@@ -139,8 +139,19 @@ func (in *Injector) RestartNow() bool { return in.fires(Restart) }
 func (in *Injector) CrashAtPoint() bool { return in.fires(CrashPoint) }
 
 // KillAfterFsyncError decides, at a failed fsync of the log, whether the
-// process dies before it rolled past it (the machine stays up).
-func (in *Injector) KillAfterFsyncError() bool { return in.fires(FsyncErrorKill) }
+// process dies (the machine stays up), and when: in half the decisions
+// at once, before the log rolled past the failed batch; in the other
+// half after a delay in which sources retry into the next segment (a
+// schedule recorded before delays existed replays as "at once").
+func (in *Injector) KillAfterFsyncError() (time.Duration, bool) {
+	p, ok := in.decide(FsyncErrorKill, false, func(r *sim.Rand) int64 {
+		if r.Chance(0.5) {
+			return 0
+		}
+		return int64(r.Duration(fsyncKillDelayMin, fsyncKillDelayMax))
+	})
+	return time.Duration(p), ok
+}
 
 // ZombieNow decides whether the engine pauses at this step (and a new
 // one takes over), and for how long.

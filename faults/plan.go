@@ -51,6 +51,11 @@ const (
 	// per log fsync error, a few a world: most of them
 	fsyncKillRateMin = 0.1
 	fsyncKillRateMax = 0.9
+	// A delayed kill after an fsync error lands after the sources'
+	// retry backoff (20–300 ms) and before the roll's generation is
+	// likely to flush.
+	fsyncKillDelayMin = 10 * time.Millisecond
+	fsyncKillDelayMax = 500 * time.Millisecond
 	// a swarm's disk-WAL world crashes at points at least this often
 	diskCrashPointRate = 1e-3
 	// each halts a lane for good, so fires once a world: corrupt-at-rest is

@@ -32,8 +32,10 @@ type Faults interface {
 	// rarely hits.
 	CrashAtPoint() bool
 	// KillAfterFsyncError is asked at every failed fsync of a log
-	// segment: does the process die right then, sparing the machine?
-	KillAfterFsyncError() bool
+	// segment: does the process die, sparing the machine — right then
+	// (delay 0, before the log rolled past the failed batch) or after
+	// delay (when the next segment may hold retries of that batch)?
+	KillAfterFsyncError() (delay time.Duration, ok bool)
 	// MemoryChange is asked every memoryTick: a new memory hint, in
 	// eighths of the world's base hint, or false.
 	MemoryChange() (int64, bool)
@@ -178,11 +180,7 @@ func NewWorld(cfg Config) *World {
 			w.maybeCrashAtPoint() // between a log write and its fsync: torn tails
 		}
 	}
-	w.disk.OnSyncError = func(path string) {
-		if strings.HasSuffix(path, ".wal") && w.faults.KillAfterFsyncError() && w.producing {
-			w.killSoon = true // before the log rolled past it: the page cache holds what the disk never will
-		}
-	}
+	w.disk.OnSyncError = w.killAfterFsyncError
 	w.store.OnApply = w.onApply
 	for i, spec := range w.spec.Sources {
 		w.sources = append(w.sources, newSource(w, i, spec))
@@ -200,6 +198,31 @@ func NewWorld(cfg Config) *World {
 		w.dests[k.Ref] = f(w, k.Ref)
 	}
 	return w
+}
+
+// killAfterFsyncError kills the process, sparing the machine, after a
+// failed fsync of the log if the fault fires: at once, before the log
+// rolled past the failed batch (the page cache holds what the disk never
+// will), or later, when the next segment may hold retries of that batch
+// under the same sequence numbers.
+func (w *World) killAfterFsyncError(path string) {
+	if !strings.HasSuffix(path, ".wal") {
+		return
+	}
+	delay, ok := w.faults.KillAfterFsyncError()
+	if !ok || !w.producing {
+		return
+	}
+	if delay == 0 {
+		w.killSoon = true
+		return
+	}
+	eng := w.eng
+	w.sched.After(delay, func() {
+		if w.eng == eng {
+			w.killSoon = true
+		}
+	})
 }
 
 func destinationNames(m map[string]DestinationFactory) []string {
@@ -292,7 +315,7 @@ type noFaults struct{}
 func (noFaults) Decide(Op, string, time.Duration, *Rand) (Outcome, time.Duration) { return OK, 0 }
 func (noFaults) DecideSink(time.Duration) SinkOutcome                             { return SinkOK }
 func (noFaults) CrashAtPoint() bool                                               { return false }
-func (noFaults) KillAfterFsyncError() bool                                        { return false }
+func (noFaults) KillAfterFsyncError() (time.Duration, bool)                       { return 0, false }
 func (noFaults) MemoryChange() (int64, bool)                                      { return 0, false }
 func (noFaults) CrashNow() bool                                                   { return false }
 func (noFaults) ZombieNow() (time.Duration, bool)                                 { return 0, false }
