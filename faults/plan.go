@@ -173,7 +173,7 @@ func (p *Plan) drawParams(r *sim.Rand) {
 }
 
 // ProfileNames lists the profiles Named knows.
-const ProfileNames = "none, swarm, crash, flaky, all, multipart, rot"
+const ProfileNames = "none, swarm, crash, flaky, all, multipart, rot, fsync"
 
 func drawWindow(r *sim.Rand, lengthMin time.Duration) Window {
 	period := r.Duration(30*time.Second, 4*time.Minute)
@@ -186,7 +186,9 @@ func drawWindow(r *sim.Rand, lengthMin time.Duration) Window {
 // (uploads that fail, are aborted under their writer, and Completes that
 // answer an error after or without doing the work) or rot (crashes and
 // corruption at rest while sinks fail, so bitmaps of half-applied
-// segments rot too).
+// segments rot too) or fsync (a disk-WAL world whose fsyncs fail, now
+// and then slowly, and whose process dies after some of those failures,
+// at once or once a retry of the failed batch is acked).
 func Named(name string, r *sim.Rand) (Plan, error) {
 	switch name {
 	case "none":
@@ -214,6 +216,11 @@ func Named(name string, r *sim.Rand) (Plan, error) {
 		p := Plan{Name: name}
 		p.Rate[Crash], p.Rate[PutError] = crashRateMax, 0.02
 		p.Rate[MultipartPart], p.Rate[MultipartComplete], p.Rate[MultipartAbort], p.Rate[UploadLost] = 0.1, 0.5, 0.2, 0.25
+		return p, nil
+	case "fsync":
+		p := Plan{Name: name}
+		p.Rate[Crash], p.Rate[CrashPoint] = crashRateMax, diskCrashPointRate
+		p.Rate[FsyncError], p.Rate[SlowIO], p.Rate[FsyncErrorKill] = 0.01, 0.01, 0.5
 		return p, nil
 	case "rot":
 		p := Plan{Name: name}

@@ -373,7 +373,7 @@ func (w *World) endProcess(powerLoss bool) {
 // handOver forgets the current process and schedules the next one: the
 // sources see their units in flight go unanswered.
 func (w *World) handOver() {
-	w.eng, w.closing, w.awaiting = nil, false, 0
+	w.eng, w.closing, w.awaiting, w.killOnRetry = nil, false, 0, nil
 	for _, s := range w.sources {
 		s.onCrash()
 	}
@@ -429,6 +429,7 @@ func (w *World) submitTo(uid UID, in engine.Unit, done func(error)) {
 		if err == nil {
 			w.oracle.onAck(uid) // a zombie's acks count too
 		}
+		w.retryAnswered(uid, err)
 		done(err)
 	})
 }

@@ -233,6 +233,9 @@ func (s *source) afterTimeout(fn func()) {
 }
 
 func (s *source) backoff() time.Duration {
+	if b := s.spec.Backoff; b > 0 {
+		return s.rand.Duration(b/16, b)
+	}
 	return s.rand.Duration(20*time.Millisecond, 300*time.Millisecond)
 }
 

@@ -43,6 +43,10 @@ type SourceSpec struct {
 	// may still be pending (an HTTP client's timeout, a consumer's
 	// re-poll). 0: never.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Backoff bounds the wait before a unit refused or answered with an
+	// error is sent again: uniform in [Backoff/16, Backoff]. 0 means
+	// 20–300 ms (the worlds recorded before it was drawn).
+	Backoff time.Duration `json:"backoff,omitempty"`
 }
 
 func (s SourceSpec) sinkRef() string {
@@ -68,8 +72,12 @@ func (s SourceSpec) summary() string {
 		kind += "+cdc"
 	}
 	lo, hi := s.payloadBounds()
-	return fmt.Sprintf("%s:%s→%s rows=%d..%d payload=%d..%dB every=%v units=%d start=%d‰",
+	out := fmt.Sprintf("%s:%s→%s rows=%d..%d payload=%d..%dB every=%v units=%d start=%d‰",
 		s.Name, kind, s.sinkRef(), s.RowsMin, s.RowsMax, lo, hi, s.Interval.Round(time.Millisecond), s.Units, s.StartPermille)
+	if s.Backoff > 0 {
+		out += fmt.Sprintf(" backoff≤%v", s.Backoff.Round(100*time.Microsecond))
+	}
+	return out
 }
 
 // DefaultWorkload is the mix of the source document: a busy events
@@ -114,6 +122,15 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 			}
 		}
 		out = append(out, src)
+	}
+	// Some sources retry at once, as HTTP clients often do: a retry then
+	// races the units queued behind a failed log batch (own stream, so
+	// the draws above keep their values).
+	br := r.Split("backoff")
+	for i := range out {
+		if br.Chance(0.5) {
+			out[i].Backoff = time.Duration(logUniform(br, float64(time.Millisecond), float64(300*time.Millisecond)))
+		}
 	}
 	out = append(out, drawBulk(r.Split("bulk"), s, len(out)))
 	if r.Chance(0.4) {

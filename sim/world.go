@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -133,12 +134,16 @@ type World struct {
 	progress    progress      // the progress oracle's memory of the current engine
 	crashSoon   bool          // crash after the current step (a targeted crash point)
 	killSoon    bool          // kill the process after the current step, sparing the machine
-	closing     bool          // a graceful close is in progress
-	closeStart  time.Duration // when it began
-	awaiting    int           // units submitted to the current engine, not answered yet
-	memWatch    memWatch
-	marks       engine.Marks // coverage marks of every incarnation so far
-	halted      string       // why the run stopped early as it should (an expected alert)
+	// killOnRetry: the engine to kill when a retry of a unit answered
+	// outcome-unknown is acked (fsync-error-kill with a delay).
+	killOnRetry    *engine.Engine
+	unknownOutcome map[UID]bool  // units answered ErrUnknownOutcome, until a retry is acked
+	closing        bool          // a graceful close is in progress
+	closeStart     time.Duration // when it began
+	awaiting       int           // units submitted to the current engine, not answered yet
+	memWatch       memWatch
+	marks          engine.Marks // coverage marks of every incarnation so far
+	halted         string       // why the run stopped early as it should (an expected alert)
 	// expected: what an alert may name (a segment corrupted at rest, a
 	// job a sink refused): such an alert halts the run as it should.
 	expected []string
@@ -149,7 +154,8 @@ type World struct {
 // NewWorld builds the world for cfg.
 func NewWorld(cfg Config) *World {
 	root := NewRand(cfg.Seed)
-	w := &World{cfg: cfg, root: root, trace: NewTrace(), faults: cfg.Faults, producing: true, mem: memory.DefaultAllocator}
+	w := &World{cfg: cfg, root: root, trace: NewTrace(), faults: cfg.Faults, producing: true, mem: memory.DefaultAllocator,
+		unknownOutcome: map[UID]bool{}}
 	if w.faults == nil {
 		w.faults = noFaults{}
 	}
@@ -203,8 +209,10 @@ func NewWorld(cfg Config) *World {
 // killAfterFsyncError kills the process, sparing the machine, after a
 // failed fsync of the log if the fault fires: at once, before the log
 // rolled past the failed batch (the page cache holds what the disk never
-// will), or later, when the next segment may hold retries of that batch
-// under the same sequence numbers.
+// will), or later — right after the first retry of a unit answered
+// outcome-unknown is acked, when the next segment holds that retry under
+// a sequence number the failed batch also used, or after the drawn delay
+// if no retry is acked before.
 func (w *World) killAfterFsyncError(path string) {
 	if !strings.HasSuffix(path, ".wal") {
 		return
@@ -218,11 +226,26 @@ func (w *World) killAfterFsyncError(path string) {
 		return
 	}
 	eng := w.eng
+	w.killOnRetry = eng
 	w.sched.After(delay, func() {
-		if w.eng == eng {
+		if w.eng == eng && w.killOnRetry == eng {
 			w.killSoon = true
 		}
 	})
+}
+
+// retryAnswered sees the answer to a unit: one answered outcome-unknown
+// is remembered, and the ack of its retry fires an armed kill.
+func (w *World) retryAnswered(uid UID, err error) {
+	switch {
+	case errors.Is(err, engine.ErrUnknownOutcome):
+		w.unknownOutcome[uid] = true
+	case err == nil && w.unknownOutcome[uid]:
+		delete(w.unknownOutcome, uid)
+		if w.killOnRetry != nil && w.killOnRetry == w.eng {
+			w.killSoon = true
+		}
+	}
 }
 
 func destinationNames(m map[string]DestinationFactory) []string {
