@@ -15,6 +15,7 @@ require (
 	github.com/tidwall/wal v1.2.1
 	github.com/zeebo/xxh3 v1.1.0
 	go.etcd.io/bbolt v1.5.0
+	go.yaml.in/yaml/v3 v3.0.6
 	golang.org/x/sys v0.49.0
 	golang.org/x/tools v0.52.0
 	pgregory.net/rapid v1.3.0

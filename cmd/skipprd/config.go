@@ -21,6 +21,7 @@ const (
 	envMaxDelay       = "WAL_MAX_DELAY_SECONDS"
 	envIngestThreads  = "INGEST_THREADS"
 	envPipeline       = "SKIPPR_PIPELINE"
+	envPipelineFile   = "SKIPPR_CONFIG"
 	envWALPrefix      = "SKIPPR_WAL_PREFIX"
 	envWALBucket      = "SKIPPR_WAL_S3_BUCKET"
 	envBucket         = "SKIPPR_S3_BUCKET"

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
-	"github.com/skipprd/skipprd/sources/generator"
 )
 
 func envOf(kv map[string]string) func(string) string {
@@ -250,10 +249,10 @@ func TestProgressLine(t *testing.T) {
 			"progress up=6s ingested=0 acked=0 applied=0 live_segments=0 ack_delay=- persist_ema=-"},
 		{progress{Uptime: time.Hour, AckDelay: 300 * time.Microsecond, PersistEMA: 1500 * time.Millisecond},
 			"progress up=1h0m0s ingested=0 acked=0 applied=0 live_segments=0 ack_delay=<1ms persist_ema=1.5s"},
-		{progressOf(3*time.Second, generator.Stats{RowsIngested: 10, RowsAcked: 10},
+		{progressOf(3*time.Second, 10, 10,
 			engine.Stats{RowsAcked: 7, AckDelayEMA: 1200 * time.Microsecond, WALSyncs: 42, WALSyncFailures: 1}, true),
 			"progress up=3s ingested=10 acked=10 applied=0 live_segments=0 ack_delay=1ms persist_ema=- wal_syncs=42 wal_sync_failures=1"},
-		{progressOf(3*time.Second, generator.Stats{}, engine.Stats{WALSyncs: 42}, false),
+		{progressOf(3*time.Second, 0, 0, engine.Stats{WALSyncs: 42}, false),
 			"progress up=3s ingested=0 acked=0 applied=0 live_segments=0 ack_delay=- persist_ema=-"},
 	}
 	for _, c := range cases {

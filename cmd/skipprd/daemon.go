@@ -14,8 +14,6 @@ import (
 	"github.com/skipprd/skipprd/engine/diskstore"
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/engine/wal"
-	"github.com/skipprd/skipprd/sinks"
-	"github.com/skipprd/skipprd/sources/generator"
 	"github.com/skipprd/skipprd/storage"
 )
 
@@ -36,13 +34,15 @@ const (
 )
 
 // daemon is the wired process: one host on the WAL (the local disk and
-// a segment store, or an S3 store), the lake sink, the generator source.
+// a segment store, or an S3 store), the sinks and the sources of the
+// pipeline file (or of the default pipeline: the generator into a
+// Parquet folder).
 type daemon struct {
 	cfg      config
 	ecfg     engine.Config
 	log      *slog.Logger
 	host     *storage.Host
-	gen      *generator.Generator
+	sources  []source
 	closeWAL func() error // the embedded store's Close; nil otherwise
 	unlock   func() error // releases DATA_DIR/wal.lock; nil unless WAL_STORAGE=disk
 	alerts   uint64       // engine alerts already logged
@@ -52,12 +52,23 @@ type daemon struct {
 // shutdown, 1 when something failed, 2 for an invalid environment.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log *slog.Logger) int {
 	started := time.Now()
+	pf, err := pipelineOf(getenv)
+	if err != nil {
+		log.Error("invalid pipeline file", "file", getenv(envPipelineFile), "err", err)
+		return 2
+	}
+	getenv = pf.applySettings(getenv)
 	cfg, err := parseConfig(getenv)
 	if err != nil {
 		log.Error("invalid configuration", "err", err)
 		return 2
 	}
-	d, err := newDaemon(ctx, cfg, log)
+	d, err := newDaemon(ctx, cfg, pf, getenv, log)
+	var ce *configError
+	if errors.As(err, &ce) {
+		log.Error("invalid configuration", "err", err)
+		return 2
+	}
 	if err != nil {
 		log.Error("start-up failed", "err", err)
 		return 1
@@ -75,11 +86,20 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 	return code
 }
 
+// pipelineOf loads the pipeline file SKIPPR_CONFIG names, or returns the
+// default pipeline without one.
+func pipelineOf(getenv func(string) string) (*pipelineFile, error) {
+	path := getenv(envPipelineFile)
+	if path == "" {
+		return defaultPipelineFile(), nil
+	}
+	return loadPipeline(path)
+}
+
 // newDaemon opens DATA_DIR (taking its WAL lock in disk mode), the WAL's
 // stores and the lake, and builds the host (not started yet).
-func newDaemon(ctx context.Context, cfg config, log *slog.Logger) (*daemon, error) {
-	lake := filepath.Join(cfg.DataDir, lakeDir)
-	if err := os.MkdirAll(lake, 0o755); err != nil {
+func newDaemon(ctx context.Context, cfg config, pf *pipelineFile, getenv func(string) string, log *slog.Logger) (*daemon, error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("%s: %w", envDataDir, err)
 	}
 	d := &daemon{cfg: cfg, ecfg: cfg.engineConfig(), log: log}
@@ -122,28 +142,31 @@ func newDaemon(ctx context.Context, cfg config, log *slog.Logger) (*daemon, erro
 			segments = "embedded store " + filepath.Join(cfg.DataDir, embeddedFile)
 		}
 	}
-	lakeDisk, err := storage.NewOSDisk(loop, lake, storage.DiskOptions{Logger: log})
-	if err != nil {
-		return d.fail(store, err)
-	}
 	// The loop's executor encodes Parquet off the loop, as it encodes
 	// segment bodies; Ports only assembles values, it starts nothing.
 	exec := loop.Ports(nil, nil).Exec
+	set, err := d.openSinks(ctx, pf, loop, exec)
+	if err != nil {
+		return d.fail(store, err)
+	}
 	memory := storage.NewSystemMemory(storage.MemoryFallbackBytes, log)
 	d.host, err = storage.NewHost(d.ecfg, loop, storage.HostPorts{
 		Store:  store,
 		Disk:   logDisk,
-		Sinks:  sinks.Set{lakeSinkRef: sinks.NewParquetDir(lakeDisk, exec, storage.NewRand(), "")},
+		Sinks:  set,
 		Memory: memory,
 	})
 	if err != nil {
 		return d.fail(store, err)
 	}
-	d.gen = generator.New(generator.Config{SinkRef: lakeSinkRef, Logger: log})
+	if err := d.openSources(pf, getenv); err != nil {
+		d.host.Kill()
+		return d.fail(nil, err)
+	}
 	d.logMode(segments)
 	log.Info("skipprd configured",
 		"data_dir", cfg.DataDir, "wal_storage", string(cfg.WALStorage), "bucket", cfg.Bucket,
-		"wal_root", d.host.Layout().Root(), "lake", lake,
+		"wal_root", d.host.Layout().Root(), "pipeline_file", pf.Path,
 		"target_bytes", d.ecfg.TargetBytes, "max_delay", d.ecfg.MaxDelay, "queue", d.ecfg.QueueCapacity,
 		"memory_available_bytes", memory.AvailableBytes())
 	return d, nil
@@ -160,6 +183,11 @@ func (d *daemon) fail(store engine.ObjectStore, err error) (*daemon, error) {
 	}
 	if d.unlock != nil {
 		_ = d.unlock()
+	}
+	for _, src := range d.sources {
+		if h, ok := src.(*httpSource); ok {
+			h.closeListener()
+		}
 	}
 	return nil, err
 }
@@ -234,41 +262,46 @@ func (d *daemon) serve(ctx context.Context, stdout io.Writer, started time.Time)
 		return d.close(0) // only ctx ends Offsets on a running host
 	}
 	d.log.Info("ready", "startup", time.Since(started).Round(time.Millisecond))
-	genCtx, stopGen := context.WithCancel(context.Background())
-	defer stopGen()
-	genDone := make(chan error, 1)
-	go func() { genDone <- d.gen.Run(genCtx, d.host.Ingest, offsets) }()
-	code, genDone := d.watch(ctx, stdout, started, genDone)
+	srcCtx, stopSources := context.WithCancel(context.Background())
+	defer stopSources()
+	done := make(chan error, len(d.sources))
+	for _, src := range d.sources {
+		go func() { done <- src.run(srcCtx, d.host, offsets) }()
+	}
+	code, running := d.watch(ctx, stdout, started, done, len(d.sources))
 
 	d.log.Info("shutting down: committing what is held (signal again to exit at once)")
-	stopGen()
-	code = max(code, d.close(0)) // answers the units in flight, so the source can stop
-	if genDone != nil {
-		if err := <-genDone; err != nil && !errors.Is(err, engine.ErrClosed) {
+	stopSources()
+	code = max(code, d.close(0)) // answers the units in flight, so the sources can stop
+	for range running {
+		if err := <-done; err != nil && !errors.Is(err, engine.ErrClosed) {
 			d.log.Warn("source stopped with an error", "err", err)
 		}
 	}
 	d.printProgress(stdout, started)
-	d.log.Info("generator stopped at", offsetAttrs(d.gen.Positions())...)
+	for _, src := range d.sources {
+		if g, ok := src.(*genSource); ok {
+			d.log.Info("generator stopped at", offsetAttrs(g.gen.Positions())...)
+		}
+	}
 	return code
 }
 
-// watch prints progress every second until ctx ends or the source fails.
-// It returns the exit code so far and genDone, nil if the source has
-// already returned.
-func (d *daemon) watch(ctx context.Context, stdout io.Writer, started time.Time, genDone chan error) (int, chan error) {
+// watch prints progress every second until ctx ends or a source fails.
+// It returns the exit code so far and how many sources still run.
+func (d *daemon) watch(ctx context.Context, stdout io.Writer, started time.Time, done chan error, running int) (int, int) {
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
 	d.printProgress(stdout, started)
 	for {
 		select {
 		case <-ctx.Done():
-			return 0, genDone
-		case err := <-genDone:
-			genDone = nil
+			return 0, running
+		case err := <-done:
+			running--
 			if err != nil {
 				d.log.Error("source failed", "err", err)
-				return 1, nil
+				return 1, running
 			}
 			d.log.Info("source finished")
 		case <-tick.C:
@@ -294,7 +327,12 @@ func (d *daemon) printProgress(w io.Writer, started time.Time) {
 	if err != nil {
 		return // the loop is busy; the next tick will do
 	}
-	fmt.Fprintln(w, progressOf(time.Since(started), d.gen.Stats(), st, d.ecfg.Disk != nil))
+	var ingested, acked uint64
+	for _, src := range d.sources {
+		i, a := src.stats()
+		ingested, acked = ingested+i, acked+a
+	}
+	fmt.Fprintln(w, progressOf(time.Since(started), ingested, acked, st, d.ecfg.Disk != nil))
 	if st.Alerts > d.alerts {
 		d.alerts = st.Alerts
 		alert, _ := d.host.LastAlert(ctx)

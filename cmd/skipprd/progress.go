@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
-	"github.com/skipprd/skipprd/sources/generator"
 )
 
 // progress is one progress line's figures.
@@ -23,11 +22,11 @@ type progress struct {
 	WALSyncFailures uint64 // writes or fsyncs that failed, each poisoning a log segment
 }
 
-func progressOf(uptime time.Duration, gen generator.Stats, eng engine.Stats, diskWAL bool) progress {
+func progressOf(uptime time.Duration, ingested, acked uint64, eng engine.Stats, diskWAL bool) progress {
 	return progress{
 		Uptime:          uptime,
-		Ingested:        gen.RowsIngested,
-		Acked:           gen.RowsAcked,
+		Ingested:        ingested,
+		Acked:           acked,
 		Applied:         eng.RowsApplied,
 		LiveSegments:    eng.LiveSegments,
 		AckDelay:        eng.AckDelayEMA,

@@ -1,0 +1,593 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+const examplePath = "../../skipprd.example.yaml"
+
+// doc joins lines into a file, so a case's line numbers are its indexes
+// plus one.
+func doc(lines ...string) string { return strings.Join(lines, "\n") + "\n" }
+
+// writePipeline writes text to skipprd.yaml in a fresh directory.
+func writePipeline(t *testing.T, text string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "skipprd.yaml")
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// pipelineErrors splits err into its *pipelineErrors, failing on any
+// other kind.
+func pipelineErrors(t *testing.T, err error) []*pipelineError {
+	t.Helper()
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		t.Fatalf("want errors.Join of *pipelineError, got %T: %v", err, err)
+	}
+	var pes []*pipelineError
+	for _, e := range joined.Unwrap() {
+		pe, ok := e.(*pipelineError)
+		if !ok {
+			t.Fatalf("want *pipelineError, got %T: %v", e, e)
+		}
+		pes = append(pes, pe)
+	}
+	return pes
+}
+
+// errorLines loads text and returns its error messages, the file named
+// skipprd.yaml.
+func errorLines(t *testing.T, text string) []string {
+	t.Helper()
+	path := writePipeline(t, text)
+	p, err := loadPipeline(path)
+	if err == nil {
+		t.Fatalf("accepted: %+v", p)
+	}
+	var lines []string
+	for _, pe := range pipelineErrors(t, err) {
+		if pe.Path != path {
+			t.Errorf("error names %q, want %q", pe.Path, path)
+		}
+		lines = append(lines, strings.Replace(pe.Error(), path, "skipprd.yaml", 1))
+	}
+	return lines
+}
+
+func mustLoad(t *testing.T, path string) *pipelineFile {
+	t.Helper()
+	p, err := loadPipeline(path)
+	if err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return p
+}
+
+func TestPipelineExample(t *testing.T) {
+	p := mustLoad(t, examplePath)
+	if got := sinkNames(p); !slices.Equal(got, []string{"lake"}) {
+		t.Errorf("sinks %v", got)
+	}
+	if len(p.Sources) != 2 || p.Sources[0].HTTP == nil || p.Sources[1].Files == nil {
+		t.Fatalf("sources %+v", p.Sources)
+	}
+	if got, want := p.Sources[1].Files.Path, filepath.Join("../..", "incoming"); got != want {
+		t.Errorf("files path %q, want %q (against the file's directory)", got, want)
+	}
+}
+
+// TestPipelineExampleReference uncomments the example's reference block
+// and requires it to load, to name every key the parser knows, and to
+// show the parser's defaults where it says "default".
+func TestPipelineExampleReference(t *testing.T) {
+	data, err := os.ReadFile(examplePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := uncommentReference(t, string(data))
+	p := mustLoad(t, writePipeline(t, text))
+
+	var root yaml.Node
+	if err := yaml.Unmarshal([]byte(text), &root); err != nil {
+		t.Fatal(err)
+	}
+	keys := map[string]bool{}
+	collectKeys(&root, keys)
+	all := slices.Concat(topKeys, settingsKeys, namespaceKeys,
+		allKeys(sinkCommon, sinkKinds, sinkKeys), allKeys(sourceCommon, sourceKinds, sourceKeys))
+	for _, k := range all {
+		if !keys[k] {
+			t.Errorf("the reference never shows key %q", k)
+		}
+	}
+	kinds := map[string]bool{}
+	for _, s := range p.Sources {
+		kinds[s.Kind] = true
+	}
+	for _, s := range p.Sinks {
+		kinds[s.Kind] = true
+	}
+	for _, k := range slices.Concat(sinkKinds, sourceKinds) {
+		if !kinds[k] {
+			t.Errorf("the reference never shows kind %q", k)
+		}
+	}
+
+	src := map[string]sourceSpec{}
+	for _, s := range p.Sources {
+		src[s.Kind] = s
+	}
+	if h := src[sourceHTTP].HTTP; h.Listen != defaultListen || h.BodyMaxBytes != defaultBodyMax {
+		t.Errorf("http listen %q, body %d; the defaults are %q, %d", h.Listen, h.BodyMaxBytes, defaultListen, defaultBodyMax)
+	}
+	if f := src[sourceFiles].Files; f.Poll != defaultFilesPoll || f.Format != defaultFormat || f.OnError != defaultOnError {
+		t.Errorf("files %+v: the defaults are %v, %s, %s", f, defaultFilesPoll, defaultFormat, defaultOnError)
+	}
+	if o := src[sourceObjects].Objects; o.Poll != defaultObjectsPoll || o.Format != defaultFormat || o.OnError != defaultOnError {
+		t.Errorf("objects %+v: the defaults are %v, %s, %s", o, defaultObjectsPoll, defaultFormat, defaultOnError)
+	}
+	if p.Settings.WALStorage != string(walDisk) || filepath.Base(p.Settings.DataDir) != filepath.Base(defaultDataDir) {
+		t.Errorf("settings %+v: the defaults are %s, %s", p.Settings, walDisk, defaultDataDir)
+	}
+}
+
+// uncommentReference is the example's block after the reference marker,
+// each line without its first "# ".
+func uncommentReference(t *testing.T, text string) string {
+	t.Helper()
+	_, block, ok := strings.Cut(text, "# ---- reference")
+	if !ok {
+		t.Fatal("no reference marker in the example")
+	}
+	var b strings.Builder
+	for _, line := range strings.Split(block, "\n")[1:] {
+		if line != "" && line != "#" && !strings.HasPrefix(line, "# ") {
+			t.Fatalf("reference line %q is not commented", line)
+		}
+		b.WriteString(strings.TrimPrefix(strings.TrimPrefix(line, "#"), " ") + "\n")
+	}
+	return b.String()
+}
+
+// collectKeys gathers every mapping key under n, except sink and
+// namespace names (the values of sinks and namespaces).
+func collectKeys(n *yaml.Node, keys map[string]bool) {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i].Value, n.Content[i+1]
+			keys[k] = true
+			if (k == "sinks" || k == "namespaces") && v.Kind == yaml.MappingNode {
+				for j := 1; j < len(v.Content); j += 2 {
+					collectKeys(v.Content[j], keys)
+				}
+				continue
+			}
+			collectKeys(v, keys)
+		}
+		return
+	}
+	for _, c := range n.Content {
+		collectKeys(c, keys)
+	}
+}
+
+func sinkNames(p *pipelineFile) []string {
+	var names []string
+	for _, s := range p.Sinks {
+		names = append(names, s.Name)
+	}
+	return names
+}
+
+// TestPipelineParsed checks what a full file becomes: sorted sinks and
+// namespaces, defaults, resolved paths.
+func TestPipelineParsed(t *testing.T) {
+	path := writePipeline(t, doc(
+		"settings: {data_dir: data, wal_storage: embedded}",
+		"sinks:",
+		"  zeta: {kind: parquet-s3, bucket: my-bucket, prefix: out/}",
+		"  alpha: {kind: parquet-dir, path: /srv/lake}",
+		"sources:",
+		"  - name: web",
+		"    kind: http",
+		"    sink: alpha",
+		"    listen: '[::1]:0'",
+		"    token_env: WEB_TOKEN",
+		"    body_max_bytes: 1 MB",
+		"    namespaces:",
+		"      zz: {sink: zeta, at_least_once: true}",
+		"      aa:",
+		"  - {name: in, kind: files, path: /abs/in, namespace: n1, sink: alpha}",
+		"  - {name: s3, kind: objects, bucket: 2024, namespace: n2, sink: alpha, format: csv, poll: 1m, on_error: skip}",
+		"  - {name: gen, kind: generator, sink: zeta}",
+	))
+	p := mustLoad(t, path)
+	dir := filepath.Dir(path)
+	want := &pipelineFile{
+		Path:     path,
+		Settings: settingsSpec{DataDir: filepath.Join(dir, "data"), WALStorage: "embedded"},
+		Sinks: []sinkSpec{
+			{Name: "alpha", Kind: sinkParquetDir, Path: "/srv/lake", Line: 4},
+			{Name: "zeta", Kind: sinkParquetS3, Bucket: "my-bucket", Prefix: "out/", Line: 3},
+		},
+		Sources: []sourceSpec{
+			{Name: "web", Kind: sourceHTTP, Sink: "alpha", Line: 6, HTTP: &httpSourceSpec{
+				Listen: "[::1]:0", TokenEnv: "WEB_TOKEN", BodyMaxBytes: 1_000_000,
+				Namespaces: []namespaceSpec{{Name: "aa", Sink: "alpha", Line: 14}, {Name: "zz", Sink: "zeta", AtLeastOnce: true, Line: 13}},
+			}},
+			{Name: "in", Kind: sourceFiles, Sink: "alpha", Line: 15, Files: &filesSourceSpec{
+				Path: "/abs/in", pollSpec: pollSpec{Namespace: "n1", Format: "auto", Poll: 2 * time.Second, OnError: "stop"}}},
+			{Name: "s3", Kind: sourceObjects, Sink: "alpha", Line: 16, Objects: &objectsSourceSpec{
+				Bucket: "2024", pollSpec: pollSpec{Namespace: "n2", Format: "csv", Poll: time.Minute, OnError: "skip"}}},
+			{Name: "gen", Kind: sourceGenerator, Sink: "zeta", Line: 17, Generator: true},
+		},
+	}
+	if got, wantS := spew(p), spew(want); got != wantS {
+		t.Errorf("got\n%s\nwant\n%s", got, wantS)
+	}
+	if s, ok := p.sink("zeta"); !ok || s.Bucket != "my-bucket" {
+		t.Errorf("sink(zeta) = %+v, %v", s, ok)
+	}
+	if _, ok := p.sink("nope"); ok {
+		t.Error("sink(nope) found")
+	}
+	if got := p.Sinks[0].dir("/data"); got != "/srv/lake" {
+		t.Errorf("absolute dir: %q", got)
+	}
+}
+
+// spew prints a pipelineFile with its pointers followed.
+func spew(p *pipelineFile) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\n%+v\n%+v\n", p.Path, p.Settings, p.Sinks)
+	for _, s := range p.Sources {
+		fmt.Fprintf(&b, "%s %s %s %d generator=%v", s.Name, s.Kind, s.Sink, s.Line, s.Generator)
+		for _, v := range []any{s.HTTP, s.Files, s.Objects} {
+			if !reflect.ValueOf(v).IsNil() {
+				fmt.Fprintf(&b, " %+v", reflect.ValueOf(v).Elem().Interface())
+			}
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+func TestPipelineDefault(t *testing.T) {
+	p := defaultPipelineFile()
+	s, ok := p.sink(lakeSinkRef)
+	if !ok || s.Kind != sinkParquetDir || s.dir("/d") != filepath.Join("/d", lakeDir) {
+		t.Errorf("default sink %+v %v", s, ok)
+	}
+	if len(p.Sources) != 1 || !p.Sources[0].Generator || p.Sources[0].Sink != lakeSinkRef {
+		t.Errorf("default sources %+v", p.Sources)
+	}
+}
+
+// TestPipelineErrors: one case per error class, each message checked
+// whole, line included.
+func TestPipelineErrors(t *testing.T) {
+	const sinks = "sinks: {lake: {kind: parquet-dir, path: lake}}"
+	gen := func(name string) string { return "  - {name: " + name + ", kind: generator, sink: lake}" }
+	for _, tc := range []struct {
+		name string
+		text string
+		want []string
+	}{
+		// The file and its syntax.
+		{"empty", "", []string{"skipprd.yaml: the file is empty; want sinks and sources (see skipprd.example.yaml)"}},
+		{"comments only", "# nothing\n", []string{"skipprd.yaml: the file is empty; want sinks and sources (see skipprd.example.yaml)"}},
+		{"document is null", "---\n", []string{
+			"skipprd.yaml:2: top level: sinks is required: at least one sink, e.g. lake: {kind: parquet-dir, path: lake}",
+			"skipprd.yaml:2: top level: sources is required: at least one source, e.g. - {name: api, kind: http, sink: lake}"}},
+		{"syntax", doc(sinks, "sources:", "  - {name: a, kind: generator, sink: lake", "x: 1"), []string{
+			"skipprd.yaml:3: did not find expected ',' or '}'"}},
+		{"syntax on line 1", "sinks: a: b\n", []string{"skipprd.yaml:1: mapping values are not allowed in this context"}},
+		{"tab", doc(sinks, "sources:", "\t- x"), []string{
+			"skipprd.yaml:3: found character that cannot start any token (YAML indents with spaces only, never tabs)"}},
+		{"unknown alias", doc(sinks, "sources:", "  - *gen"), []string{
+			"skipprd.yaml:3: alias *gen refers to no anchor &gen defined before it"}},
+		{"two documents", doc(sinks, "sources: [{name: a, kind: generator, sink: lake}]", "---", "sinks: {}"), []string{
+			"skipprd.yaml:3: a second YAML document (after ---); want one"}},
+		{"not a mapping", "- a\n", []string{
+			"skipprd.yaml:1: top level: want a mapping with settings, sinks and sources, found a list"}},
+		{"duplicate key", doc("sinks:", "  lake: {kind: parquet-dir, path: lake}", "  lake: {kind: parquet-dir, path: lake2}", "sources:", gen("a")), []string{
+			`skipprd.yaml:3: sinks: key "lake" is already set on line 2`}},
+		{"duplicate namespace", doc(sinks, "sources:", "  - name: a", "    kind: http", "    sink: lake", "    namespaces:", "      ev: {}", "      ev: {}"), []string{
+			`skipprd.yaml:8: sources[0] "a" namespaces: key "ev" is already set on line 7`}},
+		{"merge key", doc("base: &b {kind: parquet-dir}", sinks, "sources:", "  - {<<: *b, name: a, kind: generator, sink: lake}"), []string{
+			`skipprd.yaml:1: top level: unknown key "base" (allowed: settings, sinks, sources)`,
+			`skipprd.yaml:4: sources[0]: merge keys (<<) are not supported; write the keys out`}},
+
+		// Unknown keys, and keys of another kind.
+		{"unknown top key", doc(sinks, "sources:", gen("a"), "sink: lake"), []string{
+			`skipprd.yaml:4: top level: unknown key "sink" (allowed: settings, sinks, sources)`}},
+		{"unknown settings key", doc("settings:", "  datadir: x", sinks, "sources:", gen("a")), []string{
+			`skipprd.yaml:2: settings: unknown key "datadir" (allowed: data_dir, wal_storage)`}},
+		{"unknown sink key", doc("sinks:", "  lake: {kind: parquet-dir, paht: lake}", "sources:", gen("a")), []string{
+			`skipprd.yaml:2: sink "lake": unknown key "paht" (allowed: kind, path)`,
+			`skipprd.yaml:2: sink "lake": path is required (a directory; relative to DATA_DIR, e.g. lake)`}},
+		{"key of another sink kind", doc("sinks:", "  lake:", "    kind: parquet-dir", "    path: lake", "    bucket: b1", "sources:", gen("a")), []string{
+			`skipprd.yaml:5: sink "lake": key "bucket" is for kind parquet-s3, not parquet-dir (kind parquet-dir takes: kind, path)`}},
+		{"key of another source kind", doc(sinks, "sources:", "  - name: a", "    kind: http", "    sink: lake", "    poll: 1s"), []string{
+			`skipprd.yaml:6: sources[0] "a": key "poll" is for kind files or objects, not http (kind http takes: name, kind, sink, listen, token_env, body_max_bytes, namespaces)`}},
+		{"unknown source key", doc(sinks, "sources:", "  - {name: a, kind: generator, sink: lake, rate: 5}"), []string{
+			`skipprd.yaml:3: sources[0] "a": unknown key "rate" (allowed: name, kind, sink)`}},
+		{"unknown key, unknown kind", doc(sinks, "sources:", "  - {name: a, kind: kafka, sink: lake, topic: t}"), []string{
+			`skipprd.yaml:3: sources[0] "a": kind "kafka" is not one of http, files, objects, generator`,
+			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, bucket, prefix)`}},
+		{"unknown namespace key", doc(sinks, "sources:", "  - name: a", "    kind: http", "    sink: lake", "    namespaces:", "      ev: {sink: lake, once: true}"), []string{
+			`skipprd.yaml:7: sources[0] "a" namespace "ev": unknown key "once" (allowed: sink, at_least_once)`}},
+
+		// Wrong YAML types.
+		{"sinks is a list", doc("sinks:", "  - lake", "sources:", gen("a")), []string{
+			"skipprd.yaml:2: sinks: want a mapping of sink name to sink, e.g. lake: {kind: parquet-dir, path: lake}, found a list"}},
+		{"sources is a mapping", doc(sinks, "sources:", "  a: {kind: generator}"), []string{
+			"skipprd.yaml:3: sources: want a list of sources (- name: …), found a mapping"}},
+		{"source is text", doc(sinks, "sources:", "  - a"), []string{
+			`skipprd.yaml:3: sources[0]: want a mapping with name, kind and sink, found "a"`}},
+		{"sink is text", doc("sinks:", "  lake: parquet-dir", "sources:", gen("a")), []string{
+			`skipprd.yaml:2: sink "lake": want a mapping with kind and its fields, found "parquet-dir"`}},
+		{"settings is text", doc("settings: disk", sinks, "sources:", gen("a")), []string{
+			`skipprd.yaml:1: settings: want a mapping of data_dir and wal_storage, found "disk"`}},
+		{"bool is text", doc(sinks, "sources:", "  - name: a", "    kind: http", "    sink: lake", "    namespaces:", "      ev: {at_least_once: yes}"), []string{
+			`skipprd.yaml:7: sources[0] "a" namespace "ev": at_least_once: want true or false, found "yes"`}},
+		{"text is a list", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, listen: [a, b]}"), []string{
+			`skipprd.yaml:3: sources[0] "a": listen: want text, found a list`}},
+		{"namespaces is a list", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, namespaces: [ev]}"), []string{
+			`skipprd.yaml:3: sources[0] "a" namespaces: want a mapping of namespace to {sink: …, at_least_once: …}, found a list`}},
+
+		// Names.
+		{"bad sink name", doc("sinks:", "  Lake: {kind: parquet-dir, path: lake}", "sources:", "  - {name: a, kind: generator, sink: Lake}"), []string{
+			`skipprd.yaml:2: sink "Lake": a sink name must be a lower-case letter, then up to 62 of a-z, 0-9, _ and -`}},
+		{"bad source name", doc(sinks, "sources:", "  - {name: my api, kind: generator, sink: lake}"), []string{
+			`skipprd.yaml:3: sources[0]: name "my api": want a lower-case letter, then up to 62 of a-z, 0-9, _ and -`}},
+		{"duplicate source name", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake}", "  - {name: a, kind: http, sink: lake, listen: ':9000'}"), []string{
+			`skipprd.yaml:4: sources[1] "a": name "a" is already the name of the source on line 3; source names must be unique`}},
+		{"bad http namespace", doc(sinks, "sources:", "  - name: a", "    kind: http", "    sink: lake", "    namespaces: {Ev: {}}"), []string{
+			`skipprd.yaml:6: sources[0] "a": namespace "Ev": only a lower-case letter followed by lower-case letters, digits and underscores`}},
+		{"bad files namespace", doc(sinks, "sources:", "  - {name: a, kind: files, sink: lake, path: in, namespace: my-drops}"), []string{
+			`skipprd.yaml:3: sources[0] "a": namespace "my-drops": only a lower-case letter followed by lower-case letters, digits and underscores`}},
+
+		// Kinds and required fields.
+		{"missing kind", doc("sinks:", "  lake: {path: lake}", "sources:", gen("a")), []string{
+			`skipprd.yaml:2: sink "lake": kind is required (parquet-dir, parquet-s3)`}},
+		{"bad sink kind", doc("sinks:", "  lake: {kind: parquet, path: lake}", "sources:", gen("a")), []string{
+			`skipprd.yaml:2: sink "lake": kind "parquet" is not one of parquet-dir, parquet-s3`}},
+		{"parquet-s3 needs bucket", doc("sinks:", "  lake: {kind: parquet-s3, prefix: x/}", "sources:", gen("a")), []string{
+			`skipprd.yaml:2: sink "lake": bucket is required (an S3 bucket name)`}},
+		{"bad bucket", doc("sinks:", "  lake: {kind: parquet-s3, bucket: My_Bucket}", "sources:", gen("a")), []string{
+			`skipprd.yaml:2: sink "lake": bucket "My_Bucket" is not an S3 bucket name (3..63 of a-z, 0-9, . and -, starting and ending with a letter or digit)`}},
+		{"files needs path and namespace", doc(sinks, "sources:", "  - {name: a, kind: files, sink: lake}"), []string{
+			`skipprd.yaml:3: sources[0] "a": path is required (a directory to take files from; relative to this file's directory)`,
+			`skipprd.yaml:3: sources[0] "a": namespace is required (the namespace every row goes to, e.g. drops)`}},
+		{"objects needs bucket and namespace", doc(sinks, "sources:", "  - {name: a, kind: objects, sink: lake, prefix: in/}"), []string{
+			`skipprd.yaml:3: sources[0] "a": bucket is required (an S3 bucket name)`,
+			`skipprd.yaml:3: sources[0] "a": namespace is required (the namespace every row goes to, e.g. drops)`}},
+		{"source needs name and sink", doc(sinks, "sources:", "  - kind: generator"), []string{
+			`skipprd.yaml:3: sources[0]: name is required (a source name, e.g. api)`,
+			`skipprd.yaml:3: sources[0]: sink is required (the name of a sink under sinks)`}},
+		{"empty value", doc(sinks, "sources:", "  - {name: a, kind: files, sink: lake, path: '', namespace: ~}"), []string{
+			`skipprd.yaml:3: sources[0] "a": path is empty; give a directory to take files from; relative to this file's directory`,
+			`skipprd.yaml:3: sources[0] "a": namespace is empty; give the namespace every row goes to, e.g. drops`}},
+
+		// Sink references.
+		{"undefined sink", doc("sinks:", "  lake: {kind: parquet-dir, path: lake}", "  archive: {kind: parquet-dir, path: archive}", "sources:",
+			"  - {name: a, kind: generator, sink: lake}", "  - {name: api, kind: http, sink: archive, namespaces: {ev: {sink: lake2}}}"), []string{
+			`skipprd.yaml:6: sources[1] "api" namespace "ev": sink "lake2" is not defined (defined: archive, lake)`}},
+		{"no sinks", doc("sinks: {}", "sources:", gen("a")), []string{
+			`skipprd.yaml:1: sinks: no sink is defined; want at least one, e.g. lake: {kind: parquet-dir, path: lake}`}},
+		{"no sources", doc(sinks, "sources: []"), []string{
+			`skipprd.yaml:2: sources: no source is defined; want at least one, e.g. - {name: api, kind: http, sink: lake}`}},
+		{"unused sink", doc("sinks:", "  lake: {kind: parquet-dir, path: lake}", "  old: {kind: parquet-dir, path: old}", "sources:", gen("a")), []string{
+			`skipprd.yaml:3: sinks: sink "old" is never used: no source or namespace writes to it; remove it, or name it in a source's sink:`}},
+
+		// http.
+		{"listen without port", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, listen: localhost}"), []string{
+			`skipprd.yaml:3: sources[0] "a": listen "localhost": want host:port, e.g. 127.0.0.1:8080 (missing port in address)`}},
+		{"listen port range", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, listen: 'localhost:70000'}"), []string{
+			`skipprd.yaml:3: sources[0] "a": listen "localhost:70000": port "70000": want a number in 1..65535 (0: any free port)`}},
+		{"listen port name", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, listen: 'localhost:http'}"), []string{
+			`skipprd.yaml:3: sources[0] "a": listen "localhost:http": port "http": want a number in 1..65535 (0: any free port)`}},
+		{"listen bad host", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, listen: 'a b:80'}"), []string{
+			`skipprd.yaml:3: sources[0] "a": listen "a b:80": host "a b" is neither an IP address nor a host name`}},
+		{"listen shared", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, listen: '127.0.0.1:9000'}", "  - {name: b, kind: http, sink: lake, listen: '127.0.0.1:9000'}"), []string{
+			`skipprd.yaml:4: sources[1] "b": listen 127.0.0.1:9000 clashes with 127.0.0.1:9000 of sources[0] "a" (line 3); give each http source its own port`}},
+		{"listen default shared", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake}", "  - {name: b, kind: http, sink: lake}"), []string{
+			`skipprd.yaml:4: sources[1] "b": listen 127.0.0.1:8080 (the default) clashes with 127.0.0.1:8080 (the default) of sources[0] "a" (line 3); give each http source its own port`}},
+		{"listen wildcard shared", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, listen: ':8080'}", "  - {name: b, kind: http, sink: lake}"), []string{
+			`skipprd.yaml:4: sources[1] "b": listen 127.0.0.1:8080 (the default) clashes with :8080 of sources[0] "a" (line 3); give each http source its own port`}},
+		{"token_env", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, token_env: my-token}"), []string{
+			`skipprd.yaml:3: sources[0] "a": token_env "my-token": want an environment variable's name (A-Z, 0-9, _; not starting with a digit), e.g. SKIPPR_HTTP_TOKEN`}},
+		{"body_max_bytes unit", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, body_max_bytes: 64M}"), []string{
+			`skipprd.yaml:3: sources[0] "a": body_max_bytes "64M": want a whole number of bytes, optionally with a unit: B, KiB, MiB, GiB (powers of 2) or KB, MB, GB (powers of 10), e.g. 64MiB`}},
+		{"body_max_bytes range", doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, body_max_bytes: 2GiB}", "  - {name: b, kind: http, sink: lake, listen: ':0', body_max_bytes: 1000}"), []string{
+			`skipprd.yaml:3: sources[0] "a": body_max_bytes "2GiB" is 2147483648 bytes; want 1KiB (1024) .. 1GiB (1073741824)`,
+			`skipprd.yaml:4: sources[1] "b": body_max_bytes "1000" is 1000 bytes; want 1KiB (1024) .. 1GiB (1073741824)`}},
+		{"namespaces empty", doc(sinks, "sources:", "  - name: a", "    kind: http", "    sink: lake", "    namespaces:"), []string{
+			`skipprd.yaml:6: sources[0] "a": namespaces is empty, so every request would be refused; list some, or remove the key to accept any namespace`}},
+
+		// files and objects.
+		{"format", doc(sinks, "sources:", "  - {name: a, kind: files, sink: lake, path: in, namespace: d, format: json}"), []string{
+			`skipprd.yaml:3: sources[0] "a": format "json" is not one of auto, jsonl, csv, parquet`}},
+		{"on_error", doc(sinks, "sources:", "  - {name: a, kind: objects, bucket: b12, sink: lake, namespace: d, on_error: retry}"), []string{
+			`skipprd.yaml:3: sources[0] "a": on_error "retry" is not one of stop, skip`}},
+		{"poll", doc(sinks, "sources:", "  - {name: a, kind: files, sink: lake, path: in, namespace: d, poll: 2}",
+			"  - {name: b, kind: files, sink: lake, path: in2, namespace: e, poll: 10ms}", "  - {name: c, kind: files, sink: lake, path: in3, namespace: f, poll: 2h}"), []string{
+			`skipprd.yaml:3: sources[0] "a": poll "2": want a duration in 100ms..1h, e.g. 2s or 500ms`,
+			`skipprd.yaml:4: sources[1] "b": poll "10ms": want a duration in 100ms..1h, e.g. 2s or 500ms`,
+			`skipprd.yaml:5: sources[2] "c": poll "2h": want a duration in 100ms..1h, e.g. 2s or 500ms`}},
+		{"namespace written twice", doc(sinks, "sources:", "  - {name: a, kind: files, sink: lake, path: in, namespace: d}", "  - {name: b, kind: objects, bucket: b12, sink: lake, namespace: d}"), []string{
+			`skipprd.yaml:4: sources[1] "b": namespace "d" of sink "lake" is already written by sources[0] "a" (line 3); give one of them another namespace or sink`}},
+		{"namespace of the generator", doc(sinks, "sources:", gen("a"), "  - {name: b, kind: files, sink: lake, path: in, namespace: orders}"), []string{
+			`skipprd.yaml:4: sources[1] "b": namespace "orders" of sink "lake" is already written by sources[0] "a" (line 3); give one of them another namespace or sink`}},
+		{"two generators", doc(sinks, "sources:", gen("a"), gen("b")), []string{
+			`skipprd.yaml:4: sources[1] "b": namespace "events" of sink "lake" is already written by sources[0] "a" (line 3); give one of them another namespace or sink`}},
+		{"files path twice", doc(sinks, "sources:", "  - {name: a, kind: files, sink: lake, path: in, namespace: d}", "  - {name: b, kind: files, sink: lake, path: ./in/, namespace: e}"), []string{
+			`skipprd.yaml:4: sources[1] "b": path "./in/" is also the directory of sources[0] "a" (line 3): both would take the same files`}},
+		{"objects overlap", doc(sinks, "sources:", "  - {name: a, kind: objects, bucket: b12, prefix: in/, sink: lake, namespace: d}",
+			"  - {name: b, kind: objects, bucket: b12, prefix: in/x/, sink: lake, namespace: e}"), []string{
+			`skipprd.yaml:4: sources[1] "b": bucket and prefix "b12/in/x/" overlap "b12/in/" of sources[0] "a" (line 3): both would take the same objects`}},
+		{"objects read the lake", doc("sinks: {s3: {kind: parquet-s3, bucket: b12, prefix: /lake}}", "sources:", "  - {name: a, kind: objects, bucket: b12, sink: s3, namespace: d}"), []string{
+			`skipprd.yaml:3: sources[0] "a": bucket and prefix "b12/" overlap sink "s3"'s "b12/lake/": the source would ingest the lake's own files`}},
+		{"objects prefix slash", doc(sinks, "sources:", "  - {name: a, kind: objects, bucket: b12, prefix: /in/, sink: lake, namespace: d}"), []string{
+			`skipprd.yaml:3: sources[0] "a": prefix "/in/": S3 keys do not start with /; write "in/"`}},
+
+		// parquet-dir paths.
+		{"sink path reserved", doc("sinks:", "  lake: {kind: parquet-dir, path: wal/lake}", "  dot: {kind: parquet-dir, path: .}", "sources:", gen("a"), "  - {name: b, kind: http, sink: dot}"), []string{
+			`skipprd.yaml:2: sink "lake": path "wal/lake" is inside DATA_DIR's wal, which the daemon owns (reserved: wal, segments, wal.lock, wal-s3.bolt); want e.g. lake`,
+			`skipprd.yaml:3: sink "dot": path "." is DATA_DIR itself, where the WAL lives; want a folder under it, e.g. lake`}},
+		{"sink path twice", doc("sinks:", "  lake: {kind: parquet-dir, path: lake}", "  also: {kind: parquet-dir, path: lake/}", "sources:", gen("a"), "  - {name: b, kind: http, sink: also}"), []string{
+			`skipprd.yaml:3: sink "also": path "lake/" is also the path of sink "lake" (line 2): two sinks would write one folder`}},
+
+		// settings.
+		{"wal_storage", doc("settings: {wal_storage: S3}", sinks, "sources:", gen("a")), []string{
+			`skipprd.yaml:1: settings: wal_storage "S3" is not one of disk, embedded, s3`}},
+		{"data_dir empty", doc("settings:", "  data_dir:", sinks, "sources:", gen("a")), []string{
+			`skipprd.yaml:2: settings: data_dir is empty; give a directory, or remove the key for the default`}},
+		{"wal_storage empty", doc("settings: {wal_storage: ''}", sinks, "sources:", gen("a")), []string{
+			`skipprd.yaml:1: settings: wal_storage is empty; give disk, embedded, s3, or remove the key for the default`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := errorLines(t, tc.text)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("got\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(tc.want, "\n\t"))
+			}
+		})
+	}
+}
+
+// TestPipelineAccepts: what the checks must not refuse.
+func TestPipelineAccepts(t *testing.T) {
+	const sinks = "sinks: {lake: {kind: parquet-dir, path: lake}}"
+	for name, text := range map[string]string{
+		"http and files share a namespace": doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, namespaces: {d: }}",
+			"  - {name: b, kind: files, sink: lake, path: in, namespace: d}"),
+		"a namespace in two sinks": doc("sinks: {lake: {kind: parquet-dir, path: lake}, b: {kind: parquet-dir, path: b}}", "sources:",
+			"  - {name: a, kind: files, sink: lake, path: in, namespace: d}", "  - {name: b, kind: files, sink: b, path: in2, namespace: d}"),
+		"port 0 twice":        doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, listen: '127.0.0.1:0'}", "  - {name: b, kind: http, sink: lake, listen: '127.0.0.1:0'}"),
+		"one port, two hosts": doc(sinks, "sources:", "  - {name: a, kind: http, sink: lake, listen: '127.0.0.1:80'}", "  - {name: b, kind: http, sink: lake, listen: '[::1]:80'}"),
+		"a sink used only by a namespace": doc("sinks: {lake: {kind: parquet-dir, path: lake}, b: {kind: parquet-s3, bucket: bkt}}", "sources:",
+			"  - {name: a, kind: http, sink: lake, namespaces: {d: {sink: b}}}"),
+		"anchors and aliases":               doc("sinks: {lake: &lake {kind: parquet-dir, path: lake}}", "sources:", "  - {name: a, kind: http, sink: lake, namespaces: {d: &ns {sink: lake}, e: *ns}}"),
+		"nulls for empty optional mappings": doc("settings:", sinks, "sources:", "  - {name: a, kind: http, sink: lake, namespaces: {d: ~}}"),
+	} {
+		t.Run(name, func(t *testing.T) { mustLoad(t, writePipeline(t, text)) })
+	}
+}
+
+// TestPipelineErrorsCollected: every error of a file is reported, in line
+// order, and past pipelineErrorsMax the rest are counted.
+func TestPipelineErrorsCollected(t *testing.T) {
+	got := errorLines(t, doc(
+		"sinks:",
+		"  lake: {kind: parquet-dir, path: lake, bucket: b}",
+		"sources:",
+		"  - {name: a, kind: http, sink: nowhere}",
+		"  - {name: a, kind: files, sink: lake, namespace: x}",
+	))
+	want := []string{
+		`skipprd.yaml:2: sink "lake": key "bucket" is for kind parquet-s3, not parquet-dir (kind parquet-dir takes: kind, path)`,
+		`skipprd.yaml:4: sources[0] "a": sink "nowhere" is not defined (defined: lake)`,
+		`skipprd.yaml:5: sources[1] "a": path is required (a directory to take files from; relative to this file's directory)`,
+		`skipprd.yaml:5: sources[1] "a": name "a" is already the name of the source on line 4; source names must be unique`,
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n\t%s\nwant\n\t%s", strings.Join(got, "\n\t"), strings.Join(want, "\n\t"))
+	}
+
+	lines := []string{"sinks: {lake: {kind: parquet-dir, path: lake}}", "sources:"}
+	for range pipelineErrorsMax + 5 {
+		lines = append(lines, "  - {name: a, kind: generator, sink: lake, x: 1}")
+	}
+	got = errorLines(t, doc(lines...))
+	if len(got) != pipelineErrorsMax+1 {
+		t.Fatalf("%d errors, want %d and a count:\n%s", len(got), pipelineErrorsMax, strings.Join(got, "\n"))
+	}
+	// Each line has an unknown key; each but the first a duplicate name
+	// and a duplicate generator: 25 + 24 + 24.
+	if last := got[pipelineErrorsMax]; last != "skipprd.yaml: … and 53 more" {
+		t.Errorf("last: %q", last)
+	}
+	if got[0] != `skipprd.yaml:3: sources[0] "a": unknown key "x" (allowed: name, kind, sink)` {
+		t.Errorf("first: %q", got[0])
+	}
+}
+
+func TestPipelineFileLimits(t *testing.T) {
+	big := doc("sinks: {lake: {kind: parquet-dir, path: lake}}", "sources: [{name: a, kind: generator, sink: lake}]") +
+		strings.Repeat("# padding\n", pipelineFileMax/10)
+	got := errorLines(t, big)
+	if want := []string{"skipprd.yaml: larger than 1048576 bytes (1 MiB): not a pipeline file"}; !slices.Equal(got, want) {
+		t.Errorf("got %q, want %q", got, want)
+	}
+
+	missing := filepath.Join(t.TempDir(), "none.yaml")
+	_, err := loadPipeline(missing)
+	pes := pipelineErrors(t, err)
+	if len(pes) != 1 || pes[0].Path != missing || !errors.Is(err, fs.ErrNotExist) || !strings.HasPrefix(pes[0].Msg, "cannot open it: ") {
+		t.Errorf("missing file: %v", err)
+	}
+}
+
+func TestPipelineApplySettings(t *testing.T) {
+	p := mustLoad(t, writePipeline(t, doc(
+		"settings: {data_dir: /var/lib/skipprd, wal_storage: embedded}",
+		"sinks: {lake: {kind: parquet-dir, path: lake}}",
+		"sources: [{name: a, kind: generator, sink: lake}]")))
+	env := map[string]string{envWALStorage: "s3", envWALBucket: "wal-bucket", envIngestThreads: "3"}
+	getenv := p.applySettings(func(k string) string { return env[k] })
+	if got := getenv(envDataDir); got != "/var/lib/skipprd" {
+		t.Errorf("DATA_DIR unset: %q, want the file's", got)
+	}
+	if got := getenv(envWALStorage); got != "s3" {
+		t.Errorf("WAL_STORAGE set: %q, want the environment's", got)
+	}
+	env[envDataDir] = "  "
+	if got := getenv(envDataDir); got != "/var/lib/skipprd" {
+		t.Errorf("DATA_DIR blank: %q, want the file's", got)
+	}
+	if got := getenv(envIngestThreads); got != "3" {
+		t.Errorf("other variables: %q", got)
+	}
+	cfg, err := parseConfig(getenv)
+	if err != nil || cfg.DataDir != "/var/lib/skipprd" || cfg.WALStorage != walS3 || cfg.Bucket != "wal-bucket" {
+		t.Errorf("parseConfig: %+v, %v", cfg, err)
+	}
+
+	// Nothing in the file: the environment alone.
+	getenv = defaultPipelineFile().applySettings(func(string) string { return "" })
+	if cfg, err := parseConfig(getenv); err != nil || cfg.DataDir != defaultDataDir || cfg.WALStorage != walDisk {
+		t.Errorf("no settings: %+v, %v", cfg, err)
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{
+		"0": 0, "1024": 1024, "64MiB": 64 << 20, "64 MiB": 64 << 20, "64mib": 64 << 20, "1KiB": 1024,
+		"1GiB": 1 << 30, "1KB": 1000, "5MB": 5_000_000, "2GB": 2_000_000_000, "7B": 7, " 8 kb ": 8000,
+	} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "1.5MiB", "-1", "+1", "1 TiB", "1K", "1M", "1 2", "99999999999999999999", "9000000000GiB", "0x10"} {
+		if got, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) = %d, want an error", in, got)
+		}
+	}
+}

@@ -1,0 +1,42 @@
+package httpsrc
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+)
+
+// benchBody returns about 10 MB of a realistic body in format f.
+func benchBody(f Format) string {
+	var b strings.Builder
+	if f == CSV {
+		b.WriteString("id,user,amount,ok,at,note\n")
+	}
+	for i := 0; b.Len() < 10<<20; i++ {
+		at := fmt.Sprintf("2024-01-02T03:%02d:%02d.%06dZ", i/60%60, i%60, i%1000000)
+		if f == CSV {
+			fmt.Fprintf(&b, "%d,user-%d,%d.%02d,%v,%s,\"a note, %d\"\n", i, i%977, i%10000, i%100, i%3 == 0, at, i)
+		} else {
+			fmt.Fprintf(&b, `{"id": %d, "user": "user-%d", "amount": %d.%02d, "ok": %v, "at": "%s", "tags": ["a", %d]}`+"\n", i, i%977, i%10000, i%100, i%3 == 0, at, i)
+		}
+	}
+	return b.String()
+}
+
+func benchmarkDecode(b *testing.B, f Format) {
+	body := benchBody(f)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := Decode(f, strings.NewReader(body), DefaultLimits(), memory.DefaultAllocator)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.Release()
+	}
+}
+
+func BenchmarkDecodeJSONLines(b *testing.B) { benchmarkDecode(b, JSONLines) }
+func BenchmarkDecodeCSV(b *testing.B)       { benchmarkDecode(b, CSV) }
