@@ -159,7 +159,7 @@ func newDaemon(ctx context.Context, cfg config, pf *pipelineFile, getenv func(st
 	if err != nil {
 		return d.fail(store, err)
 	}
-	if err := d.openSources(pf, getenv); err != nil {
+	if err := d.openSources(ctx, pf, getenv); err != nil {
 		d.host.Kill()
 		return d.fail(nil, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/sinks"
 	"github.com/skipprd/skipprd/sources/generator"
+	"github.com/skipprd/skipprd/sources/objects"
 	"github.com/skipprd/skipprd/storage"
 )
 
@@ -44,7 +45,7 @@ func (d *daemon) openSinks(ctx context.Context, pf *pipelineFile, loop *storage.
 
 // openSources builds the pipeline file's sources; an HTTP source binds
 // its address now, so a busy port fails the start.
-func (d *daemon) openSources(pf *pipelineFile, getenv func(string) string) error {
+func (d *daemon) openSources(ctx context.Context, pf *pipelineFile, getenv func(string) string) error {
 	gens := 0
 	for _, s := range pf.Sources {
 		if s.Generator {
@@ -52,7 +53,10 @@ func (d *daemon) openSources(pf *pipelineFile, getenv func(string) string) error
 		}
 	}
 	for _, s := range pf.Sources {
-		var src source
+		var (
+			src source
+			err error
+		)
 		switch {
 		case s.Generator:
 			// One generator keeps the offset keys of the daemon without a
@@ -63,17 +67,34 @@ func (d *daemon) openSources(pf *pipelineFile, getenv func(string) string) error
 			}
 			src = &genSource{name: s.Name, gen: generator.New(generator.Config{SinkRef: s.Sink, KeyPrefix: prefix, Logger: d.log})}
 		case s.HTTP != nil:
-			h, err := newHTTPSource(s, getenv, d.log, func() *storage.Host { return d.host })
-			if err != nil {
-				return err
+			src, err = newHTTPSource(s, getenv, d.log, func() *storage.Host { return d.host })
+		case s.Files != nil:
+			src, err = d.objectSource(s, s.Files.pollSpec, objects.NewDirStore(s.Files.Path), s.Files.Path)
+		case s.Objects != nil:
+			client, cerr := storage.NewS3ClientFromEnv(ctx, storage.S3ClientOptions{PathStyle: d.cfg.PathStyle})
+			if cerr != nil {
+				return fmt.Errorf("source %q: %w", s.Name, cerr)
 			}
-			src = h
+			o := s.Objects
+			src, err = d.objectSource(s, o.pollSpec, objects.NewS3Store(client, o.Bucket, o.Prefix), "s3://"+o.Bucket+"/"+o.Prefix)
 		default:
-			return &configError{Var: envPipelineFile, Value: pf.Path,
-				Want: fmt.Sprintf("source %q: kind %q is not built yet", s.Name, s.Kind)}
+			return fmt.Errorf("source %q: kind %q is not built", s.Name, s.Kind)
+		}
+		if err != nil {
+			return err
 		}
 		d.sources = append(d.sources, src)
 		d.log.Info("source", src.describe()...)
 	}
 	return nil
+}
+
+// objectSource builds a files or objects source over store.
+func (d *daemon) objectSource(s sourceSpec, p pollSpec, store objects.Store, where string) (source, error) {
+	o, err := objects.New(objects.Config{Name: s.Name, Namespace: p.Namespace, SinkRef: s.Sink, Format: p.Format,
+		Poll: p.Poll, OnError: p.OnError, Logger: d.log}, store)
+	if err != nil {
+		return nil, fmt.Errorf("source %q: %w", s.Name, err)
+	}
+	return &objectsSource{name: s.Name, kind: s.Kind, where: where, src: o}, nil
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/sources/generator"
 	httpsrc "github.com/skipprd/skipprd/sources/http"
+	"github.com/skipprd/skipprd/sources/objects"
 	"github.com/skipprd/skipprd/storage"
 )
 
@@ -134,3 +135,22 @@ func (s *httpSource) describe() []any {
 
 // closeListener releases the address of a source that never ran.
 func (s *httpSource) closeListener() { _ = s.srv.Close() }
+
+// objectsSource ingests every object under a directory or an S3 prefix.
+type objectsSource struct {
+	name, kind, where string
+	src               *objects.Source
+}
+
+func (o *objectsSource) run(ctx context.Context, host *storage.Host, offsets segment.Offsets) error {
+	return o.src.Run(ctx, host.Ingest, offsets)
+}
+
+func (o *objectsSource) stats() (uint64, uint64) {
+	st := o.src.Stats()
+	return st.RowsIngested, st.RowsAcked
+}
+
+func (o *objectsSource) describe() []any {
+	return []any{"source", o.name, "kind", o.kind, "from", o.where}
+}
