@@ -1,0 +1,811 @@
+package main
+
+// Checking a pipeline file: the walk over its YAML nodes, the checks of
+// each key, and the checks across sources and sinks (pipeline.go).
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/skipprd/skipprd/engine/wal"
+	"github.com/skipprd/skipprd/sources"
+	"github.com/skipprd/skipprd/sources/generator"
+)
+
+// checker walks the document, collecting errors and what the
+// cross-checks need.
+type checker struct {
+	path string // as given, for messages
+	dir  string // the file's directory: relative paths resolve against it
+	errs []*pipelineError
+
+	refs         []located // every sink: a source or namespace names
+	refsComplete bool      // false once a source lacks its sink: (unused sinks would be guesses)
+	listens      []listenAt
+	writers      []writer // fixed namespaces written by files, objects and generator sources
+	filePaths    []located
+	objectPaths  []located // bucket/prefix of objects sources
+}
+
+// located is a value with where it was written, for "also …" messages.
+type located struct {
+	value string // compared
+	shown string // in messages: as written
+	where string
+	line  int
+}
+
+type listenAt struct {
+	host string
+	port int
+	at   located
+}
+
+type writer struct {
+	namespace, sink string
+	at              located
+}
+
+func (c *checker) errorf(line int, where, format string, args ...any) {
+	c.errs = append(c.errs, &pipelineError{Path: c.path, Line: line, Where: where, Msg: fmt.Sprintf(format, args...)})
+}
+
+// result is every error, by line, the first pipelineErrorsMax of them.
+func (c *checker) result() error {
+	if len(c.errs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(c.errs, func(a, b *pipelineError) int { return cmp.Compare(a.Line, b.Line) })
+	errs := make([]error, 0, pipelineErrorsMax+1)
+	for i, e := range c.errs {
+		if i == pipelineErrorsMax {
+			errs = append(errs, &pipelineError{Path: c.path, Msg: fmt.Sprintf("… and %d more", len(c.errs)-i)})
+			break
+		}
+		errs = append(errs, e)
+	}
+	return errors.Join(errs...)
+}
+
+// mapping is one YAML mapping's entries, aliases resolved.
+type mapping struct {
+	where string
+	line  int                   // for "is required": the owner's line
+	order []string              // keys in file order
+	keys  map[string]*yaml.Node // key nodes
+	vals  map[string]*yaml.Node // value nodes
+}
+
+// mappingOf reads n as a mapping (null as an empty one), reporting
+// duplicate, merge and non-text keys. want describes the mapping for a
+// type error.
+func (c *checker) mappingOf(n *yaml.Node, line int, where, want string) (*mapping, bool) {
+	n = deref(n)
+	m := &mapping{where: where, line: line, keys: map[string]*yaml.Node{}, vals: map[string]*yaml.Node{}}
+	if isNull(n) {
+		return m, true
+	}
+	if n.Kind != yaml.MappingNode {
+		c.errorf(n.Line, where, "want %s, found %s", want, describe(n))
+		return nil, false
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		switch prev, dup := m.keys[k.Value]; {
+		case k.Kind != yaml.ScalarNode:
+			c.errorf(k.Line, where, "a key must be a word, found %s", describe(k))
+		case k.ShortTag() == "!!merge":
+			c.errorf(k.Line, where, "merge keys (<<) are not supported; write the keys out")
+		case dup:
+			c.errorf(k.Line, where, "key %q is already set on line %d", k.Value, prev.Line)
+		default:
+			m.order = append(m.order, k.Value)
+			m.keys[k.Value], m.vals[k.Value] = k, deref(v)
+		}
+	}
+	return m, true
+}
+
+// allow reports every key of m not in allowed. others lists, by kind, the
+// keys of every kind (nil where kinds do not apply); kind is m's ("" if
+// unknown), so a key of another kind is told apart from a typo.
+func (c *checker) allow(m *mapping, allowed []string, kind string, others map[string][]string) {
+	for _, key := range m.order {
+		if slices.Contains(allowed, key) {
+			continue
+		}
+		line := m.keys[key].Line
+		if owners := kindsWith(others, key); len(owners) > 0 && kind != "" {
+			c.errorf(line, m.where, "key %q is for kind %s, not %s (kind %s takes: %s)",
+				key, strings.Join(owners, " or "), kind, kind, strings.Join(allowed, ", "))
+			continue
+		}
+		c.errorf(line, m.where, "unknown key %q (allowed: %s)", key, strings.Join(allowed, ", "))
+	}
+}
+
+// kindsWith lists the kinds whose keys include key, sorted.
+func kindsWith(others map[string][]string, key string) []string {
+	var kinds []string
+	for kind, keys := range others {
+		if slices.Contains(keys, key) {
+			kinds = append(kinds, kind)
+		}
+	}
+	slices.Sort(kinds)
+	return kinds
+}
+
+// allKeys is common followed by every kind's keys, each once.
+func allKeys(common []string, kinds []string, keys map[string][]string) []string {
+	all := slices.Clone(common)
+	for _, k := range kinds {
+		for _, key := range keys[k] {
+			if !slices.Contains(all, key) {
+				all = append(all, key)
+			}
+		}
+	}
+	return all
+}
+
+// str returns key's value as text and its line. ok is false when the key
+// is absent, or its value is not a scalar (reported); null reads as "".
+// Any scalar is text: a bucket may be called 2024.
+func (c *checker) str(m *mapping, key string) (s string, line int, ok bool) {
+	n := m.vals[key]
+	switch {
+	case n == nil:
+		return "", 0, false
+	case n.Kind != yaml.ScalarNode:
+		c.errorf(n.Line, m.where, "%s: want text, found %s", key, describe(n))
+		return "", n.Line, false
+	case isNull(n):
+		return "", n.Line, true
+	}
+	return n.Value, n.Line, true
+}
+
+// text is str for a value that may not be empty; required reports an
+// absent key (hint says what it is for).
+func (c *checker) text(m *mapping, key string, required bool, hint string) (string, int, bool) {
+	s, line, ok := c.str(m, key)
+	switch {
+	case line == 0 && required:
+		c.errorf(m.line, m.where, "%s is required (%s)", key, hint)
+	case ok && strings.TrimSpace(s) == "" && required:
+		c.errorf(line, m.where, "%s is empty; give %s", key, hint)
+		ok = false
+	case ok && strings.TrimSpace(s) == "":
+		c.errorf(line, m.where, "%s is empty; give %s, or remove the key for the default", key, hint)
+		ok = false
+	}
+	return s, line, ok
+}
+
+// oneOf is text restricted to values; def is returned when the key is
+// absent or wrong.
+func (c *checker) oneOf(m *mapping, key string, values []string, required bool, def string) string {
+	s, line, ok := c.text(m, key, required, strings.Join(values, ", "))
+	if !ok {
+		return def
+	}
+	if !slices.Contains(values, s) {
+		c.errorf(line, m.where, "%s %q is not one of %s", key, s, strings.Join(values, ", "))
+		return def
+	}
+	return s
+}
+
+// boolean reads a true/false key; absent is false. A string such as
+// "yes" is refused rather than guessed at.
+func (c *checker) boolean(m *mapping, key string) bool {
+	n := m.vals[key]
+	if n == nil {
+		return false
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!bool" {
+		c.errorf(n.Line, m.where, "%s: want true or false, found %s", key, describe(n))
+		return false
+	}
+	return strings.EqualFold(n.Value, "true")
+}
+
+// document reads the top level.
+func (c *checker) document(root *yaml.Node) *pipelineFile {
+	p := &pipelineFile{Path: c.path}
+	m, ok := c.mappingOf(root, root.Line, "top level", "a mapping with settings, sinks and sources")
+	if !ok {
+		return p
+	}
+	c.allow(m, topKeys, "", nil)
+	p.Settings = c.settings(m)
+	p.Sinks = c.sinks(m)
+	p.Sources = c.sources(m)
+	return p
+}
+
+func (c *checker) settings(top *mapping) settingsSpec {
+	var s settingsSpec
+	n, present := top.vals["settings"]
+	if !present {
+		return s
+	}
+	m, ok := c.mappingOf(n, top.keys["settings"].Line, "settings", "a mapping of data_dir and wal_storage")
+	if !ok {
+		return s
+	}
+	c.allow(m, settingsKeys, "", nil)
+	if v, _, ok := c.text(m, "data_dir", false, "a directory"); ok {
+		s.DataDir = c.resolve(v)
+	}
+	s.WALStorage = c.oneOf(m, "wal_storage", walStorages, false, "")
+	return s
+}
+
+// resolve joins a relative path to the file's directory, so the file
+// means the same wherever the daemon is started from.
+func (c *checker) resolve(path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(c.dir, path)
+}
+
+// sinks reads the sinks mapping, sorted by name.
+func (c *checker) sinks(top *mapping) []sinkSpec {
+	n, present := top.vals["sinks"]
+	if !present {
+		c.errorf(top.line, top.where, "sinks is required: at least one sink, e.g. lake: {kind: parquet-dir, path: lake}")
+		return nil
+	}
+	line := top.keys["sinks"].Line
+	m, ok := c.mappingOf(n, line, "sinks", "a mapping of sink name to sink, e.g. lake: {kind: parquet-dir, path: lake}")
+	if !ok {
+		return nil
+	}
+	if len(m.order) == 0 {
+		c.errorf(line, "sinks", "no sink is defined; want at least one, e.g. lake: {kind: parquet-dir, path: lake}")
+	}
+	specs := make([]sinkSpec, 0, len(m.order))
+	for _, name := range m.order {
+		specs = append(specs, c.sink(name, m.keys[name].Line, m.vals[name]))
+	}
+	slices.SortFunc(specs, func(a, b sinkSpec) int { return strings.Compare(a.Name, b.Name) })
+	return specs
+}
+
+func (c *checker) sink(name string, line int, n *yaml.Node) sinkSpec {
+	where := fmt.Sprintf("sink %q", name)
+	s := sinkSpec{Name: name, Line: line}
+	if !specName.MatchString(name) {
+		c.errorf(line, where, "a sink name must be a lower-case letter, then up to 62 of a-z, 0-9, _ and -")
+	}
+	m, ok := c.mappingOf(n, line, where, "a mapping with kind and its fields")
+	if !ok {
+		return s
+	}
+	s.Kind = c.kind(m, sinkKinds)
+	c.allowKind(m, sinkCommon, s.Kind, sinkKinds, sinkKeys)
+	switch s.Kind {
+	case sinkParquetDir:
+		s.Path = c.sinkPath(m)
+	case sinkParquetS3:
+		s.Bucket = c.bucket(m)
+		s.Prefix, _, _ = c.str(m, "prefix")
+	}
+	return s
+}
+
+// kind reads m's kind, "" if missing or not one of kinds.
+func (c *checker) kind(m *mapping, kinds []string) string {
+	return c.oneOf(m, "kind", kinds, true, "")
+}
+
+// allowKind checks m's keys against its kind's, or against every kind's
+// when the kind is unknown (its error is reported already).
+func (c *checker) allowKind(m *mapping, common []string, kind string, kinds []string, keys map[string][]string) {
+	if kind == "" {
+		c.allow(m, allKeys(common, kinds, keys), "", nil)
+		return
+	}
+	c.allow(m, append(slices.Clone(common), keys[kind]...), kind, keys)
+}
+
+// reservedData are DATA_DIR's own entries, which a relative parquet-dir
+// path must not be or be under: a namespace folder called wal would be
+// the WAL's.
+var reservedData = []string{wal.Root, segmentsDir, walLockFile, embeddedFile}
+
+// sinkPath reads a parquet-dir sink's path.
+func (c *checker) sinkPath(m *mapping) string {
+	p, line, ok := c.text(m, "path", true, "a directory; relative to DATA_DIR, e.g. lake")
+	if !ok || filepath.IsAbs(p) {
+		return p
+	}
+	first, _, _ := strings.Cut(filepath.ToSlash(filepath.Clean(p)), "/")
+	switch {
+	case first == ".":
+		c.errorf(line, m.where, "path %q is DATA_DIR itself, where the WAL lives; want a folder under it, e.g. lake", p)
+	case slices.Contains(reservedData, first):
+		c.errorf(line, m.where, "path %q is inside DATA_DIR's %s, which the daemon owns (reserved: %s); want e.g. lake",
+			p, first, strings.Join(reservedData, ", "))
+	}
+	return p
+}
+
+// bucket reads a required bucket name.
+func (c *checker) bucket(m *mapping) string {
+	b, line, ok := c.text(m, "bucket", true, "an S3 bucket name")
+	if ok && !bucketName.MatchString(b) {
+		c.errorf(line, m.where, "bucket %q is not an S3 bucket name (3..63 of a-z, 0-9, . and -, starting and ending with a letter or digit)", b)
+	}
+	return b
+}
+
+// sources reads the sources list.
+func (c *checker) sources(top *mapping) []sourceSpec {
+	c.refsComplete = true
+	n, present := top.vals["sources"]
+	if !present {
+		c.errorf(top.line, top.where, "sources is required: at least one source, e.g. - {name: api, kind: http, sink: lake}")
+		return nil
+	}
+	line := top.keys["sources"].Line
+	if isNull(n) || n.Kind == yaml.SequenceNode && len(n.Content) == 0 {
+		c.errorf(line, "sources", "no source is defined; want at least one, e.g. - {name: api, kind: http, sink: lake}")
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		c.errorf(n.Line, "sources", "want a list of sources (- name: …), found %s", describe(n))
+		return nil
+	}
+	specs := make([]sourceSpec, 0, len(n.Content))
+	for i, item := range n.Content {
+		specs = append(specs, c.source(i, deref(item)))
+	}
+	return specs
+}
+
+func (c *checker) source(i int, n *yaml.Node) sourceSpec {
+	s := sourceSpec{Line: n.Line}
+	m, ok := c.mappingOf(n, n.Line, fmt.Sprintf("sources[%d]", i), "a mapping with name, kind and sink")
+	if !ok {
+		c.refsComplete = false
+		return s
+	}
+	s.Name = c.sourceName(m)
+	if s.Name != "" {
+		m.where = fmt.Sprintf("sources[%d] %q", i, s.Name)
+	}
+	s.Kind = c.kind(m, sourceKinds)
+	c.allowKind(m, sourceCommon, s.Kind, sourceKinds, sourceKeys)
+	s.Sink = c.sinkRef(m, true)
+	switch s.Kind {
+	case sourceHTTP:
+		s.HTTP = c.httpSource(m, s.Sink)
+	case sourceFiles:
+		s.Files = c.filesSource(m, s.Sink)
+	case sourceObjects:
+		s.Objects = c.objectsSource(m, s.Sink)
+	case sourceGenerator:
+		s.Generator = true
+		for _, st := range generator.DefaultStreams() {
+			c.writers = append(c.writers, writer{st.Namespace, s.Sink, located{where: m.where, line: s.Line}})
+		}
+	}
+	return s
+}
+
+// sourceName reads a source's name, "" if missing or invalid.
+func (c *checker) sourceName(m *mapping) string {
+	name, line, ok := c.text(m, "name", true, "a source name, e.g. api")
+	if !ok {
+		return ""
+	}
+	if !specName.MatchString(name) {
+		c.errorf(line, m.where, "name %q: want a lower-case letter, then up to 62 of a-z, 0-9, _ and -", name)
+		return ""
+	}
+	return name
+}
+
+// sinkRef reads m's sink: and records it for the cross-checks.
+func (c *checker) sinkRef(m *mapping, required bool) string {
+	name, line, ok := c.text(m, "sink", required, "the name of a sink under sinks")
+	if !ok {
+		if required {
+			c.refsComplete = false
+		}
+		return ""
+	}
+	c.refs = append(c.refs, located{value: name, where: m.where, line: line})
+	return name
+}
+
+func (c *checker) httpSource(m *mapping, sink string) *httpSourceSpec {
+	h := &httpSourceSpec{Listen: defaultListen, BodyMaxBytes: defaultBodyMax}
+	v, line, ok := c.text(m, "listen", false, "host:port, e.g. "+defaultListen)
+	switch {
+	case ok:
+		h.Listen = v
+		c.listen(m.where, v, v, line)
+	case line == 0: // absent: the default still takes its port
+		c.listen(m.where, defaultListen, defaultListen+" (the default)", m.line)
+	}
+	if v, line, ok := c.text(m, "token_env", false, "an environment variable's name"); ok {
+		h.TokenEnv = v
+		if !envName.MatchString(v) {
+			c.errorf(line, m.where, "token_env %q: want an environment variable's name (A-Z, 0-9, _; not starting with a digit), e.g. SKIPPR_HTTP_TOKEN", v)
+		}
+	}
+	if v, line, ok := c.text(m, "body_max_bytes", false, "a size, e.g. 64MiB"); ok {
+		h.BodyMaxBytes = c.bodyMax(m.where, v, line)
+	}
+	if _, present := m.vals["namespaces"]; present {
+		h.Namespaces = c.namespaces(m, sink)
+	}
+	return h
+}
+
+// listen checks an http source's listen address and records it (shown
+// as it is to be named in messages).
+func (c *checker) listen(where, v, shown string, line int) {
+	host, port, err := splitListen(v)
+	if err != nil {
+		c.errorf(line, where, "listen %q: %v", v, err)
+		return
+	}
+	c.listens = append(c.listens, listenAt{host, port, located{shown: shown, where: where, line: line}})
+}
+
+// splitListen parses host:port; the host may be empty (every
+// interface), port 0 picks a free port (tests).
+func splitListen(v string) (string, int, error) {
+	host, p, err := net.SplitHostPort(v)
+	if err != nil {
+		if ae, ok := errors.AsType[*net.AddrError](err); ok {
+			err = errors.New(ae.Err) // without the address, which the message names
+		}
+		return "", 0, fmt.Errorf("want host:port, e.g. %s (%v)", defaultListen, err)
+	}
+	port, err := strconv.Atoi(p)
+	if err != nil || strings.Trim(p, "0123456789") != "" || port > 65535 {
+		return "", 0, fmt.Errorf("port %q: want a number in 1..65535 (0: any free port)", p)
+	}
+	if _, err := netip.ParseAddr(host); host != "" && err != nil && !hostName.MatchString(host) {
+		return "", 0, fmt.Errorf("host %q is neither an IP address nor a host name", host)
+	}
+	return host, port, nil
+}
+
+// bodyMax reads body_max_bytes, defaultBodyMax if it is wrong.
+func (c *checker) bodyMax(where, v string, line int) int64 {
+	n, err := parseSize(v)
+	if err != nil {
+		c.errorf(line, where, "body_max_bytes %q: %v", v, err)
+		return defaultBodyMax
+	}
+	if n < bodyMaxMin || n > bodyMaxMax {
+		c.errorf(line, where, "body_max_bytes %q is %d bytes; want 1KiB (%d) .. 1GiB (%d)", v, n, bodyMaxMin, bodyMaxMax)
+		return defaultBodyMax
+	}
+	return n
+}
+
+// sizeUnits are parseSize's units, lower-cased: KiB and friends are
+// powers of 2, KB and friends of 10, as everywhere else.
+var sizeUnits = map[string]int64{
+	"": 1, "b": 1,
+	"kib": 1 << 10, "mib": 1 << 20, "gib": 1 << 30,
+	"kb": 1e3, "mb": 1e6, "gb": 1e9,
+}
+
+// parseSize reads a byte count: a whole number, optionally followed
+// (with or without a space) by B, KiB, MiB, GiB, KB, MB or GB, in any
+// case.
+func parseSize(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	i := strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' })
+	if i < 0 {
+		i = len(s)
+	}
+	digits, unit := s[:i], strings.ToLower(strings.TrimSpace(s[i:]))
+	mult, known := sizeUnits[unit]
+	if digits == "" || !known {
+		return 0, errors.New("want a whole number of bytes, optionally with a unit: B, KiB, MiB, GiB (powers of 2) or KB, MB, GB (powers of 10), e.g. 64MiB")
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n > (1<<63-1)/mult {
+		return 0, errors.New("too large")
+	}
+	return n * mult, nil
+}
+
+// namespaces reads an http source's namespaces, sorted by name; an entry
+// without sink: goes to the source's.
+func (c *checker) namespaces(m *mapping, sink string) []namespaceSpec {
+	line := m.keys["namespaces"].Line
+	where := m.where + " namespaces"
+	nm, ok := c.mappingOf(m.vals["namespaces"], line, where, "a mapping of namespace to {sink: …, at_least_once: …}")
+	if !ok {
+		return nil
+	}
+	if len(nm.order) == 0 {
+		c.errorf(line, m.where, "namespaces is empty, so every request would be refused; list some, or remove the key to accept any namespace")
+		return nil
+	}
+	specs := make([]namespaceSpec, 0, len(nm.order))
+	for _, name := range nm.order {
+		specs = append(specs, c.namespace(m.where, name, nm.keys[name].Line, nm.vals[name], sink))
+	}
+	slices.SortFunc(specs, func(a, b namespaceSpec) int { return strings.Compare(a.Name, b.Name) })
+	return specs
+}
+
+func (c *checker) namespace(source, name string, line int, n *yaml.Node, sink string) namespaceSpec {
+	ns := namespaceSpec{Name: name, Sink: sink, Line: line}
+	where := fmt.Sprintf("%s namespace %q", source, name)
+	if err := sources.CheckNamespace(name); err != nil {
+		c.errorf(line, source, "%v", err)
+	}
+	m, ok := c.mappingOf(n, line, where, "a mapping such as {sink: lake, at_least_once: true}, or nothing")
+	if !ok {
+		return ns
+	}
+	c.allow(m, namespaceKeys, "", nil)
+	if s := c.sinkRef(m, false); s != "" {
+		ns.Sink = s
+	}
+	ns.AtLeastOnce = c.boolean(m, "at_least_once")
+	return ns
+}
+
+func (c *checker) filesSource(m *mapping, sink string) *filesSourceSpec {
+	f := &filesSourceSpec{}
+	p, line, ok := c.text(m, "path", true, "a directory to take files from; relative to this file's directory")
+	if ok {
+		f.Path = c.resolve(p)
+		c.filePaths = append(c.filePaths, located{value: filepath.Clean(f.Path), shown: p, where: m.where, line: line})
+	}
+	f.pollSpec = c.pollSpec(m, sink, defaultFilesPoll)
+	return f
+}
+
+func (c *checker) objectsSource(m *mapping, sink string) *objectsSourceSpec {
+	o := &objectsSourceSpec{Bucket: c.bucket(m)}
+	prefix, line, _ := c.str(m, "prefix")
+	o.Prefix = prefix
+	if strings.HasPrefix(prefix, "/") {
+		c.errorf(line, m.where, "prefix %q: S3 keys do not start with /; write %q", prefix, strings.TrimLeft(prefix, "/"))
+	}
+	if line == 0 {
+		line = m.line
+	}
+	if o.Bucket != "" {
+		c.objectPaths = append(c.objectPaths, located{value: o.Bucket + "/" + prefix, where: m.where, line: line})
+	}
+	o.pollSpec = c.pollSpec(m, sink, defaultObjectsPoll)
+	return o
+}
+
+// pollSpec reads what files and objects sources share, and records the
+// namespace they write for the duplicate check.
+func (c *checker) pollSpec(m *mapping, sink string, poll time.Duration) pollSpec {
+	p := pollSpec{Namespace: c.fixedNamespace(m, sink), Format: c.oneOf(m, "format", formats, false, defaultFormat), Poll: poll}
+	if v, line, ok := c.text(m, "poll", false, "a duration, e.g. 2s"); ok {
+		p.Poll = c.pollEvery(m.where, v, line, poll)
+	}
+	p.OnError = c.oneOf(m, "on_error", onErrors, false, defaultOnError)
+	return p
+}
+
+// fixedNamespace reads the namespace a files or objects source writes,
+// and records it for the duplicate check.
+func (c *checker) fixedNamespace(m *mapping, sink string) string {
+	ns, line, ok := c.text(m, "namespace", true, "the namespace every row goes to, e.g. drops")
+	if !ok {
+		return ""
+	}
+	if err := sources.CheckNamespace(ns); err != nil {
+		c.errorf(line, m.where, "%v", err)
+		return ""
+	}
+	c.writers = append(c.writers, writer{ns, sink, located{where: m.where, line: line}})
+	return ns
+}
+
+// pollEvery reads poll, def if it is wrong.
+func (c *checker) pollEvery(where, v string, line int, def time.Duration) time.Duration {
+	d, err := time.ParseDuration(v)
+	if err != nil || d < pollMin || d > pollMax {
+		c.errorf(line, where, "poll %q: want a duration in %s, e.g. 2s or 500ms", v, pollRange)
+		return def
+	}
+	return d
+}
+
+// crossCheck runs the checks that span entries.
+func (c *checker) crossCheck(p *pipelineFile) {
+	c.checkRefs(p)
+	c.checkUnique(p)
+	c.checkListens()
+	c.checkWriters()
+	c.checkOverlaps(p)
+}
+
+// checkRefs: every sink: names a sink, and every sink is named.
+func (c *checker) checkRefs(p *pipelineFile) {
+	defined := make([]string, len(p.Sinks))
+	for i, s := range p.Sinks {
+		defined[i] = s.Name
+	}
+	used := map[string]bool{}
+	for _, r := range c.refs {
+		used[r.value] = true
+		// With no sink at all (reported already) every reference would be
+		// an error: say nothing of them.
+		if _, ok := p.sink(r.value); !ok && len(p.Sinks) > 0 {
+			c.errorf(r.line, r.where, "sink %q is not defined (defined: %s)", r.value, strings.Join(defined, ", "))
+		}
+	}
+	if !c.refsComplete || len(p.Sources) == 0 {
+		return // a source without its sink: a sink may only look unused
+	}
+	for _, s := range p.Sinks {
+		if !used[s.Name] {
+			c.errorf(s.Line, "sinks", "sink %q is never used: no source or namespace writes to it; remove it, or name it in a source's sink:", s.Name)
+		}
+	}
+}
+
+// checkUnique: source names, and the places sources read and sinks
+// write, each appear once.
+func (c *checker) checkUnique(p *pipelineFile) {
+	names := map[string]sourceSpec{}
+	for i, s := range p.Sources {
+		if s.Name == "" {
+			continue
+		}
+		if first, dup := names[s.Name]; dup {
+			c.errorf(s.Line, fmt.Sprintf("sources[%d] %q", i, s.Name), "name %q is already the name of the source on line %d; source names must be unique", s.Name, first.Line)
+			continue
+		}
+		names[s.Name] = s
+	}
+	c.duplicates(c.filePaths, "path %q is also the directory of %s (line %d): both would take the same files")
+	dirs := []located{}
+	for _, s := range p.Sinks {
+		if s.Kind == sinkParquetDir && s.Path != "" {
+			dirs = append(dirs, located{value: filepath.Clean(s.Path), shown: s.Path, where: fmt.Sprintf("sink %q", s.Name), line: s.Line})
+		}
+	}
+	slices.SortFunc(dirs, func(a, b located) int { return cmp.Compare(a.line, b.line) }) // the later one is the duplicate
+	c.duplicates(dirs, "path %q is also the path of %s (line %d): two sinks would write one folder")
+}
+
+// duplicates reports each entry of l whose value an earlier one has;
+// msg takes the value as written, the earlier one's where and line.
+func (c *checker) duplicates(l []located, msg string) {
+	seen := map[string]located{}
+	for _, e := range l {
+		if first, dup := seen[e.value]; dup {
+			c.errorf(e.line, e.where, msg, e.shown, first.where, first.line)
+			continue
+		}
+		seen[e.value] = e
+	}
+}
+
+// checkListens: two http sources cannot bind one address; a wildcard host
+// clashes with every host on its port. Port 0 never clashes.
+func (c *checker) checkListens() {
+	for i, a := range c.listens {
+		for _, b := range c.listens[:i] {
+			if a.port != 0 && a.port == b.port && (a.host == b.host || wildcard(a.host) || wildcard(b.host)) {
+				c.errorf(a.at.line, a.at.where, "listen %s clashes with %s of %s (line %d); give each http source its own port",
+					a.at.shown, b.at.shown, b.at.where, b.at.line)
+				break
+			}
+		}
+	}
+}
+
+func wildcard(host string) bool {
+	a, err := netip.ParseAddr(host)
+	return host == "" || err == nil && a.IsUnspecified()
+}
+
+// checkWriters: two sources with fixed namespaces (files, objects,
+// generator) must not feed one namespace of one sink — their offsets and
+// rows would interleave in one table. http namespaces are named by
+// requests, so only the fixed ones are compared.
+func (c *checker) checkWriters() {
+	type key struct{ namespace, sink string }
+	seen := map[key]writer{}
+	reported := map[[2]string]bool{} // two generators clash on four namespaces: say it once
+	for _, w := range c.writers {
+		k := key{w.namespace, w.sink}
+		first, dup := seen[k]
+		switch {
+		case w.sink == "":
+		case !dup:
+			seen[k] = w
+		case !reported[[2]string{first.at.where, w.at.where}]:
+			reported[[2]string{first.at.where, w.at.where}] = true
+			c.errorf(w.at.line, w.at.where, "namespace %q of sink %q is already written by %s (line %d); give one of them another namespace or sink",
+				w.namespace, w.sink, first.at.where, first.at.line)
+		}
+	}
+}
+
+// checkOverlaps: objects sources must not read the same keys, nor the
+// keys a parquet-s3 sink writes (they would ingest the lake's own files,
+// forever).
+func (c *checker) checkOverlaps(p *pipelineFile) {
+	for i, a := range c.objectPaths {
+		for _, b := range c.objectPaths[:i] {
+			if overlap(a.value, b.value) {
+				c.errorf(a.line, a.where, "bucket and prefix %q overlap %q of %s (line %d): both would take the same objects", a.value, b.value, b.where, b.line)
+			}
+		}
+		for _, s := range p.Sinks {
+			if s.Kind != sinkParquetS3 || s.Bucket == "" {
+				continue
+			}
+			written := s.Bucket + "/" // the sink trims the prefix's slashes (sinks.ObjectKey)
+			if p := strings.Trim(s.Prefix, "/"); p != "" {
+				written += p + "/"
+			}
+			if overlap(a.value, written) {
+				c.errorf(a.line, a.where, "bucket and prefix %q overlap sink %q's %q: the source would ingest the lake's own files", a.value, s.Name, written)
+			}
+		}
+	}
+}
+
+// overlap reports whether two bucket/prefix strings can name one key.
+func overlap(a, b string) bool { return strings.HasPrefix(a, b) || strings.HasPrefix(b, a) }
+
+// deref resolves an alias to the node it names.
+func deref(n *yaml.Node) *yaml.Node {
+	if n != nil && n.Kind == yaml.AliasNode && n.Alias != nil {
+		return n.Alias
+	}
+	return n
+}
+
+func isNull(n *yaml.Node) bool {
+	return n == nil || n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
+}
+
+// describe names what a node is, for "found …".
+func describe(n *yaml.Node) string {
+	switch n.Kind {
+	case yaml.MappingNode:
+		return "a mapping"
+	case yaml.SequenceNode:
+		return "a list"
+	}
+	switch n.ShortTag() {
+	case "!!null":
+		return "nothing"
+	case "!!bool":
+		return "the boolean " + n.Value
+	case "!!int", "!!float":
+		return "the number " + n.Value
+	case "!!str":
+		return strconv.Quote(n.Value)
+	}
+	return fmt.Sprintf("%s %q", n.ShortTag(), n.Value)
+}
