@@ -18,6 +18,7 @@ import (
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sources"
 )
 
 // Defaults for Config.
@@ -129,7 +130,7 @@ type partition struct {
 // An invalid configuration is a programming error and panics.
 func New(cfg Config) *Generator {
 	cfg = cfg.withDefaults()
-	g := &Generator{cfg: cfg, now: time.Now, sleep: sleepCtx}
+	g := &Generator{cfg: cfg, now: time.Now, sleep: sources.Sleep}
 	seen := map[string]bool{}
 	for _, s := range cfg.Streams {
 		t, ok := tables[s.Namespace]
@@ -360,23 +361,5 @@ func (g *Generator) submit(stopCtx, ingestCtx context.Context, ingest IngestFunc
 		default:
 			return err
 		}
-	}
-}
-
-// sleepCtx waits d or until ctx ends (then it returns ctx.Err()).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sources"
 )
 
 // IngestFunc submits a unit and blocks until it is answered: nil means
@@ -52,8 +53,8 @@ func New(cfg Config, store Store) (*Source, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	s := &Source{cfg: cfg, store: store, sleep: sleepCtx}
-	s.poll = func(ctx context.Context) error { return sleepCtx(ctx, s.cfg.Poll) }
+	s := &Source{cfg: cfg, store: store, sleep: sources.Sleep}
+	s.poll = func(ctx context.Context) error { return sources.Sleep(ctx, s.cfg.Poll) }
 	return s, nil
 }
 

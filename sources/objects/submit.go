@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
@@ -89,22 +88,4 @@ func (s *Source) checkUnit(u engine.Unit) (segment.Offset, error) {
 		return segment.Offset{}, invariantf("unit for %q at offset %d, not above the acked %d", o.Key, o.Value, cur)
 	}
 	return o, nil
-}
-
-// sleepCtx waits d or until ctx ends (then it returns ctx.Err()).
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	if d <= 0 {
-		return nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
