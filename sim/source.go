@@ -157,7 +157,7 @@ func (s *source) sendPartition(p int, seq uint64) {
 		s.inFlight[p] = false
 		if err != nil {
 			s.w.sourceError(s, uid, err)
-			s.schedule(p, s.backoff())
+			s.schedule(p, s.backoff(err))
 			return
 		}
 		s.next[p] = seq + 1
@@ -217,7 +217,7 @@ func (s *source) sendSlot(seq uint64) {
 		if err != nil {
 			s.w.sourceError(s, uid, err)
 			s.retry = append([]uint64{seq}, s.retry...)
-			s.scheduleSlot(s.backoff())
+			s.scheduleSlot(s.backoff(err))
 			return
 		}
 		s.scheduleSlot(s.rand.Exp(s.spec.Interval))
@@ -232,8 +232,12 @@ func (s *source) afterTimeout(fn func()) {
 	}
 }
 
-func (s *source) backoff() time.Duration {
-	if b := s.spec.Backoff; b > 0 {
+// backoff is the wait before a unit answered err is sent again. A
+// refusal that says "later" (not ready, backpressure) is waited out like
+// a Retry-After; only other failures get the source's own backoff.
+func (s *source) backoff(err error) time.Duration {
+	later := errors.Is(err, engine.ErrNotReady) || errors.Is(err, engine.ErrResourceExhausted)
+	if b := s.spec.Backoff; b > 0 && !later {
 		return s.rand.Duration(b/16, b)
 	}
 	return s.rand.Duration(20*time.Millisecond, 300*time.Millisecond)

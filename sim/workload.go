@@ -43,9 +43,11 @@ type SourceSpec struct {
 	// may still be pending (an HTTP client's timeout, a consumer's
 	// re-poll). 0: never.
 	Timeout time.Duration `json:"timeout,omitempty"`
-	// Backoff bounds the wait before a unit refused or answered with an
-	// error is sent again: uniform in [Backoff/16, Backoff]. 0 means
-	// 20–300 ms (the worlds recorded before it was drawn).
+	// Backoff bounds the wait before a unit that failed (outcome unknown,
+	// engine closed) is sent again: uniform in [Backoff/16, Backoff]. 0
+	// means 20–300 ms (the worlds recorded before it was drawn), which is
+	// also the wait after a refusal that says "later" (not ready,
+	// backpressure), as a client honouring Retry-After waits.
 	Backoff time.Duration `json:"backoff,omitempty"`
 }
 
