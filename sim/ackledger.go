@@ -3,6 +3,7 @@ package sim
 import (
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -44,7 +45,7 @@ func (l *ackLedger) add(uid UID, spec SourceSpec, marker string, seen time.Durat
 		l.addSeg(marker)
 	}
 	if !spec.Replayable {
-		l.idem = append(l.idem, idemAcked{uid, idemOffsetKey(uid), seen})
+		l.idem = append(l.idem, idemAcked{uid, idemOffsetKey(spec.Name, uid), seen})
 		return
 	}
 	key := offsetKey(spec, uid.partition())
@@ -84,7 +85,7 @@ func (l *ackLedger) uncovered(offset func(key string) (uint64, bool), now, windo
 	l.idem = slices.DeleteFunc(l.idem, func(a idemAcked) bool { return expiredAfter(now, a.seen, window) })
 	for _, a := range l.idem {
 		if _, ok := offset(a.offset); !ok {
-			bad("unit " + a.uid.String() + " (idempotency key " + idemKey(a.uid) + ")")
+			bad("unit " + a.uid.String() + " (idempotency key " + strings.TrimPrefix(a.offset, "idem/") + ")")
 		}
 	}
 }

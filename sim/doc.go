@@ -54,7 +54,11 @@
 //     drawn per world; replayable ones resume from the recovered offsets
 //     (or older ones), one unit in flight per offset key; non-replayable
 //     ones retry with the same idempotency key. A unit's content is a pure
-//     function of its id.
+//     function of its id. With Config.HTTP (cmd/simulate sets it), the
+//     non-replayable ones are clients of the real HTTP source
+//     (endpoint.go): each unit is a request with an Arrow IPC body and its
+//     Idempotency-Key, checked and decoded by sources/http, and only a 200
+//     it answers counts as an ACK.
 //   - Oracles (oracle.go, sinkoracle.go, ackledger.go, digest.go): the
 //     guarantees, checked against the store's truth (the oracle decodes
 //     every segment whose marker lands and compares whole rows with what

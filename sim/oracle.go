@@ -275,8 +275,8 @@ func (o *Oracle) checkCovers(m *markerInfo, uid UID) {
 		}
 		return
 	}
-	if _, ok := m.offsets.Get(idemOffsetKey(uid)); !ok {
-		o.fail("marker %s holds unit %s, but its offsets lack its idempotency key %s", m.key, uid, idemKey(uid))
+	if _, ok := m.offsets.Get(idemOffsetKey(spec.Name, uid)); !ok {
+		o.fail("marker %s holds unit %s, but its offsets lack its idempotency key %s", m.key, uid, idemKey(spec.Name, uid))
 	}
 }
 

@@ -70,7 +70,7 @@ func coverOf(t *testing.T, w *World, batches []arrow.RecordBatch) segment.Offset
 			if spec.Replayable {
 				o = o.Advance(offsetKey(spec, uid.partition()), uid.seq())
 			} else {
-				o = o.Advance(idemOffsetKey(uid), 1)
+				o = o.Advance(idemOffsetKey(spec.Name, uid), 1)
 			}
 		}
 	}
@@ -300,7 +300,8 @@ func TestOracleRecoveryIdempotent(t *testing.T) {
 		t.Fatal("the last default source should be the one that cannot replay")
 	}
 	uid := makeUID(http, 0, 42)
-	keyed := segment.Offsets{{Key: idemOffsetKey(uid), Value: 1}}
+	ns := DefaultWorkload()[http].Name
+	keyed := segment.Offsets{{Key: idemOffsetKey(ns, uid), Value: 1}}
 	for _, c := range []struct {
 		name    string
 		offsets segment.Offsets
@@ -309,7 +310,7 @@ func TestOracleRecoveryIdempotent(t *testing.T) {
 	}{
 		{"key recovered", keyed, false, ""},
 		{"key lost", nil, false, "not covered"},
-		{"other key only", segment.Offsets{{Key: idemOffsetKey(makeUID(http, 0, 43)), Value: 1}}, false, "not covered"},
+		{"other key only", segment.Offsets{{Key: idemOffsetKey(ns, makeUID(http, 0, 43)), Value: 1}}, false, "not covered"},
 		{"key lost after the window", nil, true, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -345,7 +346,7 @@ func TestOracleMarkerCoversItsUnits(t *testing.T) {
 		}, "but its offsets say src/events/0=4"},
 		{"key missing", func(full segment.Offsets) segment.Offsets {
 			return slices.DeleteFunc(slices.Clone(full), func(o segment.Offset) bool { return strings.HasPrefix(o.Key, "idem/") })
-		}, "lack its idempotency key http/3/42"},
+		}, "lack its idempotency key http/http/42"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w := testWorld(t)

@@ -382,11 +382,16 @@ func (w *World) handOver() {
 
 // submit hands a unit to the current engine, or answers ErrNotReady.
 func (w *World) submit(uid UID, in engine.Unit, done func(error)) {
-	defer func() {
-		for _, b := range in.Batches {
-			b.Release()
-		}
-	}()
+	w.submitUnit(uid, in, true, done)
+	for _, b := range in.Batches {
+		b.Release()
+	}
+}
+
+// submitUnit hands in to the current engine, or answers ErrNotReady; the
+// caller keeps its references to in's batches. With ack, an ACK counts
+// for the oracle here; without, the caller decides (what the client saw).
+func (w *World) submitUnit(uid UID, in engine.Unit, ack bool, done func(error)) {
 	if w.eng == nil || !w.eng.Ready() {
 		w.sched.After(time.Millisecond, func() { done(engine.ErrNotReady) })
 		return
@@ -397,10 +402,10 @@ func (w *World) submit(uid UID, in engine.Unit, done func(error)) {
 				b.Release()
 			}
 		}()
-		w.submitTo(uid, in, done)
+		w.submitTo(uid, in, ack, done)
 		return
 	}
-	w.submitTo(uid, in, done)
+	w.submitTo(uid, in, ack, done)
 }
 
 // prepare encodes every other unit of a disk-WAL world for the log
@@ -419,14 +424,14 @@ func (w *World) prepare(uid UID, in engine.Unit) (engine.Unit, bool) {
 	return p, true
 }
 
-func (w *World) submitTo(uid UID, in engine.Unit, done func(error)) {
+func (w *World) submitTo(uid UID, in engine.Unit, ack bool, done func(error)) {
 	w.awaiting++
 	inc := w.inc
 	w.eng.Submit(in, func(err error) {
 		if inc == w.inc {
 			w.awaiting--
 		}
-		if err == nil {
+		if err == nil && ack {
 			w.oracle.onAck(uid) // a zombie's acks count too
 		}
 		w.retryAnswered(uid, err)

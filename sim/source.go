@@ -36,10 +36,16 @@ type source struct {
 	newSeq  uint64
 	busy    int
 	pending map[uint64]bool // in flight now
+	// endpoint: the real HTTP source the units go through (Config.HTTP),
+	// nil to submit them to the engine directly.
+	endpoint HTTPEndpoint
 }
 
 func newSource(w *World, idx int, spec SourceSpec) *source {
 	s := &source{w: w, idx: idx, spec: spec, rand: w.root.Split("source/" + spec.Name), pending: map[uint64]bool{}}
+	if !spec.Replayable && w.cfg.HTTP != nil {
+		s.endpoint = w.cfg.HTTP(spec.sinkRef(), func() bool { return w.eng != nil && w.eng.Ready() })
+	}
 	s.startStep = w.healAt * uint64(spec.StartPermille) / 1000
 	s.started = s.startStep == 0
 	if spec.Replayable {
@@ -200,7 +206,7 @@ func (s *source) tickSlot() {
 func (s *source) sendSlot(seq uint64) {
 	uid := makeUID(s.idx, 0, seq)
 	in := s.unit(uid)
-	in.IdempotencyKey = idemKey(uid)
+	in.IdempotencyKey = idemKey(s.spec.Name, uid)
 	gen := s.gen
 	waiting := func() bool { return gen == s.gen && s.pending[seq] }
 	s.afterTimeout(func() {
@@ -208,7 +214,11 @@ func (s *source) sendSlot(seq uint64) {
 			s.sendSlot(seq)
 		}
 	})
-	s.w.submit(uid, in, func(err error) {
+	send := s.w.submit
+	if s.endpoint != nil {
+		send = func(uid UID, in engine.Unit, done func(error)) { s.w.request(s, uid, in, done) }
+	}
+	send(uid, in, func(err error) {
 		if !waiting() {
 			return
 		}
@@ -236,7 +246,7 @@ func (s *source) afterTimeout(fn func()) {
 // refusal that says "later" (not ready, backpressure) is waited out like
 // a Retry-After; only other failures get the source's own backoff.
 func (s *source) backoff(err error) time.Duration {
-	later := errors.Is(err, engine.ErrNotReady) || errors.Is(err, engine.ErrResourceExhausted)
+	later := errors.Is(err, engine.ErrNotReady) || errors.Is(err, engine.ErrResourceExhausted) || errors.Is(err, errRefused)
 	if b := s.spec.Backoff; b > 0 && !later {
 		return s.rand.Duration(b/16, b)
 	}
@@ -277,5 +287,6 @@ func (s *source) idle() bool {
 // partition refuses until the run ends (it ends on the halt's alert).
 func expectedErr(err error) bool {
 	return errors.Is(err, engine.ErrResourceExhausted) || errors.Is(err, engine.ErrNotReady) || errors.Is(err, engine.ErrClosed) ||
+		errors.Is(err, errRefused) ||
 		errors.Is(err, engine.ErrUnknownOutcome) || errors.Is(err, engine.ErrPartitionHalted)
 }

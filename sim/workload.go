@@ -279,15 +279,15 @@ func offsetKey(spec SourceSpec, partition int) string {
 	return fmt.Sprintf("src/%s/%d", spec.Name, partition)
 }
 
-// idemKeyPrefix starts every idempotency key a simulated source sends.
-const idemKeyPrefix = "http/"
+// idemKey is the engine's idempotency key of unit u of the HTTP source
+// serving namespace ns: the HTTP source scopes a client's key (u's
+// sequence number) to its namespace as "http/{ns}/{key}", so two sources
+// never answer each other's units as duplicates.
+func idemKey(ns string, u UID) string { return "http/" + ns + "/" + clientKey(u) }
 
-// idemKey is unit u's idempotency key: unique per source and sequence
-// (two HTTP sources must not answer each other's units as duplicates).
-func idemKey(u UID) string {
-	return idemKeyPrefix + strconv.Itoa(u.source()) + "/" + strconv.FormatUint(u.seq(), 10)
-}
+// clientKey is the Idempotency-Key a simulated client sends for unit u.
+func clientKey(u UID) string { return strconv.FormatUint(u.seq(), 10) }
 
-// idemOffsetKey is where the engine's offsets hold unit u's idempotency
-// key (the engine prefixes keys with "idem/").
-func idemOffsetKey(u UID) string { return "idem/" + idemKey(u) }
+// idemOffsetKey is where the engine's offsets hold that key (the engine
+// prefixes keys with "idem/").
+func idemOffsetKey(ns string, u UID) string { return "idem/" + idemKey(ns, u) }

@@ -67,6 +67,11 @@ type Config struct {
 	// Destinations by kind name; a WorldSpec's sinks name them. Sinks of
 	// a kind not supplied are an error (the run reports a violation).
 	Destinations map[string]DestinationFactory
+	// HTTP, if set, builds the real HTTP source's request handling for a
+	// sink (cmd/simulate passes sources/http's); ready reports whether
+	// the host has recovered. The units of sources that cannot replay
+	// then go through it as requests (HTTPEndpoint).
+	HTTP func(sink string, ready func() bool) HTTPEndpoint
 	// Recorder, if set, watches the trace from the first record, and the
 	// run stops stepping when it halts (simulate -check-determinism).
 	Recorder *Recorder
