@@ -48,13 +48,13 @@ func (l *ackLedger) add(uid UID, spec SourceSpec, marker string, seen time.Durat
 		l.idem = append(l.idem, idemAcked{uid, idemOffsetKey(spec.Name, uid), seen})
 		return
 	}
-	key := offsetKey(spec, uid.partition())
+	key, v := offsetOf(spec, uid)
 	cur, ok := l.maxSeq[key]
 	if !ok {
 		l.keys = append(l.keys, key)
 	}
-	if !ok || uid.seq() > cur {
-		l.maxSeq[key] = uid.seq()
+	if !ok || v > cur {
+		l.maxSeq[key] = v
 	}
 }
 

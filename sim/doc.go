@@ -58,7 +58,10 @@
 //     non-replayable ones are clients of the real HTTP source
 //     (endpoint.go): each unit is a request with an Arrow IPC body and its
 //     Idempotency-Key, checked and decoded by sources/http, and only a 200
-//     it answers counts as an ACK.
+//     it answers counts as an ACK. With Config.Prefix, some worlds have a
+//     prefix source (prefix.go): an outside producer drops Parquet objects
+//     under landing/ in the store, and the real objects source, run as a
+//     coroutine over the world's store and engine, ingests them.
 //   - Oracles (oracle.go, sinkoracle.go, ackledger.go, digest.go): the
 //     guarantees, checked against the store's truth (the oracle decodes
 //     every segment whose marker lands and compares whole rows with what

@@ -269,8 +269,8 @@ func (o *Oracle) unitCommitted(m *markerInfo, uid UID, got RowDigest) {
 func (o *Oracle) checkCovers(m *markerInfo, uid UID) {
 	spec := o.w.sources[uid.source()].spec
 	if spec.Replayable {
-		key := offsetKey(spec, uid.partition())
-		if v, _ := m.offsets.Get(key); v < uid.seq() {
+		key, want := offsetOf(spec, uid)
+		if v, _ := m.offsets.Get(key); v < want {
 			o.fail("marker %s holds unit %s, but its offsets say %s=%d", m.key, uid, key, v)
 		}
 		return

@@ -39,6 +39,10 @@ type source struct {
 	// endpoint: the real HTTP source the units go through (Config.HTTP),
 	// nil to submit them to the engine directly.
 	endpoint HTTPEndpoint
+	// A prefix source (prefix.go): its current run, and how far every
+	// object it dropped (newSeq) is known acked.
+	run       *prefixRun
+	ackedUpTo uint64
 }
 
 func newSource(w *World, idx int, spec SourceSpec) *source {
@@ -47,7 +51,9 @@ func newSource(w *World, idx int, spec SourceSpec) *source {
 		s.endpoint = w.cfg.HTTP(spec.sinkRef(), func() bool { return w.eng != nil && w.eng.Ready() })
 	}
 	s.startStep = w.healAt * uint64(spec.StartPermille) / 1000
-	s.started = s.startStep == 0
+	// A prefix source starts at a step (startDueSources), where its
+	// producer's first drop is scheduled.
+	s.started = s.startStep == 0 && !spec.Prefix
 	if spec.Replayable {
 		s.next = make([]uint64, spec.Partitions)
 		s.inFlight = make([]bool, spec.Partitions)
@@ -62,7 +68,14 @@ func (w *World) startDueSources() {
 	for _, s := range w.sources {
 		if !s.started && w.sched.Steps() >= s.startStep && w.producing {
 			s.started = true
-			if w.eng != nil && w.eng.Ready() {
+			switch {
+			case s.spec.Prefix && w.cfg.Prefix != nil:
+				s.drop() // the producer drops objects whether or not the engine runs
+				if w.eng != nil && w.eng.Ready() {
+					s.startPrefix(w.eng.Offsets())
+				}
+			case s.spec.Prefix:
+			case w.eng != nil && w.eng.Ready():
 				s.resume()
 			}
 		}
@@ -72,6 +85,7 @@ func (w *World) startDueSources() {
 // onCrash forgets everything in flight: no answer will come.
 func (s *source) onCrash() {
 	s.gen++
+	s.stopPrefix()
 	for p := range s.inFlight {
 		s.inFlight[p] = false
 	}
@@ -89,6 +103,12 @@ func (s *source) onCrash() {
 // its unanswered units first.
 func (s *source) onReady(offset func(key string) (uint64, bool)) {
 	s.gen++
+	if s.spec.Prefix {
+		if s.started && s.w.cfg.Prefix != nil {
+			s.startPrefix(s.w.eng.Offsets())
+		}
+		return
+	}
 	for p := range s.next {
 		v, _ := offset(offsetKey(s.spec, p))
 		s.next[p] = v + 1
@@ -273,6 +293,9 @@ func (s *source) unit(uid UID) engine.Unit {
 // flight, nothing to retry, and no partition short of what it delivers
 // (a rewound partition walks back up to its highest unit).
 func (s *source) idle() bool {
+	if s.spec.Prefix {
+		return s.w.cfg.Prefix == nil || s.prefixIdle()
+	}
 	for p, f := range s.inFlight {
 		if f || s.started && !s.exhausted(s.next[p], s.highest[p]) {
 			return false

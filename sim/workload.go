@@ -49,6 +49,9 @@ type SourceSpec struct {
 	// also the wait after a refusal that says "later" (not ready,
 	// backpressure), as a client honouring Retry-After waits.
 	Backoff time.Duration `json:"backoff,omitempty"`
+	// Prefix: objects dropped under a prefix of the store, read by the
+	// real objects source (prefix.go); Replayable, without partitions.
+	Prefix bool `json:"prefix,omitempty"`
 }
 
 func (s SourceSpec) sinkRef() string {
@@ -67,7 +70,10 @@ func (s SourceSpec) payloadBounds() (lo, hi int) {
 
 func (s SourceSpec) summary() string {
 	kind := "http"
-	if s.Replayable {
+	switch {
+	case s.Prefix:
+		kind = "prefix"
+	case s.Replayable:
 		kind = fmt.Sprintf("log/%d", s.Partitions)
 	}
 	if s.CDC {
@@ -133,6 +139,20 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 		if br.Chance(0.5) {
 			out[i].Backoff = time.Duration(logUniform(br, float64(time.Millisecond), float64(300*time.Millisecond)))
 		}
+	}
+	// A prefix source in some worlds (own stream: the draws above keep
+	// their values).
+	if pr := r.Split("prefix"); pr.Chance(0.4) {
+		out = append(out, SourceSpec{Name: fmt.Sprintf("obj%d", len(out)), Sink: pickSink(pr, s), Replayable: true, Prefix: true,
+			Interval: time.Duration(logUniform(pr, float64(100*time.Millisecond), float64(3*time.Second))),
+			RowsMin:  1 + pr.Intn(50), PayloadMin: 8 + pr.Intn(64),
+			// The objects source ingests one object at a time, so on the
+			// S3 WAL it takes a commit round trip per object: a bounded
+			// number of drops keeps the backlog drainable.
+			Units: uint64(20 + pr.Intn(300))})
+		last := &out[len(out)-1]
+		last.RowsMax = last.RowsMin + pr.Intn(200)
+		last.PayloadMax = last.PayloadMin + pr.Intn(448)
 	}
 	out = append(out, drawBulk(r.Split("bulk"), s, len(out)))
 	if r.Chance(0.4) {

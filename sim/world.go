@@ -72,6 +72,9 @@ type Config struct {
 	// the host has recovered. The units of sources that cannot replay
 	// then go through it as requests (HTTPEndpoint).
 	HTTP func(sink string, ready func() bool) HTTPEndpoint
+	// Prefix, if set, builds the real objects source's runner for a
+	// prefix source (prefix.go); without it prefix sources stay idle.
+	Prefix PrefixFactory
 	// Recorder, if set, watches the trace from the first record, and the
 	// run stops stepping when it halts (simulate -check-determinism).
 	Recorder *Recorder

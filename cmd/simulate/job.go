@@ -91,7 +91,7 @@ func (j job) config() (sim.Config, *faults.Injector) {
 		inj = faults.NewInjector(j.plan, sim.NewRand(j.seed).Split("faults/decide"))
 	}
 	spec := j.spec
-	return sim.Config{Seed: j.seed, Iters: j.iters, Faults: inj, World: &spec, Destinations: destinations, HTTP: httpEndpoint, Trace: j.trace}, inj
+	return sim.Config{Seed: j.seed, Iters: j.iters, Faults: inj, World: &spec, Destinations: destinations, HTTP: httpEndpoint, Prefix: prefixSource, Trace: j.trace}, inj
 }
 
 // command is the shell command that replays the job.

@@ -1,6 +1,7 @@
 package objects
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"math"
@@ -72,6 +73,9 @@ type Config struct {
 	Limits    httpsrc.Limits
 	Allocator memory.Allocator // nil: memory.DefaultAllocator
 	Logger    *slog.Logger     // nil: slog.Default()
+	// Sleep waits d (a backoff, the poll interval) or until ctx ends;
+	// nil is a timer. The simulator supplies its own clock's.
+	Sleep func(ctx context.Context, d time.Duration) error
 }
 
 func (c Config) withDefaults() Config {

@@ -53,8 +53,12 @@ func New(cfg Config, store Store) (*Source, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	s := &Source{cfg: cfg, store: store, sleep: sources.Sleep}
-	s.poll = func(ctx context.Context) error { return sources.Sleep(ctx, s.cfg.Poll) }
+	sleep := cfg.Sleep
+	if sleep == nil {
+		sleep = sources.Sleep
+	}
+	s := &Source{cfg: cfg, store: store, sleep: sleep}
+	s.poll = func(ctx context.Context) error { return s.sleep(ctx, s.cfg.Poll) }
 	return s, nil
 }
 

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sim"
+	"github.com/skipprd/skipprd/sources/objects"
+)
+
+// prefixSource runs the real objects source (sources/objects) in a world:
+// its Store, its ingest and its sleeps are the world's Blocking calls.
+func prefixSource(name, prefix, ns, sink string) sim.PrefixRunner {
+	return func(b sim.Blocking, offsets segment.Offsets) error {
+		src, err := objects.New(objects.Config{
+			Name: name, Namespace: ns, SinkRef: sink, Format: objects.FormatParquet, Poll: 500 * time.Millisecond,
+			Logger: slog.New(slog.DiscardHandler),
+			Sleep: func(ctx context.Context, d time.Duration) error {
+				b.Sleep(d)
+				return ctx.Err()
+			},
+		}, simStore{b, prefix})
+		if err != nil {
+			return err
+		}
+		return src.Run(context.Background(), func(_ context.Context, u engine.Unit) error { return b.Ingest(u) }, offsets)
+	}
+}
+
+// simStore is objects.Store over the world's store.
+type simStore struct {
+	b      sim.Blocking
+	prefix string
+}
+
+func (s simStore) List(context.Context) ([]objects.Object, error) {
+	listed, err := s.b.List(s.prefix)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]objects.Object, 0, len(listed))
+	for _, o := range listed {
+		out = append(out, objects.Object{Key: strings.TrimPrefix(o.Key, s.prefix), Size: o.Size})
+	}
+	slices.SortFunc(out, func(a, b objects.Object) int { return strings.Compare(a.Key, b.Key) })
+	return out, nil
+}
+
+func (s simStore) Open(_ context.Context, key string, off int64) (io.ReadCloser, error) {
+	body, err := s.b.Get(s.prefix+key, off, -1)
+	if err != nil {
+		return nil, err
+	}
+	return io.NopCloser(bytes.NewReader(body)), nil
+}
+
+func (s simStore) ReaderAt(_ context.Context, key string, size int64) (objects.ReadAtCloser, error) {
+	return readerAt{s.b, s.prefix + key, size}, nil
+}
+
+type readerAt struct {
+	b    sim.Blocking
+	key  string
+	size int64
+}
+
+func (r readerAt) ReadAt(p []byte, off int64) (int, error) {
+	if off >= r.size {
+		return 0, io.EOF
+	}
+	n := min(int64(len(p)), r.size-off)
+	body, err := r.b.Get(r.key, off, n)
+	if err != nil {
+		return 0, err
+	}
+	c := copy(p, body)
+	if int64(c) < int64(len(p)) {
+		return c, io.EOF
+	}
+	return c, nil
+}
+
+func (readerAt) Close() error { return nil }
