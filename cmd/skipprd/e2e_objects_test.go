@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -127,4 +128,52 @@ func dropFile(f int) ([]byte, []string) {
 		}
 	}
 	return b.Bytes(), ids
+}
+
+// A corrupt file stops the files source by default: the daemon shuts
+// down gracefully with exit 1 and a message naming the file and line,
+// after committing the good files before it; with on_error: skip it
+// logs the file and goes on.
+func TestDaemonFilesCorrupt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the daemon")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("stops the daemon with SIGINT")
+	}
+	t.Parallel()
+	bin := buildDaemon(t)
+	for _, mode := range []string{"stop", "skip"} {
+		conf, dataDir := t.TempDir(), t.TempDir()
+		in := filepath.Join(conf, "incoming")
+		if err := os.MkdirAll(in, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		good, ids := dropFile(0)
+		writeFile(t, filepath.Join(in, "a-good.csv"), string(good))
+		writeFile(t, filepath.Join(in, "b-bad.csv"), "id,n\nx,1\ny,2,3\n")
+		pipeline := filepath.Join(conf, "skipprd.yaml")
+		writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake}\nsources:\n"+
+			"  - {name: drops, kind: files, path: incoming, namespace: drops, sink: lake, poll: 100ms, on_error: "+mode+"}\n")
+		p := startDaemon(t, bin, dataDir, envPipelineFile+"="+pipeline)
+		reported := func(lines []string) bool {
+			l := findLine(lines, "b-bad.csv")
+			return strings.Contains(l, "line 3") && strings.Contains(l, "3 fields where the header has 2")
+		}
+		if mode == "stop" {
+			err := <-p.exited
+			p.exited <- err
+			if err == nil || !strings.Contains(err.Error(), "exit status 1") || !reported(p.stderrLines()) {
+				t.Fatalf("on_error stop: daemon exit %v, want 1 with the file and line named", err)
+			}
+		} else {
+			p.waitStderr(t, "the bad file reported", reported)
+			p.stop(t)
+		}
+		got := lakeIDs(t, filepath.Join(dataDir, "lake"))["drops"]
+		slices.Sort(ids)
+		if !slices.Equal(got, ids) {
+			t.Fatalf("on_error %s: lake holds %d rows, the good file %d: %s", mode, len(got), len(ids), firstDiff(got, ids))
+		}
+	}
 }

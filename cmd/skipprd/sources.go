@@ -20,9 +20,14 @@ import (
 
 // httpShutdownWait bounds a graceful stop of an HTTP source: requests in
 // flight are answered when the host commits what it holds, well within it.
+// The server's own timeouts bound what a slow or idle client holds: a
+// header within 10 s, a whole request (up to the body cap) within 5
+// minutes, an idle keep-alive connection for 2 minutes.
 const (
 	httpShutdownWait  = 30 * time.Second
 	httpHeaderTimeout = 10 * time.Second
+	httpReadTimeout   = 5 * time.Minute
+	httpIdleTimeout   = 2 * time.Minute
 )
 
 // source is one running source of the pipeline file.
@@ -105,7 +110,8 @@ func newHTTPSource(spec sourceSpec, getenv func(string) string, log *slog.Logger
 		return nil, fmt.Errorf("source %q: listen on %s: %w", spec.Name, h.Listen, err)
 	}
 	s.ln = ln
-	s.srv = &http.Server{Handler: handler, ReadHeaderTimeout: httpHeaderTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	s.srv = &http.Server{Handler: handler, ReadHeaderTimeout: httpHeaderTimeout, ReadTimeout: httpReadTimeout,
+		IdleTimeout: httpIdleTimeout, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }
