@@ -52,15 +52,15 @@ func (d *RowDigest) AddChange(kind string, identity []byte, order uint64) {
 // AddBatch adds every row of a unit-schema batch, with its CDC rows when
 // sidecar is not nil (sidecar rows align with the batch's rows).
 func (d *RowDigest) AddBatch(b arrow.RecordBatch, sidecar []segment.CDCRow) error {
-	uids, rows, payloads, err := unitColumns(b)
+	cols, err := UnitColumns(b)
 	if err != nil {
 		return err
 	}
-	if sidecar != nil && len(sidecar) != uids.Len() {
-		return fmt.Errorf("sidecar has %d rows, batch %d", len(sidecar), uids.Len())
+	if sidecar != nil && len(sidecar) != cols.Len() {
+		return fmt.Errorf("sidecar has %d rows, batch %d", len(sidecar), cols.Len())
 	}
-	for i := range uids.Len() {
-		d.AddRow(uids.Value(i), rows.Value(i), payloads.Value(i))
+	for i := range cols.Len() {
+		d.AddRow(cols.UID(i), cols.Row(i), cols.Payload(i))
 		if sidecar != nil {
 			c := sidecar[i]
 			d.AddChange(c.Kind.String(), c.Identity, c.Order)
@@ -69,16 +69,52 @@ func (d *RowDigest) AddBatch(b arrow.RecordBatch, sidecar []segment.CDCRow) erro
 	return nil
 }
 
-// unitColumns returns a batch's uid, row and payload columns.
-func unitColumns(b arrow.RecordBatch) (*array.Int64, *array.Int32, *array.String, error) {
-	if b.NumCols() < 3 {
-		return nil, nil, nil, fmt.Errorf("batch has %d columns, want uid, row, payload", b.NumCols())
+// Cols are a batch's uid, row and payload columns, found by name: a unit
+// sent as JSON lines comes back with its fields sorted by name and its
+// row numbers as int64 (the HTTP source's inference), one sent as Arrow
+// in the unit schema's order and types. Both digest alike.
+type Cols struct {
+	uids     *array.Int64
+	rows32   *array.Int32
+	rows64   *array.Int64
+	payloads *array.String
+}
+
+func (c Cols) Len() int             { return c.uids.Len() }
+func (c Cols) UID(i int) int64      { return c.uids.Value(i) }
+func (c Cols) Payload(i int) string { return c.payloads.Value(i) }
+func (c Cols) Row(i int) int32 {
+	if c.rows32 != nil {
+		return c.rows32.Value(i)
 	}
-	uids, ok1 := b.Column(0).(*array.Int64)
-	rows, ok2 := b.Column(1).(*array.Int32)
-	payloads, ok3 := b.Column(2).(*array.String)
+	return int32(c.rows64.Value(i))
+}
+
+// UnitColumns returns a batch's uid, row and payload columns.
+func UnitColumns(b arrow.RecordBatch) (Cols, error) {
+	col := func(name string) arrow.Array {
+		if idx := b.Schema().FieldIndices(name); len(idx) == 1 {
+			return b.Column(idx[0])
+		}
+		return nil
+	}
+	var c Cols
+	var ok1, ok2, ok3 bool
+	c.uids, ok1 = col("uid").(*array.Int64)
+	c.payloads, ok3 = col("payload").(*array.String)
+	switch r := col("row").(type) {
+	case *array.Int32:
+		c.rows32, ok2 = r, true
+	case *array.Int64:
+		c.rows64, ok2 = r, true
+		for i := range r.Len() {
+			if v := r.Value(i); v < 0 || v > 1<<31-1 {
+				return Cols{}, fmt.Errorf("row number %d does not fit int32", v)
+			}
+		}
+	}
 	if !ok1 || !ok2 || !ok3 {
-		return nil, nil, nil, fmt.Errorf("batch columns %v are not uid int64, row int32, payload utf8", b.Schema())
+		return Cols{}, fmt.Errorf("batch columns %v are not uid int64, row int32 or int64, payload utf8", b.Schema())
 	}
-	return uids, rows, payloads, nil
+	return c, nil
 }

@@ -56,8 +56,8 @@
 //     ones retry with the same idempotency key. A unit's content is a pure
 //     function of its id. With Config.HTTP (cmd/simulate sets it), the
 //     non-replayable ones are clients of the real HTTP source
-//     (endpoint.go): each unit is a request with an Arrow IPC body and its
-//     Idempotency-Key, checked and decoded by sources/http, and only a 200
+//     (endpoint.go): each unit is a request — JSON lines or an Arrow IPC
+//     body — with its Idempotency-Key, checked and decoded by sources/http, and only a 200
 //     it answers counts as an ACK. With Config.Prefix, some worlds have a
 //     prefix source (prefix.go): an outside producer drops Parquet objects
 //     under landing/ in the store, and the real objects source, run as a

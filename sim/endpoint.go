@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -13,8 +14,8 @@ import (
 
 // HTTPEndpoint is the real HTTP source's request handling (sources/http,
 // supplied by cmd/simulate through Config.HTTP). A world's sources that
-// cannot replay send their units through it as requests — an Arrow IPC
-// body, the unit's sequence number as Idempotency-Key — and the status
+// cannot replay send their units through it as requests — JSON lines or
+// an Arrow IPC body, the unit's sequence number as Idempotency-Key — and the status
 // it answers is what their client sees: only a 200 counts as acked.
 type HTTPEndpoint interface {
 	// Prepare checks and decodes one request: a pending unit for the
@@ -30,8 +31,11 @@ type HTTPPending interface {
 	Answer(err error) int
 }
 
-// arrowStream is the content type the simulated clients send.
-const arrowStream = "application/vnd.apache.arrow.stream"
+// The content types the simulated clients send.
+const (
+	arrowStream = "application/vnd.apache.arrow.stream"
+	jsonLines   = "application/x-ndjson"
+)
 
 // errRefused stands for an answer the client retries later (a 503 while
 // the host recovers, a 429 under backpressure).
@@ -42,7 +46,7 @@ var errRefused = errors.New("sim: request refused, retry later")
 // client retries (429, 503) arrives as an error; any other refusal of a
 // request the world built valid is a violation.
 func (w *World) request(s *source, uid UID, in engine.Unit, done func(error)) {
-	body, err := ipcBody(in)
+	ctype, body, err := requestBody(uid, in)
 	for _, b := range in.Batches {
 		b.Release()
 	}
@@ -50,7 +54,7 @@ func (w *World) request(s *source, uid UID, in engine.Unit, done func(error)) {
 		w.oracle.fail("unit %s: encoding its request body: %v", uid, err)
 		return
 	}
-	p, status := s.endpoint.Prepare(s.spec.Name, arrowStream, clientKey(uid), body)
+	p, status := s.endpoint.Prepare(s.spec.Name, ctype, clientKey(uid), body)
 	switch {
 	case p != nil:
 	case status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests:
@@ -77,6 +81,32 @@ func (w *World) request(s *source, uid UID, in engine.Unit, done func(error)) {
 		}
 		done(err)
 	})
+}
+
+// requestBody encodes a unit as its request's body: every other unit as
+// JSON lines (the source infers the schema: its fields sorted by name,
+// the row number as int64 — another schema fingerprint, as a client that
+// sends JSON gets), the others as an Arrow IPC stream in the unit schema.
+func requestBody(uid UID, in engine.Unit) (string, []byte, error) {
+	if uid.seq()%2 == 0 {
+		b, err := ipcBody(in)
+		return arrowStream, b, err
+	}
+	var buf bytes.Buffer
+	for _, b := range in.Batches {
+		cols, err := UnitColumns(b)
+		if err != nil {
+			return "", nil, err
+		}
+		for i := range cols.Len() {
+			payload, err := json.Marshal(cols.Payload(i))
+			if err != nil {
+				return "", nil, err
+			}
+			fmt.Fprintf(&buf, `{"uid":%d,"row":%d,"payload":%s}`+"\n", cols.UID(i), cols.Row(i), payload)
+		}
+	}
+	return jsonLines, buf.Bytes(), nil
 }
 
 // ipcBody encodes a unit's batches as an Arrow IPC stream.

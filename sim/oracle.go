@@ -75,13 +75,18 @@ type markerInfo struct {
 	key      string
 	id       engine.SnapshotID
 	uids     []UID
-	jobs     map[jobKey]RowDigest // expected content of each (sink, namespace) job
+	jobs     map[jobKey]RowDigest // expected content of each job: (sink, namespace, schema, CDC-ness)
 	validity validity
 	bodiless bool            // landed when its body no longer existed
 	offsets  segment.Offsets // what the marker says its segment covers
 }
 
-type jobKey struct{ sink, namespace string }
+// jobKey is what the engine groups a segment's slices into jobs by.
+type jobKey struct {
+	sink, namespace string
+	schema          segment.SchemaFingerprint
+	cdc             bool
+}
 
 func newOracle(w *World) *Oracle {
 	return &Oracle{w: w, mem: memory.DefaultAllocator, units: map[UID]*unitInfo{}, markers: map[string]*markerInfo{},
@@ -181,7 +186,7 @@ func (o *Oracle) readSlice(m *markerInfo, b *segment.Body, ord segment.SliceOrdi
 		return
 	}
 	defer s.Release()
-	k := jobKey{s.Entry.Key.SinkRef, s.Entry.Key.Namespace}
+	k := jobKey{s.Entry.Key.SinkRef, s.Entry.Key.Namespace, s.Entry.Key.Schema, s.Sidecar != nil}
 	job := m.jobs[k]
 	var cdc []segment.CDCRow
 	if s.Sidecar != nil {
@@ -219,20 +224,20 @@ type unitRun struct {
 // digestBatch adds a batch's rows to the job's digest and to the digest
 // of the unit each belongs to, hashing each payload once.
 func (o *Oracle) digestBatch(m *markerInfo, job *RowDigest, run *unitRun, b arrow.RecordBatch, cdc []segment.CDCRow) error {
-	uids, rows, payloads, err := unitColumns(b)
+	cols, err := UnitColumns(b)
 	if err != nil {
 		return err
 	}
-	for i := range uids.Len() {
-		uid := UID(uids.Value(i))
+	for i := range cols.Len() {
+		uid := UID(cols.UID(i))
 		if run.rows > 0 && uid != run.uid {
 			o.unitCommitted(m, run.uid, run.d)
 			*run = unitRun{}
 		}
 		run.uid, run.rows = uid, run.rows+1
-		ph := xxh3.HashString(payloads.Value(i))
-		job.addRow(uids.Value(i), rows.Value(i), ph)
-		run.d.addRow(uids.Value(i), rows.Value(i), ph)
+		ph := xxh3.HashString(cols.Payload(i))
+		job.addRow(cols.UID(i), cols.Row(i), ph)
+		run.d.addRow(cols.UID(i), cols.Row(i), ph)
 		if cdc != nil {
 			job.addChange(cdc[i])
 			run.d.addChange(cdc[i])

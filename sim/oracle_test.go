@@ -60,12 +60,12 @@ func coverOf(t *testing.T, w *World, batches []arrow.RecordBatch) segment.Offset
 	t.Helper()
 	var o segment.Offsets
 	for _, b := range batches {
-		uids, _, _, err := unitColumns(b)
+		cols, err := UnitColumns(b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range uids.Len() {
-			uid := UID(uids.Value(i))
+		for i := range cols.Len() {
+			uid := UID(cols.UID(i))
 			spec := w.sources[uid.source()].spec
 			if spec.Replayable {
 				o = o.Advance(offsetKey(spec, uid.partition()), uid.seq())

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -121,8 +123,14 @@ type destKey struct {
 	segment   engine.SnapshotID
 }
 
+// checkDestination compares a destination's jobs with the counting
+// markers' (sink, namespace) contents: per namespace and segment, one job
+// for each schema (and CDC-ness) its slices have, each the rows committed.
+// A destination cannot name a job's schema as the segment does (a file
+// format rewrites schemas), so each (namespace, segment)'s jobs are
+// compared as a set of digests.
 func (o *Oracle) checkDestination(ref string, jobs []DestJob, partial bool) {
-	want := map[destKey]RowDigest{}
+	want := map[destKey][]RowDigest{}
 	var wantOrder []destKey
 	for _, m := range o.order {
 		// A run that stopped early may end between a writer's claim and
@@ -132,45 +140,75 @@ func (o *Oracle) checkDestination(ref string, jobs []DestJob, partial bool) {
 		if !o.counts(m) && !undecided {
 			continue
 		}
+		//engine:orderless — collected per key, compared as sets.
 		for jk, d := range m.jobs {
 			if jk.sink == ref {
 				k := destKey{jk.namespace, m.id}
-				want[k] = d
-				wantOrder = append(wantOrder, k)
+				if want[k] == nil {
+					wantOrder = append(wantOrder, k)
+				}
+				want[k] = append(want[k], d)
 			}
 		}
 	}
-	got := map[destKey]DestJob{}
+	got := map[destKey][]DestJob{}
 	for _, j := range jobs {
 		k := destKey{j.Namespace, j.Segment}
-		if prev, dup := got[k]; dup {
-			o.fail("destination %s holds namespace %s of segment %s twice (jobs %s and %s)", ref, j.Namespace, j.Segment, prev.ID, j.ID)
-			continue
-		}
-		got[k] = j
-		w, ok := want[k]
-		switch {
-		case !ok:
-			o.fail("destination %s holds job %s (namespace %s, segment %s) that no counting marker committed", ref, j.ID, j.Namespace, j.Segment)
-		case w != j.Digest:
-			o.fail("destination %s job %s (namespace %s, segment %s): %d rows (digest %016x), committed %d rows (digest %016x)",
-				ref, j.ID, j.Namespace, j.Segment, j.Digest.Rows, j.Digest.Sum, w.Rows, w.Sum)
-		}
+		got[k] = append(got[k], j)
+	}
+	keys := slices.Collect(maps.Keys(got))
+	slices.SortFunc(keys, destKey.compare)
+	for _, k := range keys {
+		o.compareJobs(ref, k, got[k], want[k], partial)
 	}
 	if partial {
 		return
 	}
-	slices.SortFunc(wantOrder, func(a, b destKey) int {
-		if c := strings.Compare(a.namespace, b.namespace); c != 0 {
-			return c
-		}
-		return a.segment.Compare(b.segment)
-	})
+	slices.SortFunc(wantOrder, destKey.compare)
 	for _, k := range wantOrder {
 		if _, ok := got[k]; !ok {
-			o.fail("destination %s lacks namespace %s of segment %s (%d rows committed)", ref, k.namespace, k.segment, want[k].Rows)
+			o.fail("destination %s lacks namespace %s of segment %s (%d jobs committed)", ref, k.namespace, k.segment, len(want[k]))
 		}
 	}
+}
+
+func (a destKey) compare(b destKey) int {
+	if c := strings.Compare(a.namespace, b.namespace); c != 0 {
+		return c
+	}
+	return a.segment.Compare(b.segment)
+}
+
+// compareJobs matches the jobs a destination holds for one namespace of
+// one segment with the digests committed: each committed job once, and
+// nothing else — all of them unless the run stopped early (partial).
+func (o *Oracle) compareJobs(ref string, k destKey, got []DestJob, want []RowDigest, partial bool) {
+	left := slices.Clone(want)
+	for _, j := range got {
+		i := slices.Index(left, j.Digest)
+		switch {
+		case i >= 0:
+			left = slices.Delete(left, i, i+1)
+		case len(want) == 0:
+			o.fail("destination %s holds job %s (namespace %s, segment %s) that no counting marker committed", ref, j.ID, k.namespace, k.segment)
+		case slices.Contains(want, j.Digest):
+			o.fail("destination %s holds namespace %s of segment %s twice (job %s again)", ref, k.namespace, k.segment, j.ID)
+		default:
+			o.fail("destination %s job %s (namespace %s, segment %s): %d rows (digest %016x), committed %s",
+				ref, j.ID, k.namespace, k.segment, j.Digest.Rows, j.Digest.Sum, digestList(want))
+		}
+	}
+	if !partial && len(left) > 0 && len(left) < len(want) {
+		o.fail("destination %s lacks %d of the %d jobs of namespace %s of segment %s", ref, len(left), len(want), k.namespace, k.segment)
+	}
+}
+
+func digestList(ds []RowDigest) string {
+	parts := make([]string, len(ds))
+	for i, d := range ds {
+		parts[i] = fmt.Sprintf("%d rows (digest %016x)", d.Rows, d.Sum)
+	}
+	return strings.Join(parts, " or ")
 }
 
 // checkApplyOrder: a destination that knows its apply order applied each

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -115,7 +116,7 @@ func TestOracleDestination(t *testing.T) {
 			w := testWorld(t)
 			commitSegment(t, w, 1, u1, u2)
 			commitSegment(t, w, 2, u3)
-			d1, d2 := w.oracle.order[0].jobs[jobKey{"lake", "events"}], w.oracle.order[1].jobs[jobKey{"lake", "events"}]
+			d1, d2 := w.oracle.order[0].jobs[jobKey{"lake", "events", unitFingerprint, false}], w.oracle.order[1].jobs[jobKey{"lake", "events", unitFingerprint, false}]
 			w.spec.Sinks = []SinkSpec{{Ref: "lake", Kind: "fake"}}
 			w.dests = map[string]Destination{"lake": &fakeDest{jobs: c.jobs(d1, d2)}}
 			w.oracle.checkDestinations(false)
@@ -165,13 +166,43 @@ func TestOracleDestinationHalted(t *testing.T) {
 			if c.invalid {
 				m.validity = validityInvalid
 			}
-			d := m.jobs[jobKey{"lake", "events"}]
+			d := m.jobs[jobKey{"lake", "events", unitFingerprint, false}]
 			if c.bad {
 				d.Sum++
 			}
 			w.spec.Sinks = []SinkSpec{{Ref: "lake", Kind: "fake"}}
 			w.dests = map[string]Destination{"lake": &fakeDest{jobs: []DestJob{{ID: "a", Namespace: "events", Segment: seg(1), Order: 0, Digest: d}}}}
 			w.oracle.checkDestinations(true)
+			if c.want == "" {
+				wantClean(t, w)
+				return
+			}
+			wantViolation(t, w, c.want)
+		})
+	}
+}
+
+// A namespace of a segment with two schemas is two jobs: the destination
+// must hold both, each once.
+func TestOracleJobsPerSchema(t *testing.T) {
+	k := destKey{"events", engine.SnapshotID{Epoch: 1, Seq: 1}}
+	a, b := RowDigest{Rows: 1, Sum: 1}, RowDigest{Rows: 2, Sum: 2}
+	for _, c := range []struct {
+		name string
+		got  []RowDigest
+		want string
+	}{
+		{"both", []RowDigest{b, a}, ""},
+		{"one missing", []RowDigest{a}, "lacks 1 of the 2 jobs"},
+		{"one twice", []RowDigest{a, b, a}, "twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w := testWorld(t)
+			var jobs []DestJob
+			for i, d := range c.got {
+				jobs = append(jobs, DestJob{ID: fmt.Sprint(i), Namespace: "events", Segment: k.segment, Digest: d})
+			}
+			w.oracle.compareJobs("lake", k, jobs, []RowDigest{a, b}, false)
 			if c.want == "" {
 				wantClean(t, w)
 				return

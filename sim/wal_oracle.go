@@ -73,11 +73,11 @@ func (o *Oracle) walUnit(path string, payload []byte) (UID, bool) {
 	}
 	defer rd.Release()
 	for rd.Next() {
-		uids, _, _, err := unitColumns(rd.RecordBatch())
-		if err != nil || uids.Len() == 0 {
+		cols, err := UnitColumns(rd.RecordBatch())
+		if err != nil || cols.Len() == 0 {
 			continue
 		}
-		return UID(uids.Value(0)), true
+		return UID(cols.UID(0)), true
 	}
 	return 0, false
 }

@@ -225,16 +225,15 @@ func digestRecord(d *sim.RowDigest, rec arrow.RecordBatch) error {
 	if rec.NumCols() != 3 && rec.NumCols() != 6 {
 		return fmt.Errorf("%d columns: %v", rec.NumCols(), rec.Schema())
 	}
-	uids, ok1 := rec.Column(0).(*array.Int64)
-	rows, ok2 := rec.Column(1).(*array.Int32)
-	payloads, ok3 := rec.Column(2).(*array.String)
-	if !ok1 || !ok2 || !ok3 {
-		return fmt.Errorf("columns %v are not uid, row, payload", rec.Schema())
+	cols, err := sim.UnitColumns(rec)
+	if err != nil {
+		return err
 	}
 	var ops *array.String
 	var ids *array.Binary
 	var orders *array.Uint64
 	if rec.NumCols() == 6 {
+		var ok1, ok2, ok3 bool
 		ops, ok1 = rec.Column(3).(*array.String)
 		ids, ok2 = rec.Column(4).(*array.Binary)
 		orders, ok3 = rec.Column(5).(*array.Uint64)
@@ -243,7 +242,7 @@ func digestRecord(d *sim.RowDigest, rec arrow.RecordBatch) error {
 		}
 	}
 	for i := range int(rec.NumRows()) {
-		d.AddRow(uids.Value(i), rows.Value(i), payloads.Value(i))
+		d.AddRow(cols.UID(i), cols.Row(i), cols.Payload(i))
 		if ops != nil && ops.IsValid(i) {
 			d.AddChange(ops.Value(i), ids.Value(i), orders.Value(i))
 		}
