@@ -229,6 +229,11 @@ func (w *World) finish() {
 	w.res.Hash = w.trace.Hash()
 	w.res.Violations = w.oracle.violations
 	w.res.Classes = w.oracle.classes
+	// A prefix source still suspended in a call would keep its coroutine,
+	// and the world it references, alive for good.
+	for _, src := range w.sources {
+		src.stopPrefix()
+	}
 }
 
 // endMarks adds an engine's coverage marks and swept orphans to the

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"log/slog"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -33,9 +34,15 @@ func runPrefixWorld(t *testing.T, f sim.PrefixFactory) sim.Result {
 	return sim.NewWorld(cfg).Run(time.Now)
 }
 
+// A world with the real objects source passes, and leaves no coroutine
+// behind (a suspended one would keep the whole world in memory).
 func TestPrefixSourceWorld(t *testing.T) {
+	before := runtime.NumGoroutine()
 	if res := runPrefixWorld(t, prefixSource); res.Err() != nil {
 		t.Fatal(res.Err())
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("%d goroutines before the world, %d after: a prefix source's coroutine outlived it", before, after)
 	}
 }
 
