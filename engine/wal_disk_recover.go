@@ -27,11 +27,12 @@ import (
 //  2. The S3-style recovery seals older epochs at least up to every
 //     generation the log sealed and did not see flushed (logIDs), so
 //     replaying such a generation under its own id commits a valid marker.
-//  3. replay decides each logged generation: flushed (a flushed record
-//     in every partition where its seal was read) ⇒ done; flushed in
-//     some of them only (a crash between the partitions' records) or
-//     owned (its segment is in the store) ⇒ log it flushed everywhere
-//     before its segment may be reclaimed;
+//  3. replay decides each logged generation: owned (its segment is in
+//     the store) ⇒ log it flushed everywhere, by this process, before the
+//     segment may be reclaimed (a flushed record read back may be in the
+//     page cache only); flushed (a flushed record in every partition
+//     where its seal was read) ⇒ done; flushed in some of them only (a
+//     crash between the partitions' records) ⇒ log it flushed again;
 //     complete (its seal is in every partition it names, with all its
 //     units) ⇒ persisted again under its own id, same created_at and
 //     directory, so its body and compaction ids are the ones it would
@@ -360,12 +361,10 @@ func (l *diskLog) logIDs() []SnapshotID {
 	return out
 }
 
-// holds reports whether the log has a generation sealed as id and not
-// flushed everywhere: its segment, if owned, waits for the flushed
-// records before it may be reclaimed.
+// holds reports whether the log has a generation sealed as id: its
+// segment, if owned, waits until this process has logged it flushed
+// (replay), whatever flushed records recovery read — those may be in the
+// page cache only.
 func (l *diskLog) holds(id SnapshotID) bool {
-	if l.scan == nil || l.scan.seals[id] == nil {
-		return false
-	}
-	return !l.scan.flushedEverywhere(l.scan.seals[id])
+	return l.scan != nil && l.scan.seals[id] != nil
 }

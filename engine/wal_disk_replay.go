@@ -25,19 +25,27 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 	var again []*snapshot
 	for _, id := range ids {
 		s := sc.seals[id]
-		switch {
-		case sc.flushedEverywhere(s):
-			l.claim(s, units)
-		case sc.flushed[id] != 0:
+		partly := sc.flushed[id] != 0 && !sc.flushedEverywhere(s)
+		if partly {
 			// Committed (a flushed record is logged only after the
 			// commit), but the record is missing where the seal is.
 			e.mark(MarkWALFlushedPartly)
-			l.claim(s, units)
-			l.logFlushed(s, owned[id])
+		}
+		switch {
 		case owned[id] != nil:
+			// Logged flushed again, by this process, before the segment
+			// may go: a flushed record read back may be in the page cache
+			// only (an fsync error the last process never rolled past),
+			// and a segment reclaimed on its word leaves the seal to be
+			// rebuilt and committed a second time after a power loss.
 			e.mark(MarkWALOwnedFlushed)
 			l.claim(s, units)
 			l.logFlushed(s, owned[id])
+		case partly:
+			l.claim(s, units)
+			l.logFlushed(s, nil)
+		case sc.flushed[id] != 0:
+			l.claim(s, units)
 		case l.complete(s, units):
 			e.mark(MarkWALReplayedSealed)
 			again = append(again, l.rebuild(s, units))
