@@ -75,6 +75,9 @@ func TestDaemonHTTPKills(t *testing.T) {
 		p = start()
 	}
 	wg.Wait()
+	// Stopped before its recovery finished, a daemon leaves what it
+	// recovered in the WAL for the next start, not in the lake.
+	p.waitStderr(t, "the last run's recovery", func(lines []string) bool { return findLine(lines, "msg=ready") != "" })
 	p.stop(t)
 
 	var want []string
