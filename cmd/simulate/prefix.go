@@ -18,6 +18,11 @@ import (
 // prefixSource runs the real objects source (sources/objects) in a world:
 // its Store, its ingest and its sleeps are the world's Blocking calls.
 func prefixSource(name, prefix, ns, sink string) sim.PrefixRunner {
+	return prefixSourceOver(name, prefix, ns, sink, func(s objects.Store) objects.Store { return s })
+}
+
+// prefixSourceOver is prefixSource with its store wrapped (tests).
+func prefixSourceOver(name, prefix, ns, sink string, wrap func(objects.Store) objects.Store) sim.PrefixRunner {
 	return func(b sim.Blocking, offsets segment.Offsets) error {
 		src, err := objects.New(objects.Config{
 			Name: name, Namespace: ns, SinkRef: sink, Format: objects.FormatParquet, Poll: 500 * time.Millisecond,
@@ -26,7 +31,7 @@ func prefixSource(name, prefix, ns, sink string) sim.PrefixRunner {
 				b.Sleep(d)
 				return ctx.Err()
 			},
-		}, simStore{b, prefix})
+		}, wrap(simStore{b, prefix}))
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"runtime"
 	"strings"
 	"testing"
@@ -68,16 +67,7 @@ func (h hiding) List(ctx context.Context) ([]objects.Object, error) {
 // under an offset other than the objects source's.
 func TestPrefixSourceOracles(t *testing.T) {
 	skipping := func(name, prefix, ns, sink string) sim.PrefixRunner {
-		return func(b sim.Blocking, offsets segment.Offsets) error {
-			src, err := objects.New(objects.Config{Name: name, Namespace: ns, SinkRef: sink, Format: objects.FormatParquet,
-				Poll: 500 * time.Millisecond, Logger: slog.New(slog.DiscardHandler),
-				Sleep: func(ctx context.Context, d time.Duration) error { b.Sleep(d); return nil }},
-				hiding{simStore{b, prefix}, "0000000003.parquet"})
-			if err != nil {
-				return err
-			}
-			return src.Run(context.Background(), func(_ context.Context, u engine.Unit) error { return b.Ingest(u) }, offsets)
-		}
+		return prefixSourceOver(name, prefix, ns, sink, func(s objects.Store) objects.Store { return hiding{s, "0000000003.parquet"} })
 	}
 	misplaced := func(name, prefix, ns, sink string) sim.PrefixRunner {
 		inner := prefixSource(name, prefix, ns, sink)
