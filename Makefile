@@ -13,6 +13,7 @@ FUZZ_TARGETS = \
 	./engine/segment:FuzzDecodeSidecar \
 	./engine/segment:FuzzDecodeOffsets \
 	./engine/segment:FuzzDecodeCheckpoint \
+	./engine/segment:FuzzDecodeKeyManifest \
 	./engine/wal:FuzzScan \
 	./engine/wal:FuzzDecodeRecord
 

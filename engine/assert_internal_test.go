@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -34,7 +35,7 @@ func (c *capture) want(t *testing.T, name string) {
 // bare is an engine with no ports, enough for paths that only fail
 // closed.
 func bare() *Engine {
-	e := &Engine{live: newBatchSet(), committed: newOffsetsView(time.Hour), cache: newBodyCache(0, nil)}
+	e := &Engine{live: newBatchSet(), committed: newOffsetsView(), keys: newKeyStore(time.Hour), cache: newBodyCache(0, nil)}
 	e.dlog = s3Log{e}
 	return e
 }
@@ -101,39 +102,41 @@ func TestInvariantCache(t *testing.T) {
 
 func TestInvariantOffsetsView(t *testing.T) {
 	var got capture
-	v := newOffsetsView(time.Hour)
-	v.inv = got.hook()
-	v.part(5)
-	v.part(9)
-	delete(v.buckets, 9) // a number without its bucket
-	v.part(9)
-	got.want(t, "offsets view bucket numbers ascending, one per bucket: bucket 9 inserted at 1 of 3 numbers, 2 buckets")
-
-	got = capture{}
-	v = newOffsetsView(time.Hour)
-	v.inv = got.hook()
-	v.buckets[3] = newViewPart(3) // a bucket without its number
-	v.expire(0)
-	got.want(t, "offsets view bucket numbers one per bucket: 0 numbers, 1 buckets")
-
-	got = capture{}
-	v = newOffsetsView(time.Hour)
+	v := newOffsetsView()
 	v.inv = got.hook()
 	v.merge(segment.Offsets{{Key: "a", Value: 1}, {Key: "b", Value: 1}})
-	v.snapshot(v.sources)
-	v.sources.order = []string{"b", "a"}
-	v.snapshot(v.sources)
-	got.want(t, `offsets view part order sorted: part -1 lists "b" before "a"`)
+	v.sorted()
+	v.order = []string{"b", "a"}
+	v.sorted()
+	got.want(t, `offsets view order sorted: "b" listed before "a"`)
 
 	got = capture{}
-	v = newOffsetsView(time.Hour)
+	v = newOffsetsView()
 	v.inv = got.hook()
 	v.merge(segment.Offsets{{Key: idemPrefix + "k", Value: 5}})
-	v.buckets, v.nums = map[int64]*viewPart{}, nil
-	if v.durable(segment.Offsets{{Key: idemPrefix + "k", Value: 5}}, 0) {
+	got.want(t, "offsets view holds source offsets only: idem/k=5 merged")
+}
+
+func TestInvariantKeyStore(t *testing.T) {
+	var got capture
+	s := newKeyStore(time.Hour)
+	s.inv = got.hook()
+	s.bucket(5)
+	s.bucket(9)
+	delete(s.buckets, 9) // a number without its bucket
+	s.bucket(9)
+	got.want(t, "key store bucket numbers ascending, one per bucket: bucket 9 inserted at 1 of 3 numbers, 2 buckets")
+
+	got = capture{}
+	s = newKeyStore(time.Hour)
+	s.inv = got.hook()
+	h := segment.KeyHashOf("k")
+	s.add(h, 5)
+	s.buckets, s.nums = map[int64]*keyBucket{}, nil
+	if s.durable(h, 5, 0) {
 		t.Fatal("durable without its bucket")
 	}
-	got.want(t, "offsets view keys live in their part: idem/k=5, bucket 0 missing")
+	got.want(t, fmt.Sprintf("key store committed keys live in their bucket: %x=5, bucket 0 missing", h))
 }
 
 func TestInvariantWriterRecord(t *testing.T) {

@@ -3,51 +3,49 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
-// The offsets checkpoint keeps the offsets view (offsets_view.go)
-// durable once the segments that committed it are reclaimed: a reclaim
-// deletes a segment only after the checkpoint covers its offsets
-// (reclaim.go). It is several objects in one format
-// (segment.EncodeCheckpoint):
+// The offsets checkpoint keeps committed progress durable once the
+// segments that committed it are reclaimed: a reclaim deletes a segment
+// only after the checkpoint covers its offsets (reclaim.go). It is two
+// stores written in one round:
 //
-//	{root}/_offsets        the source offsets (keys without idem/)
-//	{root}/_idem/{bucket}  the idempotency keys submitted in one bucket
-//
-// A bucket spans IdemBucketWidth (IdempotencyWindow /
-// IdemBucketsPerWindow) of wall time. New keys land in the newest bucket,
-// so a write round rewrites _offsets and a bucket or two, however many
-// keys the window holds; and expiry drops whole buckets.
+//	{root}/_offsets  the source offsets (offsets_view.go; segment.EncodeCheckpoint)
+//	{root}/_idem/…   the idempotency keys (keystore.go, keystore_io.go)
 //
 // Writes are coalesced: a reclaim waits for its segment's offsets
 // (ensureCheckpoint); the first waiter schedules a round CheckpointDelay
 // later (0 while closing), and that round serves every reclaim meanwhile.
-// A round writes every dirty bucket (RecoveryConcurrency at a time), then
-// _offsets if its source offsets changed — in that order, so that an
-// old-format _offsets, which held every idempotency key, is rewritten
-// without them only once they are durable in their buckets. When it is
-// over, waiters whose offsets are all durable are released.
+// A round writes a run of new keys for every bucket that has some
+// (RecoveryConcurrency at a time), then _offsets if its source offsets
+// changed — in that order, so that an old-format _offsets, which held
+// idempotency keys, is rewritten without them only once they are durable
+// in the key store. Waiters whose offsets are all durable are then
+// released, and the round ends with at most one merge of runs
+// (keystore_merge.go).
 //
-// Every write is conditional on the version of the object last read or
-// written (If-Match; If-None-Match when none is known), so two writers (a
+// _offsets is written conditional on the version last read or written
+// (If-Match; If-None-Match when none is known), so two writers (a
 // superseded one still running) only ever add: a refused or unheard write
-// re-reads its object and max-merges it into the view, and the round is
-// tried again after a backoff.
+// re-reads it and max-merges it into the view, and the round is tried
+// again after a backoff.
 //
-// A bucket whose end is more than IdempotencyWindow ago expires: it is
-// dropped from the view and its object deleted, once, best effort; a
-// retry later than that is a new unit. The sweeper (sweepIdemBuckets)
-// deletes bucket objects a crash left behind or a late write put back.
+// A bucket of keys whose end is more than IdempotencyWindow ago expires:
+// it is dropped from memory and its objects deleted, once, best effort;
+// the sweeper deletes what that misses.
 //
-// Recovery reads _offsets and, by name, every bucket from one before the
-// oldest that can hold an unexpired key to one after the current one
-// (margins for clock skew between incarnations): GET is read-after-write
-// consistent where LIST is not, and a missing bucket is an empty one.
-// The bucket width must not change between incarnations (a different
-// IdempotencyWindow names other buckets: recovery would not find the
-// keys of the last window).
+// Recovery reads _offsets and, by name, the manifest of every bucket from
+// one before the oldest that can hold an unexpired key to one after the
+// current one (margins for clock skew between incarnations), then the
+// meta of every run they list: GET is read-after-write consistent where
+// LIST is not, and a missing object is an empty one. The bucket width
+// must not change between incarnations (a different IdempotencyWindow
+// names other buckets: recovery would not find the keys of the last
+// window).
 
 type checkpointWaiter struct {
 	want segment.Offsets
@@ -57,12 +55,45 @@ type checkpointWaiter struct {
 // ensureCheckpoint calls done once the checkpoint durably covers want
 // (an idempotency key that expired meanwhile needs nothing).
 func (e *Engine) ensureCheckpoint(want segment.Offsets, done func()) {
-	if e.committed.durable(want, e.idemCutoff()) {
+	if e.checkpointCovers(want) {
 		done()
 		return
 	}
 	e.ckptWaiters = append(e.ckptWaiters, checkpointWaiter{want: want, done: done})
 	e.scheduleCheckpoint()
+}
+
+// checkpointCovers reports whether every offset of want is durable: a
+// source offset in _offsets, an idempotency key in the key store.
+func (e *Engine) checkpointCovers(want segment.Offsets) bool {
+	cutoff := e.idemCutoff()
+	for _, o := range want {
+		if k, ok := strings.CutPrefix(o.Key, idemPrefix); ok {
+			if !e.keys.durable(segment.KeyHashOf(k), o.Value, cutoff) {
+				return false
+			}
+		} else if !e.committed.durable(segment.Offsets{o}) {
+			return false
+		}
+	}
+	return true
+}
+
+// mergeCommitted max-merges the offsets of a committed segment: source
+// offsets into the view, idempotency keys into the key store.
+func (e *Engine) mergeCommitted(o segment.Offsets) {
+	src := o
+	if slices.ContainsFunc(o, isIdemOffset) {
+		src = nil
+		for _, x := range o {
+			if k, ok := strings.CutPrefix(x.Key, idemPrefix); ok {
+				e.keys.add(segment.KeyHashOf(k), x.Value)
+			} else {
+				src = append(src, x)
+			}
+		}
+	}
+	e.committed.merge(src)
 }
 
 func (e *Engine) scheduleCheckpoint() {
@@ -82,7 +113,7 @@ func (e *Engine) scheduleCheckpoint() {
 	})
 }
 
-// writeCheckpoint runs one round: the dirty buckets, then _offsets.
+// writeCheckpoint runs one round: the key buckets, then _offsets.
 func (e *Engine) writeCheckpoint(attempt int) {
 	if e.state == stateFailed {
 		return
@@ -92,10 +123,12 @@ func (e *Engine) writeCheckpoint(attempt int) {
 		return
 	}
 	e.ckptWriting = true
-	e.expireIdempotencyKeys()
-	e.writeParts(e.committed.dirtyBuckets(), func(ok bool) {
-		if ok && e.committed.sources.dirty() {
-			e.writeParts([]*viewPart{e.committed.sources}, func(ok bool) { e.roundDone(attempt, ok) })
+	e.expireKeys()
+	e.writeKeyBuckets(func(ok bool) {
+		// ok: every key recent when the round began is durable — those of
+		// an old-format _offsets, read at recovery, among them.
+		if ok && e.committed.dirty() {
+			e.writeSources(func(ok bool) { e.roundDone(attempt, ok) })
 			return
 		}
 		e.roundDone(attempt, ok)
@@ -107,213 +140,126 @@ func (e *Engine) roundDone(attempt int, ok bool) {
 		e.p.Timers.AfterFunc(e.backoff(min(attempt, AttemptsMax)), func() { e.writeCheckpoint(attempt + 1) })
 		return
 	}
-	e.ckptWriting = false
-	cutoff := e.idemCutoff()
 	waiting := e.ckptWaiters
 	e.ckptWaiters = nil
 	var again []checkpointWaiter
 	for _, w := range waiting {
-		if e.committed.durable(w.want, cutoff) {
+		if e.checkpointCovers(w.want) {
 			w.done()
 		} else {
 			again = append(again, w) // changed during the round
 		}
 	}
-	if len(again) > 0 {
-		e.ckptWaiters = append(again, e.ckptWaiters...)
-		e.scheduleCheckpoint()
-	}
-}
-
-// writeParts writes the parts' objects; ok reports that all landed.
-// done is not called once the engine has failed closed.
-func (e *Engine) writeParts(parts []*viewPart, done func(ok bool)) {
-	ok := true
-	e.forEach(len(parts), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
-		e.writePart(parts[i], func(landed bool) {
-			ok = ok && landed
-			d(nil)
-		})
-	}, func(error) {
-		if e.state != stateFailed {
-			done(ok)
+	e.ckptWaiters = append(again, e.ckptWaiters...)
+	e.mergeKeys(func() {
+		e.ckptWriting = false
+		if len(e.ckptWaiters) > 0 && e.state != stateFailed {
+			e.scheduleCheckpoint()
 		}
 	})
 }
 
-// writePart puts p's object, conditional on the version last seen. A
+// writeSources puts _offsets, conditional on the version last seen. A
 // refused or unheard write re-reads the object into the view (so the
-// next attempt holds both writers' keys) and reports false.
-func (e *Engine) writePart(p *viewPart, done func(landed bool)) {
+// next attempt holds both writers' keys) and reports false. done is not
+// called once the engine has failed closed.
+func (e *Engine) writeSources(done func(landed bool)) {
 	v := e.committed
-	if !v.live(p) {
-		done(true) // expired since the round began: nothing to keep
+	key := e.layout.CheckpointKey()
+	if len(v.flight) > 0 { // beginWrite REQUIRES it; fail closed rather than panic
+		e.broken("one write of _offsets at a time: %s written while %d keys of another write are in flight", key, len(v.flight))
 		return
 	}
-	key := e.partKey(p)
-	if len(p.flight) > 0 { // beginWrite REQUIRES it; fail closed rather than panic
-		e.broken("one write per checkpoint object at a time: %s written while %d keys of another write are in flight", key, len(p.flight))
-		done(false)
-		return
-	}
-	body, err := segment.EncodeCheckpoint(e.epoch, v.beginWrite(p))
+	body, err := segment.EncodeCheckpoint(e.epoch, v.beginWrite())
 	if err != nil {
-		v.endWrite(p, false)
+		v.endWrite(false)
 		err = fmt.Errorf("offsets checkpoint %s: %w", key, err)
 		e.alert(err)
 		e.failClosed(err)
-		done(false)
 		return
 	}
-	in := PutObjectInput{Key: key, Body: body, IfMatch: p.etag, IfNoneMatch: p.etag == ""}
+	in := PutObjectInput{Key: key, Body: body, IfMatch: v.etag, IfNoneMatch: v.etag == ""}
 	e.p.Store.PutObject(in, func(etag string, err error) {
 		if err == nil {
-			p.etag = etag
-			v.endWrite(p, true)
+			v.etag = etag
+			v.endWrite(true)
 			done(true)
 			return
 		}
 		e.mark(MarkCheckpointConflict)
-		v.endWrite(p, false)
-		e.readPart(v, p, func(err error) {
+		v.endWrite(false)
+		e.readSources(v, e.keys, func(err error) {
 			if errors.Is(err, ErrCorrupt) {
 				e.alert(err) // merging is impossible, and overwriting would lose what it holds
 				e.failClosed(err)
+				return
 			}
-			done(false)
+			if e.state != stateFailed {
+				done(false)
+			}
 		})
 	})
 }
 
-func (e *Engine) partKey(p *viewPart) string {
-	if p.bucket == sourcesPart {
-		return e.layout.CheckpointKey()
-	}
-	return e.layout.IdemBucketKey(p.bucket)
-}
-
-// readPart GETs p's object, max-merges it into v and notes its version.
-func (e *Engine) readPart(v *offsetsView, p *viewPart, done func(error)) {
-	e.fetchPart(p, func(r partRead) { done(e.settlePart(v, p, r)) })
-}
-
-// partRead is what a GET of one checkpoint object found.
-type partRead struct {
-	o    segment.Offsets
-	etag string
-	err  error // ErrNotFound: no object
-}
-
-// fetchPart GETs and decodes p's object.
-func (e *Engine) fetchPart(p *viewPart, done func(partRead)) {
-	key := e.partKey(p)
+// readSources GETs _offsets and max-merges it into v (its idempotency
+// keys, in the old format, into s), noting its version. A missing object
+// is an empty one (version ""); if it existed before, whatever v thought
+// durable in it is not.
+func (e *Engine) readSources(v *offsetsView, s *keyStore, done func(error)) {
+	key := e.layout.CheckpointKey()
 	var o segment.Offsets
 	in := GetObjectInput{Key: key, Limit: segment.CheckpointBytesMax}
 	e.getVerified(in, MarkReadDamaged, func(raw []byte, _ ObjectInfo) (err error) {
 		_, o, err = segment.DecodeCheckpoint(key, raw)
 		return err
 	}, func(_ []byte, info ObjectInfo, err error) {
-		if err != nil && !errors.Is(err, ErrNotFound) {
-			err = fmt.Errorf("read offsets checkpoint %s: %w", key, err)
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if v.etag != "" {
+				v.objectLost()
+			}
+			v.etag = ""
+			done(nil)
+		case err != nil:
+			done(fmt.Errorf("read offsets checkpoint %s: %w", key, err))
+		default:
+			v.reserve(len(o))
+			if idem := v.mergeObject(o); len(idem) > 0 {
+				e.mark(MarkCheckpointOldFormat)
+				addLegacyKeys(s, idem)
+			}
+			v.etag = info.ETag
+			done(nil)
 		}
-		done(partRead{o: o, etag: info.ETag, err: err})
 	})
 }
 
-// settlePart merges what fetchPart found into v. A missing object is an
-// empty one (version ""); if p's object existed before, whatever the view
-// thought durable in it is not.
-func (e *Engine) settlePart(v *offsetsView, p *viewPart, r partRead) error {
-	switch {
-	case errors.Is(r.err, ErrNotFound):
-		if p.etag != "" {
-			v.objectLost(p)
-		}
-		p.etag = ""
-		return nil
-	case r.err != nil:
-		return r.err
-	}
-	v.mergeObject(r.o, p)
-	p.etag = r.etag
-	if p.stale && p.bucket == sourcesPart {
-		e.mark(MarkCheckpointOldFormat)
-	}
-	return nil
-}
-
-// readCheckpoint reads the checkpoint into a new view, for recovery:
-// _offsets and the buckets idemBucketsToRead names, RecoveryConcurrency
-// GETs at a time. The objects are merged once all are read, in part
-// order, into a map sized for all their keys: recovery costs the keys of
-// the window, and growing the map through them would rehash it a dozen
-// times.
-func (e *Engine) readCheckpoint(done func(*offsetsView, error)) {
-	v := newOffsetsView(e.cfg.IdempotencyWindow)
-	v.inv = e.failClosed
-	parts := []*viewPart{v.sources}
-	lo, hi := e.idemBucketsToRead(v)
-	for b := lo; b <= hi; b++ {
-		parts = append(parts, v.part(b))
-	}
-	reads := make([]partRead, len(parts))
-	e.forEach(len(parts), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
-		e.fetchPart(parts[i], func(r partRead) {
-			reads[i] = r
-			if errors.Is(r.err, ErrNotFound) {
-				d(nil)
-				return
-			}
-			d(r.err)
-		})
-	}, func(err error) {
+// readCheckpoint reads the checkpoint into a new view and key store, for
+// recovery: _offsets, then the key buckets.
+func (e *Engine) readCheckpoint(done func(*offsetsView, *keyStore, error)) {
+	v, s := newOffsetsView(), newKeyStore(e.cfg.IdempotencyWindow)
+	v.inv, s.inv = e.failClosed, e.failClosed
+	e.readSources(v, s, func(err error) {
 		if err != nil {
-			done(v, err)
+			done(v, s, err)
 			return
 		}
-		keys := 0
-		for _, r := range reads {
-			keys += len(r.o)
-		}
-		v.reserve(keys)
-		for i, r := range reads {
-			if err := e.settlePart(v, parts[i], r); err != nil {
-				done(v, err)
-				return
-			}
-		}
-		done(v, nil)
+		e.readKeyStore(s, func(err error) { done(v, s, err) })
 	})
 }
 
 // idemBucketsToRead is the range of buckets recovery reads: from one
 // before the bucket of now − window to one after the bucket of now: at
 // most ⌈window / width⌉ + 3 buckets.
-func (e *Engine) idemBucketsToRead(v *offsetsView) (lo, hi int64) {
+func (e *Engine) idemBucketsToRead(s *keyStore) (lo, hi int64) {
 	now := max(e.p.Clock.WallUnixMs(), 0)
-	lo = max(v.bucketOf(uint64(max(e.idemCutoff(), 0)))-1, 0)
-	return lo, v.bucketOf(uint64(now)) + 1
+	lo = max(s.bucketOf(uint64(max(e.idemCutoff(), 0)))-1, 0)
+	return lo, s.bucketOf(uint64(now)) + 1
 }
 
 // idemCutoff is the wall time before which idempotency keys expire.
 func (e *Engine) idemCutoff() int64 {
 	return e.p.Clock.WallUnixMs() - e.cfg.IdempotencyWindow.Milliseconds()
-}
-
-// expireIdempotencyKeys drops the expired buckets and deletes the
-// objects of those that had one, once each: a failure, or a write of
-// ours still in flight landing afterwards, leaves the object to the
-// sweeper.
-func (e *Engine) expireIdempotencyKeys() {
-	dropped, keys := e.committed.expire(e.idemCutoff())
-	if keys > 0 {
-		e.mark(MarkIdempotencyExpired)
-	}
-	for _, p := range dropped {
-		if p.etag != "" {
-			e.p.Store.DeleteObject(e.layout.IdemBucketKey(p.bucket), func(error) {})
-		}
-	}
 }
 
 // sweepIdemBuckets deletes bucket objects that expired more than one
@@ -347,7 +293,7 @@ func (e *Engine) sweepIdemBuckets(token string) {
 func (e *Engine) sweepableBuckets(objs []ObjectInfo) (old []string, young bool) {
 	wall := e.p.Clock.WallUnixMs()
 	ageMs := e.cfg.IdempotencyWindow.Milliseconds() + IdemBucketWidth(e.cfg.IdempotencyWindow).Milliseconds()
-	first := e.committed.firstLive(wall - ageMs)
+	first := e.keys.firstLive(wall - ageMs)
 	for _, o := range objs {
 		b, ok := e.layout.ParseIdemBucketKey(o.Key)
 		switch {

@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"bytes"
 	"fmt"
 	"slices"
 	"strings"
@@ -40,16 +41,49 @@ func (r *rig) checkpointObject(key string) (segment.Offsets, bool) {
 	return o, true
 }
 
-// idemBuckets returns the bucket objects' keys and, merged, what they
-// hold.
-func (r *rig) idemBuckets() ([]string, segment.Offsets) {
-	var all segment.Offsets
-	keys := r.store.Keys(r.eng.Layout().IdemBucketsPrefix())
-	for _, k := range keys {
-		o, _ := r.checkpointObject(k)
-		all = segment.MaxMerge(all, o)
+// keyStore returns the manifests of the store and, by hash, the keys of
+// the runs they list (a listed run that is missing fails the test).
+func (r *rig) keyStore() (manifests []string, keys map[segment.KeyHash]uint64) {
+	r.t.Helper()
+	keys = map[segment.KeyHash]uint64{}
+	l := r.eng.Layout()
+	for _, k := range r.store.Keys(l.IdemBucketsPrefix()) {
+		b, ok := l.ParseIdemBucketKey(k)
+		if !ok || k != l.IdemBucketKey(b) {
+			continue // a run
+		}
+		raw, _ := r.store.Object(k)
+		_, refs, err := segment.DecodeKeyManifest(k, raw)
+		if err != nil {
+			r.t.Fatalf("%s: %v", k, err)
+		}
+		manifests = append(manifests, k)
+		for _, ref := range refs {
+			key := l.IdemRunKey(b, ref.Epoch, ref.Seq)
+			raw, ok := r.store.Object(key)
+			if !ok {
+				r.t.Fatalf("%s lists %s, which is missing", k, key)
+			}
+			_, es, err := segment.DecodeKeyRun(key, raw, ref.Count)
+			if err != nil {
+				r.t.Fatalf("%s: %v", key, err)
+			}
+			for _, e := range es {
+				keys[e.Hash] = max(keys[e.Hash], e.Value)
+			}
+		}
 	}
-	return keys, all
+	return manifests, keys
+}
+
+// holds reports whether keys holds every idempotency key named.
+func holds(keys map[segment.KeyHash]uint64, names ...string) bool {
+	for _, n := range names {
+		if _, ok := keys[segment.KeyHashOf(n)]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // recordApplied logs every mutation that lands in the store, in order.
@@ -64,8 +98,8 @@ func hasIdemKeys(o segment.Offsets) bool {
 }
 
 // A reclaim deletes a segment only once its idempotency key is durable
-// in its bucket object: while bucket writes fail the segment stays, and
-// the bucket PUT lands before the marker DELETE.
+// in a run its bucket's manifest lists: while key-store writes fail the
+// segment stays, and the manifest PUT lands before the marker DELETE.
 func TestReclaimWaitsForIdemBucket(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	dest, _ := withSink(r)
@@ -87,20 +121,20 @@ func TestReclaimWaitsForIdemBucket(t *testing.T) {
 	}
 	blocked = false
 	r.until(func() bool { return r.eng.Drained() && r.markers() == 0 }, "reclaim")
-	keys, held := r.idemBuckets()
-	if len(keys) != 1 || !slices.ContainsFunc(held, func(e segment.Offset) bool { return e.Key == "idem/req-1" }) {
-		t.Fatalf("bucket objects %v hold %v", keys, held)
+	manifests, held := r.keyStore()
+	if len(manifests) != 1 || len(held) != 1 || !holds(held, "req-1") {
+		t.Fatalf("manifests %v list runs holding %d keys", manifests, len(held))
 	}
-	put := slices.Index(*log, "put "+keys[0])
+	put := slices.Index(*log, "put "+manifests[0])
 	del := slices.IndexFunc(*log, func(s string) bool { return strings.HasPrefix(s, "delete ") && strings.HasSuffix(s, ".seg.commit") })
 	if put < 0 || del < 0 || put > del {
 		t.Fatalf("bucket put at %d, marker delete at %d: %v", put, del, *log)
 	}
 }
 
-// Idempotency keys outlive their reclaimed segments in bucket objects,
-// not in _offsets: a new incarnation recovers them and answers a retry
-// as a duplicate without storing it.
+// Idempotency keys outlive their reclaimed segments in key runs, not in
+// _offsets: a new incarnation recovers the runs' filters, finds a retry's
+// key in a run block, and answers it as a duplicate without storing it.
 func TestIdemKeysSurviveReclaimAndRestart(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	dest, _ := withSink(r)
@@ -117,16 +151,16 @@ func TestIdemKeysSurviveReclaimAndRestart(t *testing.T) {
 	if o, ok := r.checkpointObject("wal/test/_offsets"); !ok || hasIdemKeys(o) || len(o) != 1 {
 		t.Fatalf("_offsets holds %v (exists %v); want only src/log", o, ok)
 	}
-	if _, held := r.idemBuckets(); len(held) != 3 {
-		t.Fatalf("buckets hold %v, want the 3 keys", held)
+	if _, held := r.keyStore(); len(held) != 3 || !holds(held, "req-1", "req-2", "req-3") {
+		t.Fatalf("runs hold %d keys, want the 3", len(held))
 	}
 	r.start()
 	if err := r.answer(idemUnit("http", 1, "req-2")); err != nil {
 		t.Fatal(err)
 	}
 	r.settle()
-	if st := r.eng.Stats(); st.UnitsDuplicate != 1 || r.markers() != 0 {
-		t.Fatalf("retry after restart: %d duplicates, %d markers", st.UnitsDuplicate, r.markers())
+	if st := r.eng.Stats(); st.UnitsDuplicate != 1 || r.markers() != 0 || st.KeyLookups != 1 || st.KeyBlockReads == 0 {
+		t.Fatalf("retry after restart: %d duplicates, %d markers, %d lookups, %d block reads", st.UnitsDuplicate, r.markers(), st.KeyLookups, st.KeyBlockReads)
 	}
 	if got := destValues(dest)["http"]; !slices.Equal(got, []int64{0, 1, 2}) {
 		t.Fatalf("destination %v, want each unit once", got)
@@ -155,9 +189,9 @@ func TestReclaimOfAnExpiredKeyFinishes(t *testing.T) {
 	}
 }
 
-// A bucket past the window is dropped and its object deleted: its keys
-// are forgotten (a retry is a new unit). The sweeper deletes old bucket
-// objects a crashed incarnation left, and leaves recent ones.
+// A bucket past the window is dropped and its manifest and runs deleted:
+// its keys are forgotten (a retry is a new unit). The sweeper deletes old
+// key objects a crashed incarnation left, and leaves recent ones.
 func TestExpiredIdemBucketsAreDeleted(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	r.cfg.IdempotencyWindow = time.Minute
@@ -168,9 +202,9 @@ func TestExpiredIdemBucketsAreDeleted(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.until(func() bool { return r.eng.Drained() }, "reclaim")
-	first, _ := r.idemBuckets()
-	if len(first) != 1 {
-		t.Fatalf("bucket objects %v", first)
+	first := r.store.Keys(r.eng.Layout().IdemBucketsPrefix())
+	if len(first) != 2 {
+		t.Fatalf("key objects %v, want a manifest and a run", first)
 	}
 	r.sched.RunUntil(r.sched.Now() + 2*time.Minute)
 	if err := r.answer(idemUnit("http", 2, "req-2")); err != nil { // its reclaim runs a round: expiry
@@ -178,8 +212,10 @@ func TestExpiredIdemBucketsAreDeleted(t *testing.T) {
 	}
 	r.until(func() bool { return r.eng.Drained() }, "reclaim")
 	r.settle()
-	if _, ok := r.store.Object(first[0]); ok {
-		t.Fatalf("expired bucket %s still exists", first[0])
+	for _, k := range first {
+		if _, ok := r.store.Object(k); ok {
+			t.Fatalf("%s of an expired bucket still exists", k)
+		}
 	}
 	if r.eng.Marks()[engine.MarkIdempotencyExpired] == 0 {
 		t.Fatal("no expiry marked")
@@ -197,26 +233,36 @@ func TestExpiredIdemBucketsAreDeleted(t *testing.T) {
 	l := r.eng.Layout()
 	width := engine.IdemBucketWidth(r.cfg.IdempotencyWindow).Milliseconds()
 	now := r.sched.WallUnixMs() / width
-	stale, young := l.IdemBucketKey(now-20), l.IdemBucketKey(now+40) // young: current when the sweep runs
-	body, _ := segment.EncodeCheckpoint(0, segment.Offsets{{Key: "idem/zombie", Value: 1}})
-	r.putObject(stale, body)
-	r.putObject(young, body)
+	stale := []string{l.IdemBucketKey(now - 20), l.IdemRunKey(now-20, 1, 1)}
+	young := []string{l.IdemBucketKey(now + 40), l.IdemRunKey(now+40, 1, 1)} // current when the sweep runs
+	body, _ := segment.EncodeKeyManifest(0, nil)
+	for _, k := range append(slices.Clone(stale), young...) {
+		r.putObject(k, body)
+	}
 	r.sched.RunUntil(r.sched.Now() + 30*time.Second)
-	if _, ok := r.store.Object(stale); !ok {
-		t.Fatalf("the sweeper deleted %s, written 30 s ago (it may hold keys of a bucket width other than ours)", stale)
+	for _, k := range stale {
+		if _, ok := r.store.Object(k); !ok {
+			t.Fatalf("the sweeper deleted %s, written 30 s ago (it may hold keys of a bucket width other than ours)", k)
+		}
 	}
 	r.sched.RunUntil(r.sched.Now() + 90*time.Second) // last written more than window + a bucket ago
-	if _, ok := r.store.Object(stale); ok || r.eng.Marks()[engine.MarkIdemBucketSwept] == 0 {
-		t.Fatalf("the sweeper left %s", stale)
+	for _, k := range stale {
+		if _, ok := r.store.Object(k); ok || r.eng.Marks()[engine.MarkIdemBucketSwept] < 2 {
+			t.Fatalf("the sweeper left %s", k)
+		}
 	}
-	if _, ok := r.store.Object(young); !ok {
-		t.Fatalf("the sweeper deleted %s, a bucket that is not old", young)
+	for _, k := range young {
+		if _, ok := r.store.Object(k); !ok {
+			t.Fatalf("the sweeper deleted %s, a bucket that is not old", k)
+		}
 	}
 }
 
-// Two writers of one bucket only ever add: a write refused because the
-// object exists (If-None-Match) or changed (If-Match) re-reads it, merges,
-// and writes the union; the engine then knows the other writer's keys.
+// Two writers of one bucket only ever add runs: a manifest write refused
+// because the object exists (If-None-Match) or changed (If-Match)
+// re-reads it — loading the other writer's runs — and lists both
+// writers' runs; the engine then answers the other writer's keys as
+// duplicates.
 func TestConcurrentIdemBucketWritesMerge(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	_, cs := withSink(r)
@@ -228,40 +274,52 @@ func TestConcurrentIdemBucketWritesMerge(t *testing.T) {
 	l := r.eng.Layout()
 	width := engine.IdemBucketWidth(r.cfg.IdempotencyWindow).Milliseconds()
 	now := r.sched.WallUnixMs()
-	key := l.IdemBucketKey(now / width)
-	other := func(keys ...string) {
-		var o segment.Offsets
+	bucket := now / width
+	seq := uint64(0)
+	other := func(keys ...string) { // the other writer: a run, then the manifest listing it too
+		var es []segment.KeyEntry
 		for _, k := range keys {
-			o = append(o, segment.Offset{Key: k, Value: uint64(now)})
+			es = append(es, segment.KeyEntry{Hash: segment.KeyHashOf(k), Value: uint64(now)})
 		}
-		body, err := segment.EncodeCheckpoint(0, o)
+		slices.SortFunc(es, func(a, b segment.KeyEntry) int { return bytes.Compare(a.Hash[:], b.Hash[:]) })
+		body, m, err := segment.EncodeKeyRun(es)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.putObject(key, body)
+		seq++
+		ref := segment.KeyRunRef{Epoch: 1 << 40, Seq: seq, Count: m.Count, MinValue: m.MinValue, Value: m.Value}
+		r.putObject(l.IdemRunKey(bucket, ref.Epoch, ref.Seq), body)
+		var refs []segment.KeyRunRef
+		if raw, ok := r.store.Object(l.IdemBucketKey(bucket)); ok {
+			_, refs, _ = segment.DecodeKeyManifest("m", raw)
+		}
+		manifest, err := segment.EncodeKeyManifest(1<<40, append(refs, ref))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.putObject(l.IdemBucketKey(bucket), manifest)
 	}
-	other("idem/other") // created while this engine's part had no version: If-None-Match refused
+	other("other") // created while this engine's bucket had no version: If-None-Match refused
 	cs.down["http"] = false
 	r.until(func() bool { return r.eng.Drained() }, "reclaim")
-	held, _ := r.checkpointObject(key)
-	if len(held) != 2 || held[0].Key != "idem/other" || held[1].Key != "idem/req-1" {
-		t.Fatalf("bucket holds %v, want both writers' keys", held)
+	if _, held := r.keyStore(); len(held) != 2 || !holds(held, "other", "req-1") {
+		t.Fatalf("runs hold %d keys, want both writers'", len(held))
 	}
-	other("idem/other", "idem/req-1", "idem/third") // the other writer's read-merge-write: our version is old
+	other("third") // the other writer adds a run again: our version is old
 	if err := r.answer(idemUnit("http", 2, "req-2")); err != nil {
 		t.Fatal(err)
 	}
 	r.until(func() bool { return r.eng.Drained() }, "reclaim")
-	held, _ = r.checkpointObject(key)
-	want := []string{"idem/other", "idem/req-1", "idem/req-2", "idem/third"}
-	if got := keysOf(held); !slices.Equal(got, want) {
-		t.Fatalf("bucket holds %v, want %v", got, want)
+	if _, held := r.keyStore(); len(held) != 4 || !holds(held, "other", "req-1", "req-2", "third") {
+		t.Fatalf("runs hold %d keys, want 4", len(held))
 	}
 	if n := r.eng.Marks()[engine.MarkCheckpointConflict]; n < 2 {
 		t.Fatalf("%d conflicts marked, want 2", n)
 	}
-	if err := r.answer(idemUnit("http", 3, "other")); err != nil || r.eng.Stats().UnitsDuplicate != 1 {
-		t.Fatalf("the other writer's key: %v, %d duplicates", err, r.eng.Stats().UnitsDuplicate)
+	for i, k := range []string{"other", "third"} {
+		if err := r.answer(idemUnit("http", 3, k)); err != nil || r.eng.Stats().UnitsDuplicate != uint64(i+1) {
+			t.Fatalf("the other writer's key %s: %v, %d duplicates", k, err, r.eng.Stats().UnitsDuplicate)
+		}
 	}
 }
 
@@ -273,9 +331,11 @@ func keysOf(o segment.Offsets) []string {
 	return out
 }
 
-// An old-format _offsets holding idempotency keys is honoured: its keys
-// answer retries, and they move to bucket objects before _offsets is
-// rewritten without them (never while a bucket write fails).
+// Old formats are honoured: an _offsets holding idempotency keys, and a
+// bucket object holding them as an offsets checkpoint. Their keys answer
+// retries and move to runs; _offsets is rewritten without them only
+// after (never while a key-store write fails), and the bucket object is
+// replaced by a manifest.
 func TestOldFormatCheckpointIsHonoured(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	now := uint64(r.sched.WallUnixMs())
@@ -285,6 +345,12 @@ func TestOldFormatCheckpointIsHonoured(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.putObject("wal/test/_offsets", body)
+	width := engine.IdemBucketWidth(r.cfg.IdempotencyWindow).Milliseconds()
+	legacyBucket, err := segment.EncodeCheckpoint(0, segment.Offsets{{Key: "idem/legacy-3", Value: now - 3000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.putObject(engine.NewLayout("wal", "test").IdemBucketKey(int64(now-3000)/width), legacyBucket)
 	dest, _ := withSink(r)
 	r.start()
 	if r.eng.Marks()[engine.MarkCheckpointOldFormat] == 0 {
@@ -314,64 +380,81 @@ func TestOldFormatCheckpointIsHonoured(t *testing.T) {
 	if !slices.Equal(ckpt, segment.Offsets{{Key: "src/a", Value: 8}}) {
 		t.Fatalf("_offsets holds %v, want src/a=8 only", ckpt)
 	}
-	if _, held := r.idemBuckets(); !slices.Equal(keysOf(held), []string{"idem/legacy-1", "idem/legacy-2"}) {
-		t.Fatalf("buckets hold %v", held)
+	if _, held := r.keyStore(); len(held) != 3 || !holds(held, "legacy-1", "legacy-2", "legacy-3") {
+		t.Fatalf("runs hold %d keys, want the 3 legacy ones", len(held))
 	}
 	if r.eng.Marks()[engine.MarkCheckpointOldFormat] == 0 {
 		t.Fatal("checkpoint-old-format mark not passed")
 	}
 	r.start()
-	if err := r.answer(idemUnit("http", 2, "legacy-2")); err != nil || r.eng.Stats().UnitsDuplicate != 1 {
-		t.Fatalf("retry after the move: %v, %d duplicates", err, r.eng.Stats().UnitsDuplicate)
+	for i, k := range []string{"legacy-2", "legacy-3"} {
+		if err := r.answer(idemUnit("http", 2, k)); err != nil || r.eng.Stats().UnitsDuplicate != uint64(i+1) {
+			t.Fatalf("retry of %s after the move: %v, %d duplicates", k, err, r.eng.Stats().UnitsDuplicate)
+		}
 	}
 	if got := destValues(dest); len(got["http"]) != 0 || !slices.Equal(got["log"], []int64{1}) {
 		t.Fatalf("destination %v", got)
 	}
 }
 
-// The cost of a checkpoint write round does not grow with the keys the
-// window holds: with 10 000 or 100 000 keys in older buckets, a round
-// after a few new keys writes the same bytes (the newest bucket and
-// _offsets). Before buckets a round wrote every key: about 2 MB for the
-// 100 000.
+// The cost of a checkpoint write round, and of recovery, does not grow
+// with the keys the window holds: with 10 000 or 100 000 keys in runs of
+// older buckets, a round after a few new keys writes the same bytes (a
+// run of the new keys, its manifest and _offsets), and recovery issues
+// the same requests (a GET per manifest and per run's meta). Before runs,
+// a round wrote every key: about 2 MB for the 100 000.
 func TestCheckpointRoundCostIsFlat(t *testing.T) {
 	var bytes []int
+	var ops []uint64
 	for _, keys := range []int{10_000, 100_000} {
-		bytes = append(bytes, roundBytes(t, keys))
+		b, o := roundBytes(t, keys)
+		bytes, ops = append(bytes, b), append(ops, o)
 	}
-	t.Logf("checkpoint bytes PUT for 5 new keys: %d with 10k keys in the window, %d with 100k", bytes[0], bytes[1])
-	if bytes[0] == 0 || bytes[1] != bytes[0] {
-		t.Fatalf("bytes PUT per round: %d with 10k keys, %d with 100k", bytes[0], bytes[1])
+	t.Logf("checkpoint bytes PUT for 5 new keys: %d with 10k keys in the window, %d with 100k; recovery requests %d and %d", bytes[0], bytes[1], ops[0], ops[1])
+	if bytes[0] == 0 || bytes[1] != bytes[0] || ops[0] != ops[1] {
+		t.Fatalf("bytes PUT per round: %d with 10k keys, %d with 100k; recovery requests %d and %d", bytes[0], bytes[1], ops[0], ops[1])
 	}
 	if bytes[1] > 10_000 {
 		t.Fatalf("a round after 5 new keys wrote %d bytes", bytes[1])
 	}
 }
 
-// roundBytes plants keys spread over the window's older buckets, starts
+// roundBytes plants keys in runs of the window's older buckets, starts
 // an engine (which recovers them), commits five new keys and a source
-// offset, and returns the checkpoint bytes PUT until they are reclaimed.
-func roundBytes(t *testing.T, keys int) int {
+// offset, and returns the checkpoint bytes PUT until they are reclaimed
+// and the requests recovery took.
+func roundBytes(t *testing.T, keys int) (int, uint64) {
 	r := newRig(t, sim.StoreConfig{})
 	l := engine.NewLayout("wal", "test")
 	width := engine.IdemBucketWidth(r.cfg.IdempotencyWindow).Milliseconds()
 	current := r.sched.WallUnixMs() / width
 	per := keys / (engine.IdemBucketsPerWindow - 1)
 	for b := current - engine.IdemBucketsPerWindow + 1; b < current; b++ {
-		o := make(segment.Offsets, per)
-		for i := range o {
-			o[i] = segment.Offset{Key: fmt.Sprintf("idem/%d-%06d", b, i), Value: uint64(b*width) + uint64(i)%uint64(width)}
+		es := make([]segment.KeyEntry, per)
+		for i := range es {
+			es[i] = segment.KeyEntry{Hash: segment.KeyHashOf(fmt.Sprintf("%d-%06d", b, i)), Value: uint64(b*width) + uint64(i)%uint64(width)}
 		}
-		body, err := segment.EncodeCheckpoint(0, o)
+		slices.SortFunc(es, func(a, b segment.KeyEntry) int { return bytes.Compare(a.Hash[:], b.Hash[:]) })
+		body, m, err := segment.EncodeKeyRun(es)
 		if err != nil {
 			t.Fatal(err)
 		}
-		r.putObject(l.IdemBucketKey(b), body)
+		ref := segment.KeyRunRef{Epoch: 0, Seq: 1, Count: m.Count, MinValue: m.MinValue, Value: m.Value}
+		r.putObject(l.IdemRunKey(b, 0, 1), body)
+		manifest, err := segment.EncodeKeyManifest(0, []segment.KeyRunRef{ref})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.putObject(l.IdemBucketKey(b), manifest)
 	}
 	withSink(r)
 	r.start()
-	if n := len(r.eng.Offsets()); n != per*(engine.IdemBucketsPerWindow-1) {
-		t.Fatalf("recovered %d keys, planted %d", n, per*(engine.IdemBucketsPerWindow-1))
+	st := r.eng.Stats()
+	if st.KeyRuns != engine.IdemBucketsPerWindow-1 {
+		t.Fatalf("recovered %d runs, planted %d", st.KeyRuns, engine.IdemBucketsPerWindow-1)
+	}
+	if !r.eng.IdempotencyKeyKnown(fmt.Sprintf("%d-%06d", current-3, 7)) {
+		t.Fatal("a planted key is unknown after recovery")
 	}
 	written := 0
 	r.store.OnApply = func(op sim.Op, key string) {
@@ -388,5 +471,5 @@ func roundBytes(t *testing.T, keys int) int {
 		t.Fatal(err)
 	}
 	r.until(func() bool { return r.eng.Drained() && r.markers() == 0 }, "reclaim")
-	return written
+	return written, st.RecoveryOps
 }

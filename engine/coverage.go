@@ -59,7 +59,7 @@ const (
 	MarkBackpressureOffset // a unit was refused: its offset key has an unanswered unit
 	MarkBackpressureQueue  // a unit was refused: snapshot limits reached and the queue full
 	MarkBackpressureView   // a unit was refused: the offsets view is full
-	MarkDuplicateCommitted // a retried idempotency key was answered from the offsets view
+	MarkDuplicateCommitted // a retried idempotency key was answered from the key store
 	MarkDuplicateJoined    // a retry joined its pending unit's answer
 	MarkOffsetsCovered     // a replayed unit was already covered by the offsets: acked, not stored
 	MarkIdempotencyExpired // idempotency keys past their window were dropped
@@ -69,8 +69,17 @@ const (
 	MarkFencedBeforeReclaim // a superseded writer found out before deleting anything
 	MarkReclaimedElsewhere  // a segment's body and marker were gone: another writer reclaimed it
 	// Offsets checkpoint (checkpoint.go).
-	MarkCheckpointOldFormat // an _offsets holding idempotency keys was read: they move to their buckets
+	MarkCheckpointOldFormat // an _offsets or bucket object holding idempotency keys was read: they move to runs
 	MarkIdemBucketSwept     // the sweeper deleted an expired idempotency-key bucket object
+	// Idempotency-key store (keystore*.go).
+	MarkIdemLookup       // a key the filters admitted was looked up in a run block
+	MarkIdemFalseHit     // a looked-up block did not hold the key (a filter's false hit)
+	MarkIdemRunsMerged   // runs of a bucket were merged into one
+	MarkIdemBlockGone    // a looked-up run was gone (merged or expired): the manifest was read again
+	MarkIdemRunLost      // a manifest listed a run whose object is missing
+	MarkIdemManifestLost // a manifest we had written was gone: it is written again
+	MarkIdemManifestFull // a bucket's manifest was full: its keys wait for a merge
+	MarkBackpressureKeys // a unit was refused: idempotency keys use their share of the memory pool
 	// Streaming (stream.go).
 	MarkChunkReread // a streamed chunk disagreed with the previous pass and was read again
 	// Local-disk WAL (wal_disk*.go).
@@ -106,7 +115,10 @@ var markNames = [NumMarks]string{
 	"backpressure-memory", "backpressure-wal", "backpressure-offset", "backpressure-queue",
 	"backpressure-view", "duplicate-committed", "duplicate-joined", "offsets-covered",
 	"idempotency-expired", "read-damaged", "fenced-before-reclaim", "reclaimed-elsewhere",
-	"checkpoint-old-format", "idem-bucket-swept", "chunk-reread",
+	"checkpoint-old-format", "idem-bucket-swept",
+	"idem-lookup", "idem-false-hit", "idem-runs-merged", "idem-block-gone", "idem-run-lost",
+	"idem-manifest-lost", "idem-manifest-full", "backpressure-keys",
+	"chunk-reread",
 	"backpressure-wal-disk", "wal-backlog", "wal-poisoned", "wal-open-retry", "wal-valve-age",
 	"wal-valve-size", "wal-halted-keep", "wal-torn-tail", "wal-corrupt", "wal-replayed-sealed",
 	"wal-replayed-live", "wal-stale-discarded", "wal-owned-flushed", "wal-prepared",

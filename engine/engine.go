@@ -56,10 +56,13 @@ type Engine struct {
 	ackDelayEMA time.Duration
 	rateEMA     float64 // ingest bytes per second, 0 until measured
 
-	schemas       []schemaFP       // recent schemas' fingerprints (ingest.go)
-	idemPending   map[string]*unit // idempotency keys held but not yet committed
-	offsetPending map[string]*unit // offset key → its unanswered unit; INVARIANT: one per key (append)
-	committed     *offsetsView     // max over every commit (and the checkpoint)
+	schemas       []schemaFP                     // recent schemas' fingerprints (ingest.go)
+	idemPending   map[string]*unit               // idempotency keys held but not yet committed
+	offsetPending map[string]*unit               // offset key → its unanswered unit; INVARIANT: one per key (append)
+	committed     *offsetsView                   // source offsets: max over every commit (and the checkpoint)
+	keys          *keyStore                      // idempotency keys committed in the window (keystore.go)
+	keySeq        uint64                         // the next run number of this incarnation
+	lookups       map[segment.KeyHash]*keyLookup // keys being looked up in runs, with their waiting submissions
 
 	// Compaction (compact.go, apply.go, reclaim.go).
 	segs      []*segState // INVARIANT: owned segments, in id order (checkSegAppend)
@@ -115,7 +118,8 @@ func New(cfg Config, p Ports) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
-		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: newOffsetsView(cfg.IdempotencyWindow),
+		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: newOffsetsView(),
+		keys: newKeyStore(cfg.IdempotencyWindow), lookups: map[segment.KeyHash]*keyLookup{},
 		lanes: map[laneKey]*lane{},
 	}
 	if cfg.Disk != nil {
@@ -127,7 +131,7 @@ func New(cfg Config, p Ports) (*Engine, error) {
 		e.dlog = s3Log{e}
 	}
 	e.cache = newBodyCache(0, &e.marks)
-	e.cache.inv, e.committed.inv = e.failClosed, e.failClosed
+	e.cache.inv, e.committed.inv, e.keys.inv = e.failClosed, e.failClosed, e.failClosed
 	e.p.Store = countingStore{ObjectStore: p.Store, n: &e.stats.Requests}
 	e.refreshBudget()
 	return e, nil
@@ -145,14 +149,22 @@ func (e *Engine) Err() error { return e.err }
 // Epoch returns this incarnation's writer epoch (0 before recovery).
 func (e *Engine) Epoch() uint64 { return e.epoch }
 
-// Offsets returns a copy of the offsets view: every offset some owned
-// segment committed. Replayable sources resume from here.
+// Offsets returns a copy of the offsets view: every source offset some
+// owned segment committed. Replayable sources resume from here.
 func (e *Engine) Offsets() segment.Offsets { return e.committed.sorted() }
 
-// Offset returns one offset of the view: a replayable source's progress
-// for key, or — for "idem/" + an idempotency key — when that key was
-// first seen. O(1), unlike Offsets.
+// Offset returns one source offset of the view: a replayable source's
+// progress for key. O(1), unlike Offsets.
 func (e *Engine) Offset(key string) (uint64, bool) { return e.committed.get(key) }
+
+// IdempotencyKeyKnown reports whether the engine may remember an
+// idempotency key: it holds it exactly, or a run's filter admits it
+// (about one key in a thousand that it does not hold is admitted too).
+// For oracles: a remembered key is never reported unknown.
+func (e *Engine) IdempotencyKeyKnown(key string) bool {
+	h := segment.KeyHashOf(key)
+	return e.keys.held(h) || len(e.keys.candidates(h)) > 0
+}
 
 // Segments returns the owned segments (not yet reclaimed) in id order.
 func (e *Engine) Segments() []Segment {
@@ -265,7 +277,7 @@ func (e *Engine) Close(done func(error)) {
 }
 
 func (e *Engine) checkClosed() {
-	if e.state == stateClosing && e.closeDone != nil && e.Idle() && e.answering == 0 && !e.drainPending() {
+	if e.state == stateClosing && e.closeDone != nil && e.Idle() && e.answering == 0 && len(e.lookups) == 0 && !e.drainPending() {
 		done := e.closeDone
 		e.closeDone = nil
 		e.later(func() { done(nil) })

@@ -53,6 +53,12 @@ type Unit struct {
 // never; ErrNotReady / ErrClosed: after recovery or restart).
 func (e *Engine) Submit(in Unit, done func(error)) {
 	e.stats.UnitsSubmitted++
+	e.submit(in, done, false)
+}
+
+// submit is Submit once counted; looked reports that the key store has
+// already been searched for the unit's idempotency key (keystore_lookup.go).
+func (e *Engine) submit(in Unit, done func(error), looked bool) {
 	if err := e.admit(in); err != nil {
 		e.stats.UnitsRejected++
 		e.answer(done, err)
@@ -62,6 +68,9 @@ func (e *Engine) Submit(in Unit, done func(error)) {
 	// even under backpressure (a source replaying after a restart).
 	if e.joinDuplicate(in, done) {
 		e.stats.UnitsDuplicate++
+		return
+	}
+	if !looked && in.IdempotencyKey != "" && e.lookupKey(in, done) {
 		return
 	}
 	if err := e.room(in); err != nil {
@@ -236,7 +245,7 @@ func validateUnit(in Unit, fp segment.SchemaFingerprint) error {
 // without storing it again. It reports whether it did.
 func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 	if k := in.IdempotencyKey; k != "" {
-		if _, ok := e.committed.get(idemPrefix + k); ok {
+		if e.keys.held(segment.KeyHashOf(k)) {
 			e.mark(MarkDuplicateCommitted)
 			e.answer(done, nil)
 			return true
@@ -246,8 +255,9 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 			u.dones = append(u.dones, done)
 			return true
 		}
-		// A new key; its offsets, if any, may still name a unit
-		// committed or pending (Unit.Offsets).
+		// Not held exactly: it may be in a run (lookupKey); its
+		// offsets, if any, may still name a unit committed or pending
+		// (Unit.Offsets).
 	}
 	if len(in.Offsets) == 0 {
 		return false
@@ -265,20 +275,26 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 	return false
 }
 
-// viewRoom refuses a unit that could grow the offsets view past what one
-// checkpoint holds (Config.OffsetsViewMax). Only a unit bringing keys the
-// view lacks can be refused; pending units count as if all their keys
-// were new. At the limit, idempotency keys past their window are dropped
-// first (whole buckets: it costs only what it drops).
+// viewRoom refuses a unit that could grow the offsets view past what
+// _offsets holds (Config.OffsetsViewMax), or bring a new idempotency key
+// while the key store uses its share of the memory pool (keyMemShare).
+// Pending units count as if all their keys were new.
 func (e *Engine) viewRoom(in Unit) error {
+	if in.IdempotencyKey != "" {
+		if used, limit := e.keys.memBytes(), e.budget.pool/keyMemShare; used > limit {
+			e.expireKeys()
+			if used = e.keys.memBytes(); used > limit {
+				e.mark(MarkBackpressureKeys)
+				return fmt.Errorf("%w: idempotency keys use %d bytes of memory, limit %d (a %d-th of the pool): they expire %v after their submit",
+					ErrResourceExhausted, used, limit, keyMemShare, e.cfg.IdempotencyWindow)
+			}
+		}
+	}
 	added := 0
 	for _, o := range in.Offsets {
 		if _, ok := e.committed.get(o.Key); !ok {
 			added++
 		}
-	}
-	if in.IdempotencyKey != "" {
-		added++ // not committed: joinDuplicate answered those
 	}
 	if added == 0 {
 		return nil
@@ -287,18 +303,15 @@ func (e *Engine) viewRoom(in Unit) error {
 	if limit == 0 {
 		limit = segment.CheckpointEntriesMax
 	}
-	need := func() int { return e.committed.len() + len(e.idemPending) + len(e.offsetPending) + added }
-	if need() <= limit {
-		return nil
-	}
-	e.expireIdempotencyKeys()
-	if n := need(); n > limit {
+	if n := e.committed.len() + len(e.offsetPending) + added; n > limit {
 		e.mark(MarkBackpressureView)
-		return fmt.Errorf("%w: offsets view full (%d keys with this unit, limit %d): idempotency keys expire %v after their submit",
-			ErrResourceExhausted, n, limit, e.cfg.IdempotencyWindow)
+		return fmt.Errorf("%w: offsets view full (%d source offsets with this unit, limit %d)", ErrResourceExhausted, n, limit)
 	}
 	return nil
 }
+
+// keyMemShare: the key store may use a keyMemShare-th of the memory pool.
+const keyMemShare = 4
 
 // roomFor reports whether the live snapshot can take the unit without
 // breaking a segment limit (parts, offsets entries, rows per part).

@@ -69,7 +69,8 @@ var kindSuffixes = []struct {
 //
 //	{prefix}/{pipeline}/_writer                                   writer epoch object
 //	{prefix}/{pipeline}/_offsets                                  offsets checkpoint: source offsets
-//	{prefix}/{pipeline}/_idem/{bucket}                            offsets checkpoint: idempotency keys of one time bucket
+//	{prefix}/{pipeline}/_idem/{bucket}                            idempotency keys of one time bucket: the manifest of its runs
+//	{prefix}/{pipeline}/_idem/{bucket}/{epoch}-{seq}              one run of idempotency keys (immutable)
 //	{prefix}/{pipeline}/p_year=YYYY/p_month=MM/p_day=DD/{id}.seg  body
 //	… /{id}.seg.commit                                           commit marker
 //	… /{id}.seg.scbl                                             completion bitmap
@@ -118,13 +119,25 @@ func (l Layout) IdemBucketKey(b int64) string {
 	return fmt.Sprintf("%s%0*d", l.IdemBucketsPrefix(), idemBucketDigits, b)
 }
 
-// ParseIdemBucketKey returns the bucket an IdemBucketKey names.
+// IdemRunKey is the object of the run (epoch, seq) of bucket b.
+func (l Layout) IdemRunKey(b int64, epoch, seq uint64) string {
+	return fmt.Sprintf("%s/%020d-%020d", l.IdemBucketKey(b), epoch, seq)
+}
+
+// ParseIdemBucketKey returns the bucket an IdemBucketKey or an IdemRunKey
+// names.
 func (l Layout) ParseIdemBucketKey(key string) (int64, bool) {
 	name, ok := strings.CutPrefix(key, l.IdemBucketsPrefix())
-	if !ok || len(name) != idemBucketDigits || strings.Trim(name, "0123456789") != "" {
+	if !ok || len(name) < idemBucketDigits || strings.Trim(name[:idemBucketDigits], "0123456789") != "" {
 		return 0, false
 	}
-	b, err := strconv.ParseInt(name, 10, 64)
+	if run := name[idemBucketDigits:]; run != "" {
+		epoch, seq, found := strings.Cut(strings.TrimPrefix(run, "/"), "-")
+		if !found || run[0] != '/' || len(epoch) != 20 || len(seq) != 20 || strings.Trim(epoch+seq, "0123456789") != "" {
+			return 0, false
+		}
+	}
+	b, err := strconv.ParseInt(name[:idemBucketDigits], 10, 64)
 	return b, err == nil
 }
 

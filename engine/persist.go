@@ -296,7 +296,7 @@ func (e *Engine) commit(s *snapshot) {
 	}
 	e.lastCommit = s.id
 	e.persistEMA = time.Duration(ema(float64(e.persistEMA), float64(e.now()-s.startedAt)))
-	e.committed.merge(s.content.offsets)
+	e.mergeCommitted(s.content.offsets)
 	seg := Segment{ID: s.id, Dir: s.dir, Index: s.index}
 	// The writer still has the body: cache it for compaction (no GET).
 	e.cache.put(s.id, segment.EncodedBody(e.layout.Key(s.dir, s.id, KindBody), s.index, s.body), int64(len(s.body)), false)

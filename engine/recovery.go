@@ -95,12 +95,12 @@ func (e *Engine) recover(round int, done func(error)) {
 								fail(err)
 								return
 							}
-							e.readCheckpoint(func(view *offsetsView, err error) {
+							e.readCheckpoint(func(view *offsetsView, keys *keyStore, err error) {
 								if err != nil {
 									fail(err)
 									return
 								}
-								r := recovered{owned: owned, bitmaps: bitmaps, bitmapETags: etags, view: view}
+								r := recovered{owned: owned, bitmaps: bitmaps, bitmapETags: etags, view: view, keys: keys}
 								e.finishRecovery(r, listing, sealed, e.stats.Requests-start, done)
 							})
 						})
@@ -118,6 +118,7 @@ type recovered struct {
 	bitmaps     []*segment.Bitmap
 	bitmapETags []string
 	view        *offsetsView // the offsets checkpoint (checkpoint.go)
+	keys        *keyStore    // the idempotency keys (keystore.go)
 }
 
 func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed writerRecord, ops uint64, done func(error)) {
@@ -201,10 +202,10 @@ func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 // registers the owned segments for compaction — continuing from their
 // bitmaps — and opens ingest.
 func (e *Engine) open(r recovered) {
-	e.committed = r.view
+	e.committed, e.keys = r.view, r.keys
 	e.state = stateReady
 	for i, s := range r.owned {
-		e.committed.merge(s.Index.Offsets)
+		e.mergeCommitted(s.Index.Offsets)
 		bm := r.bitmaps[i]
 		keep := bm == nil
 		if !keep && bm.Count() > 0 {

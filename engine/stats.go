@@ -25,6 +25,13 @@ type Stats struct {
 	UploadsAborted    uint64
 	Alerts            uint64
 
+	// Idempotency keys (keystore*.go).
+	KeyLookups    uint64 // submissions whose key the filters admitted, looked up in runs
+	KeyBlockReads uint64 // run blocks read by lookups
+	KeyFalseHits  uint64 // blocks read that did not hold the key
+	KeyRuns       int    // runs listed in the key store's buckets
+	KeyMemBytes   int64  // what the key store holds in memory
+
 	// Local-disk WAL.
 	WALSyncs           uint64 // group commits (fsyncs) that succeeded
 	WALSyncFailures    uint64 // writes or fsyncs that failed (each poisons a segment)
@@ -42,6 +49,7 @@ type Stats struct {
 func (e *Engine) Stats() Stats {
 	s := e.stats
 	s.LiveSegments = len(e.segs)
+	s.KeyRuns, s.KeyMemBytes = e.keys.runs(), e.keys.memBytes()
 	s.PersistEMA = e.persistEMA
 	s.AckDelayEMA = e.ackDelayEMA
 	return s

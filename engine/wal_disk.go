@@ -176,7 +176,7 @@ func (l *diskLog) unitDurable(w *logWrite, seq uint64, seg *logSeg) {
 	for _, o := range u.offsets {
 		delete(e.offsetPending, o.Key)
 	}
-	e.committed.merge(w.in.Offsets)
+	e.mergeCommitted(w.in.Offsets)
 	e.stats.UnitsAcked++
 	e.stats.BytesAcked += uint64(u.bytes)
 	e.stats.RowsAcked += uint64(u.rows)

@@ -1,0 +1,291 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// The key store's objects (keystore.go), per time bucket b:
+//
+//	{root}/_idem/{b}               manifest: the runs of the bucket (segment.EncodeKeyManifest)
+//	{root}/_idem/{b}/{epoch}-{seq} a run: immutable sorted key hashes (segment.EncodeKeyRun)
+//
+// A write round (checkpoint.go) writes, for each bucket with recent keys,
+// one new run of them (a PUT with If-None-Match: its name is new) and
+// then the manifest listing it (a PUT conditional on the version last
+// read or written). Only the manifest's landing makes the keys durable;
+// a run whose manifest write failed is an orphan, left to expiry and the
+// sweeper. A refused or unheard manifest write re-reads the manifest
+// (the next attempt starts from what another writer added) and the keys
+// go back to recent.
+//
+// Writers only ever add runs to a manifest, or replace runs by one run
+// holding all their keys (keystore_merge.go): so whatever one writer
+// made durable stays listed whatever another does.
+//
+// Recovery reads, by name, the manifest of every bucket that can hold an
+// unexpired key (idemBucketsToRead), then the meta of each run they list
+// (one ranged GET each): its cost is the number of key objects, not of
+// keys. A bucket object in the old format (an offsets checkpoint holding
+// the keys themselves) is read once: its keys become recent, and the
+// first round replaces it by a manifest.
+
+// writeKeyBuckets writes every bucket with keys to make durable,
+// RecoveryConcurrency at a time; ok reports that every write landed. done
+// is not called once the engine has failed closed.
+func (e *Engine) writeKeyBuckets(done func(ok bool)) {
+	bs := e.keys.dirty()
+	ok := true
+	e.forEach(len(bs), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
+		e.writeBucket(bs[i], func(landed bool) {
+			ok = ok && landed
+			d(nil)
+		})
+	}, func(error) {
+		if e.state != stateFailed {
+			done(ok)
+		}
+	})
+}
+
+// writeBucket writes one run of b's recent keys, then b's manifest.
+func (e *Engine) writeBucket(b *keyBucket, done func(landed bool)) {
+	if !e.keys.live(b) {
+		done(true) // expired since the round began: nothing to keep
+		return
+	}
+	if b.busy || len(b.flight) > 0 { // INVARIANT: one manifest write per bucket at a time
+		e.broken("one write per key bucket at a time: bucket %d written while busy %t with %d keys in flight", b.num, b.busy, len(b.flight))
+		done(false)
+		return
+	}
+	if len(b.runs) >= segment.KeyManifestRunsMax {
+		e.mark(MarkIdemManifestFull)
+		done(false) // a merge must make room first
+		return
+	}
+	b.busy = true
+	finish := func(ok bool) {
+		b.settleFlight(ok)
+		b.busy = false
+		done(ok)
+	}
+	entries := b.takeRecent()
+	if len(entries) == 0 {
+		e.putManifest(b, b.runs, finish) // a rewrite only
+		return
+	}
+	e.putRun(b.num, entries, func(r *keyRun, err error) {
+		if err != nil {
+			finish(false)
+			return
+		}
+		e.putManifest(b, insertRun(b.runs, r), finish)
+	})
+}
+
+// putRun encodes entries as a new run of bucket num and PUTs it.
+func (e *Engine) putRun(num int64, entries []segment.KeyEntry, done func(*keyRun, error)) {
+	body, meta, err := segment.EncodeKeyRun(entries)
+	if err != nil {
+		e.broken("key runs encode: %d entries of bucket %d: %v", len(entries), num, err)
+		done(nil, err)
+		return
+	}
+	r := &keyRun{ref: segment.KeyRunRef{Epoch: e.epoch, Seq: e.keySeq, Count: meta.Count, MinValue: meta.MinValue, Value: meta.Value}, meta: meta}
+	e.keySeq++
+	in := PutObjectInput{Key: e.layout.IdemRunKey(num, r.ref.Epoch, r.ref.Seq), Body: body, IfNoneMatch: true}
+	e.p.Store.PutObject(in, func(_ string, err error) { done(r, err) })
+}
+
+// insertRun returns runs with r added in ref order (a new slice).
+func insertRun(runs []*keyRun, r *keyRun) []*keyRun {
+	i, _ := slices.BinarySearchFunc(runs, r.ref, func(x *keyRun, t segment.KeyRunRef) int {
+		switch {
+		case x.ref.Less(t):
+			return -1
+		case t.Less(x.ref):
+			return 1
+		}
+		return 0
+	})
+	return slices.Insert(slices.Clone(runs), i, r)
+}
+
+// putManifest writes b's manifest listing runs, conditional on the
+// version last seen. On success runs become b's; a refused or unheard
+// write re-reads the manifest into b and reports false.
+func (e *Engine) putManifest(b *keyBucket, runs []*keyRun, done func(ok bool)) {
+	refs := make([]segment.KeyRunRef, len(runs))
+	for i, r := range runs {
+		refs[i] = r.ref
+	}
+	body, err := segment.EncodeKeyManifest(e.epoch, refs)
+	if err != nil {
+		e.broken("key manifests encode: bucket %d with %d runs: %v", b.num, len(runs), err)
+		done(false)
+		return
+	}
+	in := PutObjectInput{Key: e.layout.IdemBucketKey(b.num), Body: body, IfMatch: b.etag, IfNoneMatch: b.etag == ""}
+	e.p.Store.PutObject(in, func(etag string, err error) {
+		if err == nil {
+			b.etag, b.runs, b.rewrite = etag, runs, false
+			done(true)
+			return
+		}
+		e.mark(MarkCheckpointConflict)
+		e.readBucket(e.keys, b, func(err error) {
+			if errors.Is(err, ErrCorrupt) {
+				e.alert(err)
+				e.failClosed(err)
+			}
+			done(false)
+		})
+	})
+}
+
+// readBucket GETs the manifest of b (a bucket of s) and the meta of
+// every run it lists that b does not hold yet; b then lists exactly
+// those runs. A listed run that is missing is dropped (its keys are
+// gone; the manifest is rewritten).
+func (e *Engine) readBucket(s *keyStore, b *keyBucket, done func(error)) {
+	key := e.layout.IdemBucketKey(b.num)
+	var refs []segment.KeyRunRef
+	var legacy segment.Offsets
+	in := GetObjectInput{Key: key, Limit: max(segment.KeyManifestBytesMax, segment.CheckpointBytesMax)}
+	e.getVerified(in, MarkReadDamaged, func(raw []byte, _ ObjectInfo) (err error) {
+		refs, legacy = nil, nil
+		if segment.IsCheckpoint(raw) {
+			_, legacy, err = segment.DecodeCheckpoint(key, raw)
+			return err
+		}
+		_, refs, err = segment.DecodeKeyManifest(key, raw)
+		return err
+	}, func(_ []byte, info ObjectInfo, err error) {
+		switch {
+		case errors.Is(err, ErrNotFound):
+			if b.etag != "" && len(b.runs) > 0 {
+				e.mark(MarkIdemManifestLost)
+				b.rewrite = true // list our runs again: they may still exist
+			}
+			b.etag = ""
+			done(nil)
+		case err != nil:
+			done(fmt.Errorf("read idempotency-key manifest %s: %w", key, err))
+		case legacy != nil:
+			e.mark(MarkCheckpointOldFormat)
+			addLegacyKeys(s, legacy)
+			b.etag, b.rewrite = info.ETag, true
+			done(nil)
+		default:
+			e.loadRuns(b, refs, func(runs []*keyRun, lost bool, err error) {
+				if err == nil {
+					b.runs, b.etag = runs, info.ETag
+					b.rewrite = b.rewrite || lost
+				}
+				done(err)
+			})
+		}
+	})
+}
+
+// addLegacyKeys adds to s the idempotency keys of an old-format object.
+func addLegacyKeys(s *keyStore, o segment.Offsets) {
+	for _, x := range o {
+		if k, ok := strings.CutPrefix(x.Key, idemPrefix); ok {
+			s.add(segment.KeyHashOf(k), x.Value)
+		}
+	}
+}
+
+// loadRuns returns the runs refs names, reusing b's metas and reading
+// the others', RecoveryConcurrency at a time. lost reports runs dropped
+// because their object is missing.
+func (e *Engine) loadRuns(b *keyBucket, refs []segment.KeyRunRef, done func(runs []*keyRun, lost bool, err error)) {
+	runs := make([]*keyRun, len(refs))
+	var missing []int
+	for i, ref := range refs {
+		if j := slices.IndexFunc(b.runs, func(r *keyRun) bool { return r.ref == ref }); j >= 0 {
+			runs[i] = b.runs[j]
+		} else {
+			missing = append(missing, i)
+		}
+	}
+	e.forEach(len(missing), e.cfg.RecoveryConcurrency, func(k int, d func(error)) {
+		i := missing[k]
+		e.readRunMeta(b.num, refs[i], func(m *segment.KeyRunMeta, err error) {
+			switch {
+			case errors.Is(err, ErrNotFound):
+				e.mark(MarkIdemRunLost)
+				d(nil)
+			case err != nil:
+				d(err)
+			default:
+				runs[i] = &keyRun{ref: refs[i], meta: m}
+				d(nil)
+			}
+		})
+	}, func(err error) {
+		if err != nil {
+			done(nil, false, err)
+			return
+		}
+		kept := slices.DeleteFunc(runs, func(r *keyRun) bool { return r == nil })
+		done(kept, len(kept) < len(refs), nil)
+	})
+}
+
+// readRunMeta GETs and decodes a run's meta section.
+func (e *Engine) readRunMeta(num int64, ref segment.KeyRunRef, done func(*segment.KeyRunMeta, error)) {
+	key := e.layout.IdemRunKey(num, ref.Epoch, ref.Seq)
+	n := segment.KeyRunMetaBytes(ref.Count)
+	var m *segment.KeyRunMeta
+	in := GetObjectInput{Key: key, Range: &ByteRange{Start: 0, Length: n}, Limit: n}
+	e.getVerified(in, MarkReadDamaged, func(raw []byte, _ ObjectInfo) (err error) {
+		m, err = segment.DecodeKeyRunMeta(key, raw, ref.Count)
+		if err == nil && (m.MinValue != ref.MinValue || m.Value != ref.Value) {
+			err = fmt.Errorf("%w: run %s holds values %d..%d, its manifest says %d..%d", ErrCorrupt, key, m.MinValue, m.Value, ref.MinValue, ref.Value)
+		}
+		return err
+	}, func(_ []byte, _ ObjectInfo, err error) {
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("read idempotency-key run %s: %w", key, err)
+		}
+		done(m, err)
+	})
+}
+
+// readKeyStore reads, for recovery, the buckets idemBucketsToRead names
+// into s, RecoveryConcurrency at a time.
+func (e *Engine) readKeyStore(s *keyStore, done func(error)) {
+	lo, hi := e.idemBucketsToRead(s)
+	var bs []*keyBucket
+	for n := lo; n <= hi; n++ {
+		bs = append(bs, s.bucket(n))
+	}
+	e.forEach(len(bs), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
+		e.readBucket(s, bs[i], d)
+	}, done)
+}
+
+// expireKeys drops the expired buckets and deletes the objects of those
+// that had some, once each: a failure, or a write of ours still in
+// flight landing afterwards, leaves them to the sweeper.
+func (e *Engine) expireKeys() {
+	dropped := e.keys.expire(e.idemCutoff())
+	for _, b := range dropped {
+		if len(b.runs) > 0 || len(b.recent) > 0 {
+			e.mark(MarkIdempotencyExpired)
+		}
+		if b.etag != "" {
+			e.p.Store.DeleteObject(e.layout.IdemBucketKey(b.num), func(error) {})
+		}
+		for _, r := range b.runs {
+			e.p.Store.DeleteObject(e.layout.IdemRunKey(b.num, r.ref.Epoch, r.ref.Seq), func(error) {})
+		}
+	}
+}

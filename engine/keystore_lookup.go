@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// A unit with an idempotency key the engine does not hold exactly
+// (keystore.go) is looked up in the runs whose filter admits the key:
+// one ranged GET of one block each, newest bucket first, until one holds
+// the key. Only then is the unit admitted, or answered as a duplicate.
+// Every submission of the same key meanwhile waits on the same lookup,
+// so a key is never admitted twice.
+//
+// A block that is gone (its run merged or expired since the filter was
+// probed) makes the lookup re-read the bucket's manifest and probe
+// again; a lookup that cannot finish (the store failing) answers its
+// waiters ErrResourceExhausted: they retry, nothing was accepted. A
+// block that fails its checksum on every read halts the engine.
+
+// keyLookup is a lookup in flight and the submissions waiting on it.
+type keyLookup struct {
+	waiters []pendingSubmit
+}
+
+type pendingSubmit struct {
+	in   Unit
+	done func(error)
+}
+
+// lookupKey takes the submission if its key needs a lookup — joining
+// one in flight, or starting one — and reports whether it did.
+func (e *Engine) lookupKey(in Unit, done func(error)) bool {
+	h := segment.KeyHashOf(in.IdempotencyKey)
+	if l := e.lookups[h]; l != nil {
+		e.mark(MarkDuplicateJoined)
+		l.waiters = append(l.waiters, pendingSubmit{in, done})
+		return true
+	}
+	cands := e.keys.candidates(h)
+	if len(cands) == 0 {
+		return false
+	}
+	l := &keyLookup{waiters: []pendingSubmit{{in, done}}}
+	e.lookups[h] = l
+	e.stats.KeyLookups++
+	e.searchBlocks(h, cands, 0, func(found bool, err error) {
+		delete(e.lookups, h)
+		for _, w := range l.waiters {
+			switch {
+			case err != nil:
+				e.stats.UnitsRejected++
+				e.answer(w.done, fmt.Errorf("%w: idempotency key lookup: %v", ErrResourceExhausted, err))
+			case found:
+				e.mark(MarkDuplicateCommitted)
+				e.stats.UnitsDuplicate++
+				e.answer(w.done, nil)
+			default:
+				e.submit(w.in, w.done, true)
+			}
+		}
+		e.checkClosed()
+	})
+	return true
+}
+
+// searchBlocks reads the candidate blocks in turn until one holds h.
+func (e *Engine) searchBlocks(h segment.KeyHash, cands []blockRef, attempt int, done func(found bool, err error)) {
+	if len(cands) == 0 {
+		done(false, nil)
+		return
+	}
+	c := cands[0]
+	e.readBlock(c, func(es entryList, err error) {
+		switch {
+		case errors.Is(err, ErrNotFound) && attempt+1 < AttemptsMax:
+			e.mark(MarkIdemBlockGone)
+			e.refreshBucket(c.bucket, attempt, func() {
+				e.searchBlocks(h, e.keys.candidates(h), attempt+1, done)
+			})
+		case errors.Is(err, ErrCorrupt):
+			e.alert(err)
+			e.failClosed(err)
+			done(false, err)
+		case err != nil:
+			done(false, err)
+		case es.has(h):
+			done(true, nil)
+		default:
+			e.mark(MarkIdemFalseHit)
+			e.stats.KeyFalseHits++
+			e.searchBlocks(h, cands[1:], attempt, done)
+		}
+	})
+}
+
+// entryList is a block's entries, sorted by hash.
+type entryList []segment.KeyEntry
+
+func (l entryList) has(h segment.KeyHash) bool {
+	lo, hi := 0, len(l)
+	for lo < hi {
+		m := (lo + hi) / 2
+		switch c := compareHash(l[m].Hash, h); {
+		case c == 0:
+			return true
+		case c < 0:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return false
+}
+
+// readBlock GETs and verifies one block of a run.
+func (e *Engine) readBlock(c blockRef, done func(entryList, error)) {
+	key := e.layout.IdemRunKey(c.bucket.num, c.run.ref.Epoch, c.run.ref.Seq)
+	start, n := segment.KeyRunBlockRange(c.run.ref.Count, c.block)
+	var es []segment.KeyEntry
+	e.stats.KeyBlockReads++
+	e.mark(MarkIdemLookup)
+	in := GetObjectInput{Key: key, Range: &ByteRange{Start: start, Length: n}, Limit: n}
+	e.getVerified(in, MarkReadDamaged, func(raw []byte, _ ObjectInfo) (err error) {
+		es, err = segment.DecodeKeyRunBlock(key, raw, c.run.meta, c.block)
+		return err
+	}, func(_ []byte, _ ObjectInfo, err error) {
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			err = fmt.Errorf("read idempotency-key run %s block %d: %w", key, c.block, err)
+		}
+		done(es, err)
+	})
+}
+
+// refreshBucket re-reads b's manifest for a lookup that found a run
+// gone. A bucket busy with a write of ours is left alone (that write
+// re-reads it if it fails): the lookup probes again after a backoff.
+// INVARIANT: no read of a manifest is in flight while a write of it is —
+// a read answered after the write landed would forget the write's run.
+func (e *Engine) refreshBucket(b *keyBucket, attempt int, done func()) {
+	if b.busy || !e.keys.live(b) {
+		e.p.Timers.AfterFunc(e.backoff(attempt), done)
+		return
+	}
+	b.busy = true
+	e.readBucket(e.keys, b, func(err error) {
+		b.busy = false
+		if errors.Is(err, ErrCorrupt) {
+			e.alert(err)
+			e.failClosed(err)
+		}
+		done()
+	})
+}

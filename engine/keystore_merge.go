@@ -1,0 +1,165 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"math/bits"
+	"slices"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// Merging keeps the runs of a bucket few (keystore.go): every write round
+// adds a run per bucket, and a lookup probes every run's filter. After a
+// round, at most one merge runs: it reads its input runs whole, writes
+// one run holding their keys, replaces them by it in the manifest (a
+// conditional PUT: if another writer changed the manifest meanwhile, the
+// merge is dropped and its run deleted), and only then deletes the
+// inputs.
+//
+// The plan is size-tiered, so a key is rewritten about log₈ of its
+// bucket's size times: in a bucket still taking keys, keyMergeFanout
+// runs of one tier (sizes within a factor of keyMergeFanout) merge; a
+// bucket no longer taking keys (older than the current one and its
+// predecessor), or one whose manifest is half full, merges its smallest
+// runs while they fit in one run. A merge holds its inputs and output in
+// memory: at most segment.KeyRunEntriesMax keys, some 50 MB.
+
+const keyMergeFanout = 8
+
+// mergePlan picks runs of one bucket to merge into one, or none. Buckets
+// numbered openFrom or later still take keys.
+func (s *keyStore) mergePlan(openFrom int64) (*keyBucket, []*keyRun) {
+	for _, n := range s.nums {
+		b := s.buckets[n]
+		if b.busy || len(b.runs) < 2 {
+			continue
+		}
+		var ins []*keyRun
+		if n < openFrom || len(b.runs) >= segment.KeyManifestRunsMax/2 {
+			ins = smallestFitting(b.runs)
+		} else {
+			ins = fullTier(b.runs)
+		}
+		if len(ins) >= 2 {
+			return b, ins
+		}
+	}
+	return nil, nil
+}
+
+// smallestFitting returns the smallest runs, while they fit in one.
+func smallestFitting(runs []*keyRun) []*keyRun {
+	by := slices.Clone(runs)
+	slices.SortStableFunc(by, func(a, b *keyRun) int { return a.ref.Count - b.ref.Count })
+	sum, n := 0, 0
+	for n < len(by) && sum+by[n].ref.Count <= segment.KeyRunEntriesMax {
+		sum += by[n].ref.Count
+		n++
+	}
+	return by[:n]
+}
+
+// fullTier returns keyMergeFanout runs of the lowest tier that has as
+// many (fewer if they would not fit in one run).
+func fullTier(runs []*keyRun) []*keyRun {
+	tiers := map[int][]*keyRun{}
+	var order []int
+	for _, r := range runs {
+		t := bits.Len(uint(r.ref.Count)) / 3 // log₈
+		if tiers[t] == nil {
+			order = append(order, t)
+		}
+		tiers[t] = append(tiers[t], r)
+	}
+	slices.Sort(order)
+	for _, t := range order {
+		if rs := tiers[t]; len(rs) >= keyMergeFanout {
+			return smallestFitting(rs[:keyMergeFanout])
+		}
+	}
+	return nil
+}
+
+// mergeKeys runs one merge if the plan has one; done is called when it
+// is over, whatever became of it.
+func (e *Engine) mergeKeys(done func()) {
+	open := e.keys.bucketOf(uint64(max(e.p.Clock.WallUnixMs(), 0))) - 1
+	b, ins := e.keys.mergePlan(open)
+	if b == nil {
+		done()
+		return
+	}
+	b.busy = true
+	lists := make([][]segment.KeyEntry, len(ins))
+	e.forEach(len(ins), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
+		e.readRun(b.num, ins[i].ref, func(es []segment.KeyEntry, err error) {
+			lists[i] = es
+			d(err)
+		})
+	}, func(err error) {
+		if err != nil {
+			b.busy = false
+			if errors.Is(err, ErrCorrupt) {
+				e.alert(err)
+				e.failClosed(err)
+			}
+			done()
+			return
+		}
+		e.putRun(b.num, mergeEntries(lists...), func(r *keyRun, err error) {
+			if err != nil {
+				b.busy = false
+				done()
+				return
+			}
+			e.replaceRuns(b, ins, r, done)
+		})
+	})
+}
+
+// replaceRuns lists r instead of ins in b's manifest, then deletes ins;
+// if ins are no longer all listed, or the write fails, it deletes r.
+func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()) {
+	runs := slices.DeleteFunc(slices.Clone(b.runs), func(x *keyRun) bool { return slices.Contains(ins, x) })
+	if len(runs) != len(b.runs)-len(ins) || !e.keys.live(b) {
+		e.dropRuns(b.num, []*keyRun{r})
+		b.busy = false
+		done()
+		return
+	}
+	e.putManifest(b, insertRun(runs, r), func(ok bool) {
+		b.busy = false
+		if ok {
+			e.mark(MarkIdemRunsMerged)
+			e.dropRuns(b.num, ins)
+		} else {
+			e.dropRuns(b.num, []*keyRun{r})
+		}
+		done()
+	})
+}
+
+// dropRuns deletes run objects no manifest lists, best effort (the
+// sweeper deletes what is left once the bucket expires).
+func (e *Engine) dropRuns(num int64, runs []*keyRun) {
+	for _, r := range runs {
+		e.p.Store.DeleteObject(e.layout.IdemRunKey(num, r.ref.Epoch, r.ref.Seq), func(error) {})
+	}
+}
+
+// readRun GETs and decodes a whole run.
+func (e *Engine) readRun(num int64, ref segment.KeyRunRef, done func([]segment.KeyEntry, error)) {
+	key := e.layout.IdemRunKey(num, ref.Epoch, ref.Seq)
+	var es []segment.KeyEntry
+	in := GetObjectInput{Key: key, Limit: segment.KeyRunBytes(ref.Count)}
+	e.getVerified(in, MarkReadDamaged, func(raw []byte, _ ObjectInfo) (err error) {
+		_, es, err = segment.DecodeKeyRun(key, raw, ref.Count)
+		return err
+	}, func(_ []byte, _ ObjectInfo, err error) {
+		if err != nil {
+			err = fmt.Errorf("read idempotency-key run %s: %w", key, err)
+		}
+		done(es, err)
+	})
+}

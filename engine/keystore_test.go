@@ -1,0 +1,135 @@
+package engine_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/sim"
+)
+
+// answerAll answers n idempotent units one at a time, each reclaimed
+// before the next (a checkpoint round, so a run, each), and returns their
+// keys.
+func (r *rig) answerAll(n int, prefix string) []string {
+	r.t.Helper()
+	var keys []string
+	for i := range n {
+		k := fmt.Sprintf("%s-%04d", prefix, i)
+		if err := r.answer(idemUnit("http", int64(i), k)); err != nil {
+			r.t.Fatalf("%s: %v", k, err)
+		}
+		r.until(func() bool { return r.eng.Drained() && r.markers() == 0 }, "reclaim "+k)
+		keys = append(keys, k)
+	}
+	return keys
+}
+
+// A round per unit would add a run per unit; merging keeps a bucket's
+// runs few (size-tiered: a handful per tier), deletes what it merged,
+// and loses no key: after a restart every retry is found in a run and
+// answered as a duplicate.
+func TestKeyRunsMergeAndStayFew(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.CheckpointDelay = 0
+	dest, _ := withSink(r)
+	r.start()
+	keys := r.answerAll(200, "req")
+	r.settle()
+	st := r.eng.Stats()
+	if st.KeyRuns > 2*8 || r.eng.Marks()[engine.MarkIdemRunsMerged] == 0 {
+		t.Fatalf("%d runs listed after 200 rounds, %d merges", st.KeyRuns, r.eng.Marks()[engine.MarkIdemRunsMerged])
+	}
+	_, held := r.keyStore()
+	if len(held) != 200 || !holds(held, keys...) {
+		t.Fatalf("runs hold %d keys, want the 200", len(held))
+	}
+	if objs := len(r.store.Keys(r.eng.Layout().IdemBucketsPrefix())); objs != st.KeyRuns+1 {
+		t.Fatalf("%d key objects in the store for %d runs and a manifest: merged runs were not deleted", objs, st.KeyRuns)
+	}
+	r.start()
+	for _, k := range keys {
+		if err := r.answer(idemUnit("http", 999, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.settle()
+	st = r.eng.Stats()
+	if st.UnitsDuplicate != 200 || st.KeyLookups != 200 || len(destValues(dest)["http"]) != 200 {
+		t.Fatalf("200 retries after a restart: %d duplicates, %d lookups, %d rows in the sink", st.UnitsDuplicate, st.KeyLookups, len(destValues(dest)["http"]))
+	}
+	t.Logf("200 rounds: %d runs; 200 lookups read %d blocks (%d false hits)", st.KeyRuns, st.KeyBlockReads, st.KeyFalseHits)
+}
+
+// A retry that arrives while its key's lookup is in flight waits on it:
+// both are answered as duplicates, one block read serves them.
+func TestRetryDuringLookupJoinsIt(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{Latency: [sim.NumOps]sim.Latency{sim.OpGet: sim.Constant(time.Second)}})
+	withSink(r)
+	r.start()
+	r.answerAll(1, "req")
+	r.start()
+	a, b := r.submit(idemUnit("http", 1, "req-0000")), r.submit(idemUnit("http", 1, "req-0000"))
+	r.until(func() bool { return a.done && b.done }, "answers")
+	if st := r.eng.Stats(); a.err != nil || b.err != nil || st.UnitsDuplicate != 2 || st.KeyLookups != 1 {
+		t.Fatalf("answers %v, %v; %d duplicates, %d lookups", a.err, b.err, st.UnitsDuplicate, st.KeyLookups)
+	}
+}
+
+// A run block that fails its checksum on every read halts the engine
+// with an alert: a key store that cannot answer must not admit a retry.
+func TestCorruptKeyBlockHalts(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	dest, _ := withSink(r)
+	r.start()
+	r.answerAll(1, "req")
+	r.start()
+	run := r.eng.Layout().IdemBucketsPrefix()
+	r.corrupt = func(key string) (int64, bool) {
+		return 3, strings.HasPrefix(key, run) && strings.Count(key[len(run):], "/") == 1
+	}
+	res := r.submit(idemUnit("http", 1, "req-0000"))
+	r.until(func() bool { return res.done }, "answer")
+	if err := r.eng.Err(); !errors.Is(err, engine.ErrCorrupt) || res.err == nil {
+		t.Fatalf("engine error %v, answer %v; want failed closed on a corrupt block", err, res.err)
+	}
+	if got := destValues(dest)["http"]; len(got) != 1 {
+		t.Fatalf("destination %v: the retry was stored", got)
+	}
+}
+
+// Idempotency keys use at most a quarter of the memory pool: past it a
+// unit with a new key is refused (ErrResourceExhausted, nothing lost)
+// while units without keys and retries of known keys still ack; once
+// keys expire, new keys are taken again.
+func TestKeyMemoryIsBounded(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.memory = 64 << 10 // a pool of 44 KiB: 11 KiB for keys
+	r.cfg.IdempotencyWindow = time.Minute
+	r.cfg.LiveSegmentsMax = 10_000 // no sink: keys stay recent, 64 bytes each
+	r.start()
+	n := 0
+	var err error
+	for ; n < 1000 && err == nil; n++ {
+		err = r.answer(idemUnit("http", int64(n), fmt.Sprintf("req-%d", n)))
+	}
+	if !errors.Is(err, engine.ErrResourceExhausted) || !strings.Contains(err.Error(), "idempotency keys use") || n < 100 {
+		t.Fatalf("after %d keys: %v", n, err)
+	}
+	if r.eng.Marks()[engine.MarkBackpressureKeys] == 0 {
+		t.Fatal("backpressure-keys not marked")
+	}
+	if err := r.answer(idemUnit("http", 1, "req-1")); err != nil {
+		t.Fatalf("retry of a known key: %v", err)
+	}
+	if err := r.answer(unit("log", 1)); err != nil {
+		t.Fatalf("a unit without a key: %v", err)
+	}
+	r.sched.RunUntil(r.sched.Now() + 3*time.Minute)
+	if err := r.answer(idemUnit("http", 1, "late")); err != nil {
+		t.Fatalf("after the window: %v", err)
+	}
+}
