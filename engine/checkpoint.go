@@ -137,7 +137,10 @@ func (e *Engine) writeCheckpoint(attempt int) {
 
 func (e *Engine) roundDone(attempt int, ok bool) {
 	if !ok {
-		e.p.Timers.AfterFunc(e.backoff(min(attempt, AttemptsMax)), func() { e.writeCheckpoint(attempt + 1) })
+		// A merge may be what the round lacks (a bucket's manifest full).
+		e.mergeKeys(func() {
+			e.p.Timers.AfterFunc(e.backoff(min(attempt, AttemptsMax)), func() { e.writeCheckpoint(attempt + 1) })
+		})
 		return
 	}
 	waiting := e.ckptWaiters

@@ -42,9 +42,11 @@
 // ErrResourceExhausted when admission memory is full, when the WAL holds
 // LiveSegmentsMax segments not yet reclaimed (a sink slower than ingest,
 // or down), when its offset key already has an unanswered unit, when the
-// snapshot limits and the writer queue are full, or when it could grow
-// the offsets view past what one checkpoint holds (Config.OffsetsViewMax)
-// before idempotency keys expire.
+// snapshot limits and the writer queue are full, when it could grow the
+// source offsets past what _offsets holds (Config.OffsetsViewMax), or
+// when it brings a new idempotency key while the key store uses its
+// quarter of the memory pool (some 2.5 bytes a key: about 140 million
+// keys on a 1 GiB pool). Idempotency keys have no count limit.
 //
 // Reads are verified: every object read carries its own check (checksums,
 // the lengths a marker promises), an answer that fails it is read again
@@ -108,10 +110,13 @@
 //   - compact.go, apply.go, reclaim.go, cache.go, memory.go: compaction
 //     jobs and lanes, body loading (cache, GET, stream), completion
 //     bitmaps, reclaim, the memory pool.
-//   - checkpoint.go: the offsets checkpoint — _offsets for source offsets,
-//     one object per time bucket of idempotency keys — its coalesced
-//     write rounds, recovery reads, expiry and the bucket sweeper.
-//   - offsets_view.go, keys.go, config.go, stats.go: the offsets view
-//     (with what is durable in which checkpoint object), key layout,
-//     configuration, counters.
+//   - checkpoint.go: the offsets checkpoint's coalesced write rounds
+//     (_offsets, then the key store), recovery reads, the bucket sweeper.
+//   - keystore.go, keystore_io.go, keystore_lookup.go, keystore_merge.go:
+//     the idempotency keys of the window — recent keys in memory,
+//     immutable runs of key hashes on the store, listed per time bucket
+//     by a manifest; lookups on a filter hit, size-tiered merges, expiry.
+//   - offsets_view.go, keys.go, config.go, stats.go: the source offsets
+//     (with what is durable in _offsets), key layout, configuration,
+//     counters.
 package engine

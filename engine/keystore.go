@@ -215,6 +215,11 @@ func (b *keyBucket) settleFlight(ok bool) {
 	clear(b.flight)
 }
 
+// lists reports whether b lists run r.
+func (b *keyBucket) lists(r *keyRun) bool {
+	return slices.ContainsFunc(b.runs, func(x *keyRun) bool { return x.ref == r.ref })
+}
+
 // refs returns b's runs' refs, in order.
 func (b *keyBucket) refs() []segment.KeyRunRef {
 	out := make([]segment.KeyRunRef, len(b.runs))

@@ -30,20 +30,29 @@ type pendingSubmit struct {
 	done func(error)
 }
 
+// park keeps a submission for after a lookup: the submitter may release
+// its batches once Submit returns, so the wait holds a reference.
+func park(in Unit, done func(error)) pendingSubmit {
+	for _, b := range in.Batches {
+		b.Retain()
+	}
+	return pendingSubmit{in, done}
+}
+
 // lookupKey takes the submission if its key needs a lookup — joining
 // one in flight, or starting one — and reports whether it did.
 func (e *Engine) lookupKey(in Unit, done func(error)) bool {
 	h := segment.KeyHashOf(in.IdempotencyKey)
 	if l := e.lookups[h]; l != nil {
 		e.mark(MarkDuplicateJoined)
-		l.waiters = append(l.waiters, pendingSubmit{in, done})
+		l.waiters = append(l.waiters, park(in, done))
 		return true
 	}
 	cands := e.keys.candidates(h)
 	if len(cands) == 0 {
 		return false
 	}
-	l := &keyLookup{waiters: []pendingSubmit{{in, done}}}
+	l := &keyLookup{waiters: []pendingSubmit{park(in, done)}}
 	e.lookups[h] = l
 	e.stats.KeyLookups++
 	e.searchBlocks(h, cands, 0, func(found bool, err error) {
@@ -59,6 +68,9 @@ func (e *Engine) lookupKey(in Unit, done func(error)) bool {
 				e.answer(w.done, nil)
 			default:
 				e.submit(w.in, w.done, true)
+			}
+			for _, b := range w.in.Batches {
+				b.Release() // park's reference; a unit taken holds its own
 			}
 		}
 		e.checkClosed()

@@ -118,8 +118,8 @@ func (e *Engine) mergeKeys(done func()) {
 	})
 }
 
-// replaceRuns lists r instead of ins in b's manifest, then deletes ins;
-// if ins are no longer all listed, or the write fails, it deletes r.
+// replaceRuns lists r instead of ins in b's manifest, then deletes ins.
+// If ins are no longer all listed, r was never listed: it is deleted.
 func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()) {
 	runs := slices.DeleteFunc(slices.Clone(b.runs), func(x *keyRun) bool { return slices.Contains(ins, x) })
 	if len(runs) != len(b.runs)-len(ins) || !e.keys.live(b) {
@@ -130,11 +130,13 @@ func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()
 	}
 	e.putManifest(b, insertRun(runs, r), func(ok bool) {
 		b.busy = false
-		if ok {
+		// A write that failed may have landed (the re-read shows r) or
+		// may land yet (unheard): r is deleted by the sweeper only, once
+		// the bucket expires; the inputs only once no manifest we know
+		// lists them.
+		if ok || b.lists(r) {
 			e.mark(MarkIdemRunsMerged)
-			e.dropRuns(b.num, ins)
-		} else {
-			e.dropRuns(b.num, []*keyRun{r})
+			e.dropRuns(b.num, slices.DeleteFunc(slices.Clone(ins), b.lists))
 		}
 		done()
 	})

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/sim"
 )
 
@@ -132,4 +133,121 @@ func TestKeyMemoryIsBounded(t *testing.T) {
 	if err := r.answer(idemUnit("http", 1, "late")); err != nil {
 		t.Fatalf("after the window: %v", err)
 	}
+}
+
+// A manifest write whose answer is lost but which landed (ambiguous) is
+// settled by the re-read: a merge whose manifest landed so keeps its
+// output — the manifest lists it — and every key stays findable.
+func TestAmbiguousManifestWritesLoseNoKey(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.CheckpointDelay = 0
+	dest, _ := withSink(r)
+	r.start()
+	l := r.eng.Layout()
+	puts := 0
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if b, ok := l.ParseIdemBucketKey(key); ok && op == sim.OpPut && key == l.IdemBucketKey(b) {
+			if puts++; puts%2 == 1 {
+				return sim.AmbiguousApplied
+			}
+		}
+		return sim.OK
+	}
+	keys := r.answerAll(40, "req")
+	r.faults = nil
+	r.settle()
+	if r.eng.Marks()[engine.MarkIdemRunsMerged] == 0 {
+		t.Fatal("no merge: the test did not reach its case")
+	}
+	if _, held := r.keyStore(); !holds(held, keys...) {
+		t.Fatalf("runs hold %d keys, want the 40", len(held))
+	}
+	r.start()
+	for _, k := range keys {
+		if err := r.answer(idemUnit("http", 999, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := r.eng.Stats(); st.UnitsDuplicate != 40 || len(destValues(dest)["http"]) != 40 {
+		t.Fatalf("40 retries: %d duplicates, %d rows", st.UnitsDuplicate, len(destValues(dest)["http"]))
+	}
+}
+
+// A manifest deleted under the writer (another incarnation expiring the
+// bucket early, with a clock far ahead) is written again listing the
+// runs the writer knows, at its next write: their keys stay findable.
+func TestLostManifestIsWrittenAgain(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.CheckpointDelay = 0
+	dest, _ := withSink(r)
+	r.start()
+	keys := r.answerAll(3, "req")
+	manifests, _ := r.keyStore()
+	if len(manifests) != 1 {
+		t.Fatalf("manifests %v", manifests)
+	}
+	r.deleteObject(manifests[0])
+	keys = append(keys, r.answerAll(1, "more")...)
+	if r.eng.Marks()[engine.MarkIdemManifestLost] == 0 {
+		t.Fatal("idem-manifest-lost not marked")
+	}
+	if _, held := r.keyStore(); !holds(held, keys...) {
+		t.Fatalf("runs hold %d keys, want the 4", len(held))
+	}
+	r.start()
+	for _, k := range keys {
+		if err := r.answer(idemUnit("http", 9, k)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := r.eng.Stats(); st.UnitsDuplicate != 4 || len(destValues(dest)["http"]) != 4 {
+		t.Fatalf("4 retries: %d duplicates, %d rows", st.UnitsDuplicate, len(destValues(dest)["http"]))
+	}
+}
+
+// With every merge failing (whole-run reads refused), a bucket's runs
+// pile up to the manifest's limit; its keys then wait (the segments are
+// not reclaimed), and the first merge that can run makes room — even
+// though no round succeeds meanwhile.
+func TestFullManifestWaitsForAMerge(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.CheckpointDelay = 0
+	withSink(r)
+	r.start()
+	l := r.eng.Layout()
+	failReads := true
+	r.faults = func(op sim.Op, key string) sim.Outcome {
+		if b, ok := l.ParseIdemBucketKey(key); ok && op == sim.OpGet && key != l.IdemBucketKey(b) && failReads {
+			return sim.Fail
+		}
+		return sim.OK
+	}
+	keys := r.answerAll(segment.KeyManifestRunsMax, "req")
+	if st := r.eng.Stats(); st.KeyRuns != segment.KeyManifestRunsMax {
+		t.Fatalf("%d runs listed, want the limit %d", st.KeyRuns, segment.KeyManifestRunsMax)
+	}
+	more := r.submit(idemUnit("http", 1, "one-more"))
+	r.until(func() bool { return more.done }, "answer")
+	r.settle()
+	if r.eng.Marks()[engine.MarkIdemManifestFull] == 0 || r.markers() == 0 {
+		t.Fatalf("manifest-full marked %d times, %d markers left", r.eng.Marks()[engine.MarkIdemManifestFull], r.markers())
+	}
+	failReads = false
+	r.until(func() bool { return r.eng.Drained() && r.markers() == 0 }, "reclaim after a merge")
+	if _, held := r.keyStore(); !holds(held, append(keys, "one-more")...) {
+		t.Fatalf("runs hold %d keys", len(held))
+	}
+}
+
+// deleteObject deletes key from the store, as another writer would.
+func (r *rig) deleteObject(key string) {
+	r.t.Helper()
+	done := false
+	r.store.Client(r.sched.NewIncarnation()).DeleteObject(key, func(err error) {
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		done = true
+	})
+	r.until(func() bool { return done }, "delete "+key)
 }

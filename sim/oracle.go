@@ -464,6 +464,7 @@ type recoveryStats struct {
 type engineView interface {
 	Segments() []engine.Segment
 	Offset(key string) (uint64, bool)
+	IdempotencyKeyKnown(key string) bool
 	Stats() engine.Stats
 }
 
@@ -497,15 +498,18 @@ func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
 // recoveryBound: per recovery round, at most AttemptsMax tries of each
 // of: the epoch claim's reads and writes, the seal write and its check,
 // one LIST per page, per marker a GET, a HEAD if the listing missed its
-// body and a GET of its bitmap, the GET of _offsets, and a GET per
-// idempotency-key bucket that can hold an unexpired key. Pages and
-// markers are counted from the store's truth plus the keys deleted
-// recently enough to linger in listings — live segments, not history.
+// body and a GET of its bitmap, the GET of _offsets, a GET per
+// idempotency-key bucket that can hold an unexpired key and one per run
+// of keys. Pages, markers and runs are counted from the store's truth
+// plus the keys deleted recently enough to linger in listings or to have
+// been read before a merge deleted them — live objects, never the
+// history, and never the number of keys.
 func (o *Oracle) recoveryBound(eng engineView) uint64 {
 	lingering := o.w.lingeringDeletes()
 	keys := uint64(len(o.w.store.Keys(o.w.layout.SegmentsPrefix()))) + lingering
+	runs := uint64(len(o.w.store.Keys(o.w.layout.IdemBucketsPrefix()))) + lingering
 	pages := keys/uint64(o.w.pageSize) + 1
-	perRound := uint64(engine.AttemptsMax) * (2*engine.ClaimRoundsMax + 3 + pages + 3*keys + idemBucketReads(o.w.engCfg.IdempotencyWindow))
+	perRound := uint64(engine.AttemptsMax) * (2*engine.ClaimRoundsMax + 3 + pages + 3*keys + idemBucketReads(o.w.engCfg.IdempotencyWindow) + runs)
 	return eng.Stats().RecoveryRuns * perRound
 }
 

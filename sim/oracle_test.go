@@ -108,6 +108,10 @@ type fakeView struct {
 func (v fakeView) Segments() []engine.Segment     { return v.segs }
 func (v fakeView) Offset(k string) (uint64, bool) { return v.offsets.Get(k) }
 func (v fakeView) Stats() engine.Stats            { return engine.Stats{RecoveryRuns: v.runs} }
+func (v fakeView) IdempotencyKeyKnown(k string) bool {
+	_, ok := v.offsets.Get("idem/" + k)
+	return ok
+}
 
 func wantViolation(t *testing.T, w *World, substr string) {
 	t.Helper()

@@ -154,8 +154,14 @@ func (o *Oracle) walFinal() {
 // deliver, which the final oracles check. The log is read from the
 // disk's files, not the engine's word.
 func (o *Oracle) recoveredOffset(eng engineView) func(key string) (uint64, bool) {
+	viewed := func(key string) (uint64, bool) {
+		if k, ok := strings.CutPrefix(key, "idem/"); ok {
+			return 1, eng.IdempotencyKeyKnown(k) // the key store knows keys, not values
+		}
+		return eng.Offset(key)
+	}
 	if o.w.engCfg.Disk == nil {
-		return eng.Offset
+		return viewed
 	}
 	logged := map[string]uint64{}
 	o.logEntries(false, func(p string, payload []byte) {
@@ -171,7 +177,7 @@ func (o *Oracle) recoveredOffset(eng engineView) func(key string) (uint64, bool)
 		}
 	})
 	return func(key string) (uint64, bool) {
-		v, ok := eng.Offset(key)
+		v, ok := viewed(key)
 		if w, in := logged[key]; in {
 			return max(v, w), true
 		}

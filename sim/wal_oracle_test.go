@@ -128,6 +128,10 @@ type viewOnly map[string]uint64
 
 func (v viewOnly) Segments() []engine.Segment { return nil }
 func (v viewOnly) Stats() engine.Stats        { return engine.Stats{} }
+func (v viewOnly) IdempotencyKeyKnown(k string) bool {
+	_, ok := v["idem/"+k]
+	return ok
+}
 func (v viewOnly) Offset(k string) (uint64, bool) {
 	x, ok := v[k]
 	return x, ok

@@ -19,8 +19,16 @@ var optionalMarks = map[engine.Mark]string{
 		"a race a sweep meets only now and then",
 	engine.MarkMarkerBodyUnlisted: "recovery waits out the LIST lag (FenceWait) before it lists, so a counting marker's " +
 		"body is listed too; engine TestRecoveryLaggingBody reaches it",
-	engine.MarkCheckpointOldFormat: "a log written before idempotency keys moved to buckets; " +
+	engine.MarkCheckpointOldFormat: "a log written before idempotency keys moved to runs; " +
 		"engine TestOldFormatCheckpointIsHonoured reaches it",
+	engine.MarkBackpressureView: "the view holds source offsets only, and a world's sources have a fixed set of " +
+		"partition keys well under the limit (filling it would stall them for good); engine TestOffsetsViewIsBounded reaches it",
+	engine.MarkBackpressureKeys: "needs the key store to fill a quarter of the memory pool: millions of keys, " +
+		"beyond a world's hours; engine TestKeyMemoryIsBounded reaches it",
+	engine.MarkIdemManifestLost: "a manifest deleted under a writer that listed runs in it: only another incarnation " +
+		"expiring the bucket early (a clock far ahead) does that; engine TestLostManifestIsWrittenAgain reaches it",
+	engine.MarkIdemManifestFull: "256 runs in one bucket: merges keep a bucket to a few dozen unless every merge " +
+		"fails; engine TestFullManifestWaitsForAMerge reaches it",
 	engine.MarkClaimLanded: "an epoch claim answered ambiguously that landed: about one world in twenty reaches it " +
 		"(13 of 300 in a sweep), too few for the 24 seeds of TestSweep; engine TestClaimLandedDespiteLostAnswer reaches it",
 	engine.MarkWALBacklog: "a durable unit finds no room in live only past the snapshot limits (65,536 offset " +

@@ -1,6 +1,7 @@
 // Package segment owns the bytes of the write-ahead log's objects: the
 // SEGF v3 segment body (.seg), its commit marker (.seg.commit), the SCBL
-// completion bitmap, the CDC sidecar and the offsets blob. Everything that
+// completion bitmap, the CDC sidecar, the offsets blob, the offsets
+// checkpoint, and the idempotency-key runs and manifests. Everything that
 // writes or reads those objects goes through this package; nothing else
 // knows their layout.
 //
@@ -68,4 +69,27 @@
 //	u32 count | count × ( u16 key_len | key | u64 value ), keys strictly ascending
 //
 // Canonical: the same logical offsets always encode to the same bytes.
+//
+// # Offsets checkpoint (_offsets), version 1
+//
+//	OFCP | u16 1 | u64 writer_epoch | u32 offsets_len | offsets blob | [32] SHA-256
+//
+// (checkpoint.go; an older writer also wrote idempotency keys in it, and
+// in per-bucket objects of the same format.)
+//
+// # Idempotency-key run, version 1
+//
+//	meta:    IDKR | u16 1 | u32 count | u64 min_value | u64 max_value
+//	         | filter (64-byte blocks) | index ([16] first hash per block) | [32] SHA-256
+//	block i: ≤ 512 × ( [16] key hash | u64 value ) | [32] SHA-256
+//
+// Sizes follow from count (keyrun.go): a reader GETs the meta, or one
+// block, by range.
+//
+// # Idempotency-key manifest, version 1
+//
+//	IDKM | u16 1 | u64 writer_epoch | u32 runs
+//	| runs × ( u64 epoch | u64 seq | u32 count | u64 min_value | u64 max_value ) | [32] SHA-256
+//
+// The runs of one time bucket (keymanifest.go).
 package segment

@@ -100,8 +100,9 @@
 // it never skips data, whatever OnError says. Parquet reads go through
 // a wrapper that tells such errors from a corrupt file.
 //
-// Every object leaves one key in the host's offsets view for good. The
-// view holds a bounded number of keys for all sources together (engine
-// Config.OffsetsViewMax, 2^18 by default); past it the host refuses
-// units with new keys as backpressure, and the source waits.
+// Every object leaves one key in the host's source offsets for good.
+// They hold a bounded number of keys for all sources together (engine
+// Config.OffsetsViewMax, 2^18 by default, what one _offsets object
+// holds); past it the host refuses units with new keys as backpressure,
+// and the source waits. (Idempotency keys are not counted there.)
 package objects
