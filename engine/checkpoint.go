@@ -66,10 +66,9 @@ func (e *Engine) ensureCheckpoint(want segment.Offsets, done func()) {
 // checkpointCovers reports whether every offset of want is durable: a
 // source offset in _offsets, an idempotency key in the key store.
 func (e *Engine) checkpointCovers(want segment.Offsets) bool {
-	cutoff := e.idemCutoff()
 	for _, o := range want {
 		if k, ok := strings.CutPrefix(o.Key, idemPrefix); ok {
-			if !e.keys.durable(segment.KeyHashOf(k), o.Value, cutoff) {
+			if !e.keys.durable(segment.KeyHashOf(k), o.Value, e.idemCutoff()) {
 				return false
 			}
 		} else if !e.committed.durable(segment.Offsets{o}) {

@@ -45,7 +45,7 @@
 // snapshot limits and the writer queue are full, when it could grow the
 // source offsets past what _offsets holds (Config.OffsetsViewMax), or
 // when it brings a new idempotency key while the key store uses its
-// quarter of the memory pool (some 2.5 bytes a key: about 140 million
+// quarter of the memory pool (some 2.7 bytes a key: about 95 million
 // keys on a 1 GiB pool). Idempotency keys have no count limit.
 //
 // Reads are verified: every object read carries its own check (checksums,

@@ -155,9 +155,11 @@ func (s *keyStore) durable(h segment.KeyHash, val uint64, cutoffMs int64) bool {
 		s.inv.broken("key store committed keys live in their bucket: %x=%d, bucket %d missing", h, val, n)
 		return false
 	}
+	if _, inFlight := b.flight[h]; inFlight {
+		return false // its run's manifest has not landed yet
+	}
 	_, r := b.recent[h]
-	_, f := b.flight[h]
-	return !r && !f && !b.rewrite
+	return !r && !b.rewrite
 }
 
 // expire drops every bucket expired at cutoffMs, oldest first. It

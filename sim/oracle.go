@@ -38,11 +38,12 @@ type Oracle struct {
 	w         *World
 	mem       memory.Allocator
 	units     map[UID]*unitInfo
-	markers   map[string]*markerInfo // landed markers by key
-	order     []*markerInfo          // landed markers, in id order
-	pending   []*markerInfo          // validity not decided yet
-	multi     []UID                  // units in more than one landed marker
-	reclaimed map[string]bool        // marker keys deleted after landing
+	markers   map[string]*markerInfo              // landed markers by key
+	order     []*markerInfo                       // landed markers, in id order
+	pending   []*markerInfo                       // validity not decided yet
+	multi     []UID                               // units in more than one landed marker
+	reclaimed map[string]bool                     // marker keys deleted after landing
+	runs      map[string]map[segment.KeyHash]bool // idempotency-key runs decoded (reclaim_oracle.go)
 	acked     map[UID]bool
 	ledger    ackLedger
 	bitmaps   map[string]*segment.Bitmap // last version of each bitmap key
@@ -90,7 +91,7 @@ type jobKey struct {
 
 func newOracle(w *World) *Oracle {
 	return &Oracle{w: w, mem: memory.DefaultAllocator, units: map[UID]*unitInfo{}, markers: map[string]*markerInfo{},
-		reclaimed: map[string]bool{}, acked: map[UID]bool{}, ledger: newAckLedger(), bitmaps: map[string]*segment.Bitmap{},
+		reclaimed: map[string]bool{}, runs: map[string]map[segment.KeyHash]bool{}, acked: map[UID]bool{}, ledger: newAckLedger(), bitmaps: map[string]*segment.Bitmap{},
 		wal: newWALOracle()}
 }
 
@@ -132,6 +133,9 @@ func (o *Oracle) onApply(op Op, key string) {
 		if m, ok := o.markers[key]; ok {
 			o.reclaimed[key] = true
 			o.markerDeleted(m)
+			if m.validity == validityValid {
+				o.checkReclaimDurable(m)
+			}
 		}
 	case strings.HasSuffix(key, ".seg.scbl"):
 		o.bitmapChanged(op, key)

@@ -398,3 +398,31 @@ func TestOracleSilentRot(t *testing.T) {
 		})
 	}
 }
+
+// A segment reclaimed before what its offsets cover is durable elsewhere
+// is a violation at the delete: the source offset must be in _offsets,
+// the idempotency key in a run its bucket's manifest lists.
+func TestOracleReclaimAheadOfCheckpoint(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		w := testWorld(t)
+		now := uint64(w.sched.WallUnixMs())
+		offsets := segment.Offsets{{Key: "idem/http/x", Value: now}, {Key: "src/a", Value: 5}}
+		if durable {
+			ckpt, _ := segment.EncodeCheckpoint(1, segment.Offsets{{Key: "src/a", Value: 5}})
+			w.store.write(w.layout.CheckpointKey(), ckpt, "\"c\"")
+			run, meta, _ := segment.EncodeKeyRun([]segment.KeyEntry{{Hash: segment.KeyHashOf("http/x"), Value: now}})
+			b := int64(now / uint64(engine.IdemBucketWidth(w.engCfg.IdempotencyWindow).Milliseconds()))
+			w.store.write(w.layout.IdemRunKey(b, 1, 1), run, "\"r\"")
+			manifest, _ := segment.EncodeKeyManifest(1, []segment.KeyRunRef{{Epoch: 1, Seq: 1, Count: 1, MinValue: meta.MinValue, Value: meta.Value}})
+			w.store.write(w.layout.IdemBucketKey(b), manifest, "\"m\"")
+		}
+		seg := commitWithOffsets(t, w, engine.SnapshotID{Epoch: 1, Seq: 1}, batchesOf(w, UID(0)), offsets)
+		w.store.Remove(w.layout.Key(seg.Dir, seg.ID, engine.KindMarker))
+		if durable {
+			wantClean(t, w)
+			continue
+		}
+		wantViolation(t, w, "idempotency key http/x is in no run a manifest lists")
+		wantViolation(t, w, "_offsets holds src/a=0, below its 5")
+	}
+}

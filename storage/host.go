@@ -240,10 +240,17 @@ func cloneMeta(u engine.Unit) engine.Unit {
 // ends first.
 
 // Offsets returns the engine's offsets view: the max-merge of every owned
-// segment's offsets, idempotency keys included as "idem/"+key. After a
-// recovery, replayable sources resume from it.
+// segment's source offsets (idempotency keys are the key store's, not
+// here). After a recovery, replayable sources resume from it.
 func (h *Host) Offsets(ctx context.Context) (segment.Offsets, error) {
 	return query(ctx, h, func() segment.Offsets { return h.eng.Offsets() })
+}
+
+// IdempotencyKeyKnown reports whether the engine may remember an
+// idempotency key (engine.Engine.IdempotencyKeyKnown: it holds it, or a
+// run's filter admits it).
+func (h *Host) IdempotencyKeyKnown(ctx context.Context, key string) (bool, error) {
+	return query(ctx, h, func() bool { return h.eng.IdempotencyKeyKnown(key) })
 }
 
 // Stats returns a copy of the engine's counters.

@@ -237,7 +237,10 @@ func testKillUnanswered(t *testing.T, land bool) {
 		t.Fatal(err)
 	}
 	before := readOwned(t, ctx, f.client, h2, f.spec)
-	_, idemSeen := off.Get("idem/" + idem.IdempotencyKey)
+	idemSeen, err := h2.IdempotencyKeyKnown(ctx, idem.IdempotencyKey)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, ok := before["idem-1"]; ok != idemSeen {
 		t.Fatalf("after recovery: idempotency key recorded %v, unit owned %v", idemSeen, ok)
 	}

@@ -390,7 +390,7 @@ func (r *walRun) verify(ctx context.Context, reader *s3.Client, h *Host, streams
 	}
 	for _, s := range streams {
 		if s.idem {
-			r.verifyIdem(s, owned, off)
+			r.verifyIdem(ctx, h, s, owned)
 			continue
 		}
 		v, _ := off.Get(s.offsetKey())
@@ -420,16 +420,19 @@ func (r *walRun) verify(ctx context.Context, reader *s3.Client, h *Host, streams
 	t.Logf("recovered %d owned units in %d offsets entries", len(owned), len(off))
 }
 
-func (r *walRun) verifyIdem(s *walStream, owned map[string]ownedUnit, off segment.Offsets) {
+func (r *walRun) verifyIdem(ctx context.Context, h *Host, s *walStream, owned map[string]ownedUnit) {
 	for seq := uint64(1); seq < s.next; seq++ {
 		uid := uidf(s.g, seq)
-		_, seen := off.Get("idem/" + idemKeyOf(uid))
+		seen, err := h.IdempotencyKeyKnown(ctx, idemKeyOf(uid))
+		if err != nil {
+			r.t.Fatal(err)
+		}
 		_, isOwned := owned[uid]
 		switch {
 		case r.acked[uid] && !seen:
-			r.t.Errorf("acked idempotent unit %s: key not in the offsets view", uid)
+			r.t.Errorf("acked idempotent unit %s: key not in the key store", uid)
 		case seen != isOwned:
-			r.t.Errorf("idempotent unit %s: key in the view %v, unit owned %v", uid, seen, isOwned)
+			r.t.Errorf("idempotent unit %s: key in the key store %v, unit owned %v", uid, seen, isOwned)
 		}
 	}
 }
