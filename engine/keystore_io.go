@@ -152,9 +152,15 @@ func (e *Engine) putManifest(b *keyBucket, runs []*keyRun, done func(ok bool)) {
 
 // readBucket GETs the manifest of b (a bucket of s) and the meta of
 // every run it lists that b does not hold yet; b then lists exactly
-// those runs. A listed run that is missing is dropped (its keys are
-// gone; the manifest is rewritten).
+// those runs. A listed run that is missing was merged away since the
+// manifest was read — the manifest is read again — or, still listed
+// after AttemptsMax reads, lost: it is dropped and the manifest
+// rewritten.
 func (e *Engine) readBucket(s *keyStore, b *keyBucket, done func(error)) {
+	e.readBucketTry(s, b, 0, done)
+}
+
+func (e *Engine) readBucketTry(s *keyStore, b *keyBucket, attempt int, done func(error)) {
 	key := e.layout.IdemBucketKey(b.num)
 	var refs []segment.KeyRunRef
 	var legacy segment.Offsets
@@ -185,6 +191,10 @@ func (e *Engine) readBucket(s *keyStore, b *keyBucket, done func(error)) {
 			done(nil)
 		default:
 			e.loadRuns(b, refs, func(runs []*keyRun, lost bool, err error) {
+				if err == nil && lost && attempt+1 < AttemptsMax {
+					e.readBucketTry(s, b, attempt+1, done) // merged away meanwhile?
+					return
+				}
 				if err == nil {
 					b.runs, b.etag = runs, info.ETag
 					b.rewrite = b.rewrite || lost

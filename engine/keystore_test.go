@@ -1,8 +1,10 @@
 package engine_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/sim"
+	"github.com/skipprd/skipprd/sinks"
 )
 
 // answerAll answers n idempotent units one at a time, each reclaimed
@@ -159,18 +162,7 @@ func TestAmbiguousManifestWritesLoseNoKey(t *testing.T) {
 	if r.eng.Marks()[engine.MarkIdemRunsMerged] == 0 {
 		t.Fatal("no merge: the test did not reach its case")
 	}
-	if _, held := r.keyStore(); !holds(held, keys...) {
-		t.Fatalf("runs hold %d keys, want the 40", len(held))
-	}
-	r.start()
-	for _, k := range keys {
-		if err := r.answer(idemUnit("http", 999, k)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if st := r.eng.Stats(); st.UnitsDuplicate != 40 || len(destValues(dest)["http"]) != 40 {
-		t.Fatalf("40 retries: %d duplicates, %d rows", st.UnitsDuplicate, len(destValues(dest)["http"]))
-	}
+	r.retryAfterRestart(dest, keys)
 }
 
 // A manifest deleted under the writer (another incarnation expiring the
@@ -191,18 +183,7 @@ func TestLostManifestIsWrittenAgain(t *testing.T) {
 	if r.eng.Marks()[engine.MarkIdemManifestLost] == 0 {
 		t.Fatal("idem-manifest-lost not marked")
 	}
-	if _, held := r.keyStore(); !holds(held, keys...) {
-		t.Fatalf("runs hold %d keys, want the 4", len(held))
-	}
-	r.start()
-	for _, k := range keys {
-		if err := r.answer(idemUnit("http", 9, k)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if st := r.eng.Stats(); st.UnitsDuplicate != 4 || len(destValues(dest)["http"]) != 4 {
-		t.Fatalf("4 retries: %d duplicates, %d rows", st.UnitsDuplicate, len(destValues(dest)["http"]))
-	}
+	r.retryAfterRestart(dest, keys)
 }
 
 // With every merge failing (whole-run reads refused), a bucket's runs
@@ -250,4 +231,60 @@ func (r *rig) deleteObject(key string) {
 		done = true
 	})
 	r.until(func() bool { return done }, "delete "+key)
+}
+
+// retryAfterRestart checks that the store's runs hold every key, then
+// restarts the engine and retries each (all answered once before): each
+// is answered as a duplicate, and the sink holds each unit once.
+func (r *rig) retryAfterRestart(dest *sinks.Memory, keys []string) {
+	r.t.Helper()
+	if _, held := r.keyStore(); !holds(held, keys...) {
+		r.t.Fatalf("runs hold %d keys, want the %d", len(held), len(keys))
+	}
+	r.start()
+	for _, k := range keys {
+		if err := r.answer(idemUnit("http", 999, k)); err != nil {
+			r.t.Fatal(err)
+		}
+	}
+	if st := r.eng.Stats(); st.UnitsDuplicate != uint64(len(keys)) || len(destValues(dest)["http"]) != len(keys) {
+		r.t.Fatalf("%d retries: %d duplicates, %d rows", len(keys), st.UnitsDuplicate, len(destValues(dest)["http"]))
+	}
+}
+
+// A lookup whose run was merged away by another writer (its block is
+// gone) reads the manifest again and finds the key in the merged run.
+func TestLookupFollowsAMergedRun(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	dest, _ := withSink(r)
+	r.start()
+	keys := r.answerAll(2, "req")
+	r.start() // the keys are in runs only
+	manifests, held := r.keyStore()
+	l := r.eng.Layout()
+	b, _ := l.ParseIdemBucketKey(manifests[0])
+	var es []segment.KeyEntry
+	for h, v := range held {
+		es = append(es, segment.KeyEntry{Hash: h, Value: v})
+	}
+	slices.SortFunc(es, func(x, y segment.KeyEntry) int { return bytes.Compare(x.Hash[:], y.Hash[:]) })
+	body, m, err := segment.EncodeKeyRun(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := segment.KeyRunRef{Epoch: 1 << 40, Seq: 1, Count: m.Count, MinValue: m.MinValue, Value: m.Value}
+	r.putObject(l.IdemRunKey(b, ref.Epoch, ref.Seq), body)
+	manifest, _ := segment.EncodeKeyManifest(1<<40, []segment.KeyRunRef{ref})
+	r.putObject(manifests[0], manifest)
+	for _, k := range r.store.Keys(manifests[0] + "/") {
+		if k != l.IdemRunKey(b, ref.Epoch, ref.Seq) {
+			r.deleteObject(k) // the other writer's merge deleted its inputs
+		}
+	}
+	if err := r.answer(idemUnit("http", 9, keys[1])); err != nil || r.eng.Stats().UnitsDuplicate != 1 {
+		t.Fatalf("retry: %v, %d duplicates", err, r.eng.Stats().UnitsDuplicate)
+	}
+	if r.eng.Marks()[engine.MarkIdemBlockGone] == 0 || len(destValues(dest)["http"]) != 2 {
+		t.Fatalf("idem-block-gone %d, %d rows", r.eng.Marks()[engine.MarkIdemBlockGone], len(destValues(dest)["http"]))
+	}
 }

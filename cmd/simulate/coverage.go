@@ -27,6 +27,8 @@ var optionalMarks = map[engine.Mark]string{
 		"beyond a world's hours; engine TestKeyMemoryIsBounded reaches it",
 	engine.MarkIdemManifestLost: "a manifest deleted under a writer that listed runs in it: only another incarnation " +
 		"expiring the bucket early (a clock far ahead) does that; engine TestLostManifestIsWrittenAgain reaches it",
+	engine.MarkIdemBlockGone: "a lookup racing a merge that deletes the run it reads: some worlds of a few hundred; " +
+		"engine TestLookupFollowsAMergedRun reaches it",
 	engine.MarkIdemManifestFull: "256 runs in one bucket: merges keep a bucket to a few dozen unless every merge " +
 		"fails; engine TestFullManifestWaitsForAMerge reaches it",
 	engine.MarkClaimLanded: "an epoch claim answered ambiguously that landed: about one world in twenty reaches it " +
