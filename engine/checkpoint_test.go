@@ -323,14 +323,6 @@ func TestConcurrentIdemBucketWritesMerge(t *testing.T) {
 	}
 }
 
-func keysOf(o segment.Offsets) []string {
-	var out []string
-	for _, e := range o {
-		out = append(out, e.Key)
-	}
-	return out
-}
-
 // Old formats are honoured: an _offsets holding idempotency keys, and a
 // bucket object holding them as an offsets checkpoint. Their keys answer
 // retries and move to runs; _offsets is rewritten without them only

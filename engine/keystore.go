@@ -222,15 +222,6 @@ func (b *keyBucket) lists(r *keyRun) bool {
 	return slices.ContainsFunc(b.runs, func(x *keyRun) bool { return x.ref == r.ref })
 }
 
-// refs returns b's runs' refs, in order.
-func (b *keyBucket) refs() []segment.KeyRunRef {
-	out := make([]segment.KeyRunRef, len(b.runs))
-	for i, r := range b.runs {
-		out[i] = r.ref
-	}
-	return out
-}
-
 // memBytes is what the store holds in memory: run metas, and the recent
 // keys at a map entry's cost.
 func (s *keyStore) memBytes() int64 {

@@ -79,7 +79,7 @@ func (e *Engine) writeBucket(b *keyBucket, done func(landed bool)) {
 		e.putManifest(b, b.runs, finish) // a rewrite only
 		return
 	}
-	e.putRun(b.num, entries, func(r *keyRun, err error) {
+	e.putRun(b.num, func() []segment.KeyEntry { return entries }, func(r *keyRun, err error) {
 		if err != nil {
 			finish(false)
 			return
@@ -90,18 +90,29 @@ func (e *Engine) writeBucket(b *keyBucket, done func(landed bool)) {
 	})
 }
 
-// putRun encodes entries as a new run of bucket num and PUTs it.
-func (e *Engine) putRun(num int64, entries []segment.KeyEntry, done func(*keyRun, error)) {
-	body, meta, err := segment.EncodeKeyRun(entries)
-	if err != nil {
-		e.broken("key runs encode: %d entries of bucket %d: %v", len(entries), num, err)
-		done(nil, err)
-		return
-	}
-	r := &keyRun{ref: segment.KeyRunRef{Epoch: e.epoch, Seq: e.keySeq, Count: meta.Count, MinValue: meta.MinValue, Value: meta.Value}, meta: meta}
-	e.keySeq++
-	in := PutObjectInput{Key: e.layout.IdemRunKey(num, r.ref.Epoch, r.ref.Seq), Body: body, IfNoneMatch: true}
-	e.p.Store.PutObject(in, func(_ string, err error) { done(r, err) })
+// putRun builds a new run of bucket num off the loop — its entries, from
+// build, and their encoding: a merge's are a million keys — and PUTs it.
+// build must touch only what the caller has handed over to it.
+func (e *Engine) putRun(num int64, build func() []segment.KeyEntry, done func(*keyRun, error)) {
+	var body []byte
+	var meta *segment.KeyRunMeta
+	var n int
+	var err error
+	e.p.Exec.Go(func() {
+		entries := build()
+		n = len(entries)
+		body, meta, err = segment.EncodeKeyRun(entries)
+	}, func() {
+		if err != nil {
+			e.broken("key runs encode: %d entries of bucket %d: %v", n, num, err)
+			done(nil, err)
+			return
+		}
+		r := &keyRun{ref: segment.KeyRunRef{Epoch: e.epoch, Seq: e.keySeq, Count: meta.Count, MinValue: meta.MinValue, Value: meta.Value}, meta: meta}
+		e.keySeq++
+		in := PutObjectInput{Key: e.layout.IdemRunKey(num, r.ref.Epoch, r.ref.Seq), Body: body, IfNoneMatch: true}
+		e.p.Store.PutObject(in, func(_ string, err error) { done(r, err) })
+	})
 }
 
 // insertRun returns runs with r added in ref order (a new slice).

@@ -107,7 +107,7 @@ func (e *Engine) mergeKeys(done func()) {
 			done()
 			return
 		}
-		e.putRun(b.num, mergeEntries(lists...), func(r *keyRun, err error) {
+		e.putRun(b.num, func() []segment.KeyEntry { return mergeEntries(lists...) }, func(r *keyRun, err error) {
 			if err != nil {
 				b.busy = false
 				done()

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"path"
@@ -309,11 +310,11 @@ func (w *pqWorld) resume(h *Host, phase int) segment.Offsets {
 		}
 		s.next = v + 1
 	}
-	// Acked idempotency keys outlive their segments in the checkpoint.
+	// Acked idempotency keys outlive their segments in the key store.
 	for uid := range r.acked {
 		if g, _ := uidStream(uid); g >= walStreams-walIdemStreams {
-			if _, ok := off.Get("idem/" + idemKeyOf(uid)); !ok {
-				t.Errorf("phase %d: acked idempotent unit %s: key not in the recovered view", phase, uid)
+			if known, err := h.IdempotencyKeyKnown(w.ctx, idemKeyOf(uid)); err != nil || !known {
+				t.Errorf("phase %d: acked idempotent unit %s: key not in the recovered key store (%v)", phase, uid, err)
 			}
 		}
 	}
@@ -515,6 +516,22 @@ func (w *pqWorld) drain(phase int) segment.Offsets {
 	off, err := h.Offsets(w.ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The final view: the source offsets, and "idem/"+key for every
+	// idempotency key the key store knows.
+	w.run.mu.Lock()
+	uids := slices.Collect(maps.Keys(w.run.specs))
+	w.run.mu.Unlock()
+	for _, uid := range uids {
+		if g, _ := uidStream(uid); g >= walStreams-walIdemStreams {
+			known, err := h.IdempotencyKeyKnown(w.ctx, idemKeyOf(uid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if known {
+				off = off.Advance("idem/"+idemKeyOf(uid), 1)
+			}
+		}
 	}
 	if st, err = h.Stats(w.ctx); err != nil {
 		t.Fatal(err)
