@@ -21,17 +21,19 @@ import (
 //     memory), or in flight (in the run being written); or
 //   - in a run: an immutable object of sorted hashes listed by the
 //     bucket's manifest (keystore_io.go), of which only the meta — a
-//     filter and a block index, some 2 bytes a key — stays in memory.
+//     filter and a block index, some 2.7 bytes a key — stays in memory.
 //
-// So memory and every checkpoint write cost the keys since the last
-// write, not the keys of the window; a lookup costs a filter probe per
-// run and, on a filter hit, one block read (keystore_lookup.go); merges
-// keep the runs per bucket few (keystore_merge.go); expiry drops whole
-// buckets.
+// So a checkpoint write costs the keys since the last write, not the
+// keys of the window, and memory a few bytes a key of the window; a
+// lookup costs a filter probe per run and, on a filter hit, one block
+// read (keystore_lookup.go); merges keep the runs per bucket few
+// (keystore_merge.go); expiry drops whole buckets. (A key committed
+// again at a higher value while in flight is in recent too.)
 //
-// INVARIANT: nums holds the bucket numbers, ascending, one per bucket;
-// a bucket's runs are sorted by ref without duplicates; a key is in
-// recent or flight of a bucket, not both (checked where they change).
+// INVARIANT: nums holds the bucket numbers, ascending, one per bucket
+// (checked in bucket); a bucket's runs are sorted by ref without
+// duplicates (every list passes through the manifest's encoder, on a
+// write, or its decoder, on a read, which check it).
 type keyStore struct {
 	widthMs uint64
 	buckets map[int64]*keyBucket
