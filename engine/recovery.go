@@ -30,8 +30,9 @@ import (
 // Requests: 2 for the epoch claim, one per LIST page, at most one for the
 // seals, one GET per listed marker and one HEAD per marker whose body was
 // not listed, one GET per listed bitmap — proportional to the live
-// segments, never to the history — and a fixed number for the offsets
-// checkpoint (_offsets and IdemBucketsPerWindow + 3 buckets or so).
+// segments, never to the history — and for the offsets checkpoint, a GET
+// of _offsets, of each of IdemBucketsPerWindow + 3 or so manifests, and
+// of each run they list: the key objects, never the keys.
 
 // listedSegment gathers what LIST showed of one snapshot id.
 type listedSegment struct {

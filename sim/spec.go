@@ -132,8 +132,10 @@ func drawEngine(r *Rand) engine.Config {
 		cfg.MaxDelay = r.Duration(10*time.Millisecond, 200*time.Millisecond)
 	}
 	if r.Chance(0.2) {
-		// A view too small for the HTTP source's keys over a window: its
-		// units meet ErrResourceExhausted until keys expire.
+		// A smaller limit on source offsets (one key per log partition,
+		// one per prefix object): a world's keys stay under it today, but
+		// a prefix source with more objects would meet ErrResourceExhausted
+		// and wait. Idempotency keys are not counted.
 		cfg.OffsetsViewMax = 500 + r.Intn(8000)
 	}
 	if r.Chance(0.5) {
