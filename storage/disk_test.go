@@ -9,32 +9,14 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 
 	"github.com/ncw/directio"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/internal/logbuf"
 )
-
-// lockedBuffer collects log output from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // testDisk is an OSDisk on a running loop over a fresh temp dir, with its
 // log captured.
@@ -43,13 +25,13 @@ type testDisk struct {
 	l    *Loop
 	d    *OSDisk
 	root string
-	log  *lockedBuffer
+	log  *logbuf.Buffer
 }
 
 func newTestDisk(t *testing.T) *testDisk {
 	t.Helper()
 	root := t.TempDir()
-	logs := &lockedBuffer{}
+	logs := &logbuf.Buffer{}
 	l := startLoop(t)
 	d, err := NewOSDisk(l, root, DiskOptions{Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/skipprd/skipprd/internal/logbuf"
 )
 
 // A real /proc/meminfo (Linux 6.x, 24 GiB machine), trimmed after the
@@ -152,7 +154,7 @@ func TestCgroupHeadroom(t *testing.T) {
 // change between failing and working once, and re-reads at most once per
 // refresh interval.
 func TestSystemMemoryFallbackAndRefresh(t *testing.T) {
-	var logs lockedBuffer
+	var logs logbuf.Buffer
 	m := NewSystemMemory(MemoryFallbackBytes, slog.New(slog.NewTextHandler(&logs, nil)))
 	now := time.Unix(1000, 0)
 	m.now = func() time.Time { return now }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -28,6 +29,7 @@ import (
 	"github.com/skipprd/skipprd/engine/diskstore"
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/engine/wal"
+	"github.com/skipprd/skipprd/internal/logbuf"
 )
 
 // BenchmarkDiskWALGroupCommit measures the local-disk WAL's group commit
@@ -118,7 +120,7 @@ var (
 // the engine opens its log segments.
 func dwProbeDirect(b *testing.B, dir string) {
 	dwDirectOnce.Do(func() {
-		logs := &lockedBuffer{}
+		logs := &logbuf.Buffer{}
 		l := NewLoop()
 		go func() { _ = l.Run(context.Background()) }()
 		defer l.Stop()
@@ -151,7 +153,7 @@ func dwProbeDirect(b *testing.B, dir string) {
 			dwDirectNote = fmt.Sprintf("disk: O_DIRECT in effect under %s (%s), %d CPUs", dir, fsType, runtime.NumCPU())
 		} else {
 			dwDirectNote = fmt.Sprintf("disk: O_DIRECT refused under %s (%s): buffered I/O + fdatasync, %d CPUs; OSDisk logged: %s",
-				dir, fsType, runtime.NumCPU(), bytes.TrimSpace(logs.buf.Bytes()))
+				dir, fsType, runtime.NumCPU(), strings.TrimSpace(logs.String()))
 		}
 	})
 }

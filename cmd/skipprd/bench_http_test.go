@@ -21,6 +21,8 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
 	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/skipprd/skipprd/internal/logbuf"
 )
 
 // HTTP ingest through the real daemon (local-disk WAL, SYNC, Parquet
@@ -118,7 +120,7 @@ func startBenchDaemon(b *testing.B) string {
 		b.Fatal(err)
 	}
 	env := map[string]string{envDataDir: filepath.Join(dir, "data"), envPipelineFile: pipeline}
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan int, 1)
 	go func() {
@@ -192,23 +194,6 @@ func benchArrow(b *testing.B) []byte {
 		b.Fatal(err)
 	}
 	return buf.Bytes()
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.buf.String()
 }
 
 func writeText(path, text string) error { return os.WriteFile(path, []byte(text), 0o644) }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/internal/logbuf"
 )
 
 // testHost is the test's side of the ingest port: it acks a unit by
@@ -150,30 +151,12 @@ func (h *testHost) offsets() segment.Offsets {
 	return slices.Clone(h.committed)
 }
 
-// testLog collects a source's log.
-type testLog struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *testLog) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *testLog) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 // fixture is a source under test and what it runs against.
 type fixture struct {
 	t    *testing.T
 	src  *Source
 	host *testHost
-	log  *testLog
+	log  *logbuf.Buffer
 	mem  *memory.CheckedAllocator
 	// sleeps records the backoffs asked for.
 	sleeps []time.Duration
@@ -184,7 +167,7 @@ type fixture struct {
 // At the end of the test every Arrow byte must be released.
 func newFixture(t *testing.T, cfg Config, store Store) *fixture {
 	t.Helper()
-	f := &fixture{t: t, host: newHost(t), log: &testLog{}, mem: memory.NewCheckedAllocator(memory.NewGoAllocator())}
+	f := &fixture{t: t, host: newHost(t), log: &logbuf.Buffer{}, mem: memory.NewCheckedAllocator(memory.NewGoAllocator())}
 	t.Cleanup(func() { f.mem.AssertSize(t, 0) })
 	if cfg.Name == "" {
 		cfg.Name = "drop"
