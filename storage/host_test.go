@@ -65,8 +65,9 @@ func (f *hostFixture) spec(uid string) (walSpec, bool) {
 func ingest(ctx context.Context, h *Host, u engine.Unit) <-chan error {
 	answer := make(chan error, 1)
 	go func() {
-		defer releaseUnit(u)
-		answer <- h.Ingest(ctx, u)
+		err := h.Ingest(ctx, u)
+		releaseUnit(u) // before answering: a caller may check the allocator next
+		answer <- err
 	}()
 	return answer
 }
