@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
@@ -124,6 +125,30 @@ type Timers interface {
 	// cancel stops it: once cancel has returned, fn will not run. Calling
 	// cancel after fn ran, or twice, is a no-op.
 	AfterFunc(d time.Duration, fn func()) (cancel func())
+}
+
+// Blocking runs blocking calls no other port covers — a transaction on a
+// database — off the loop. The engine itself never calls it; transactional
+// sinks (the Postgres sink) are built with one.
+//
+// Contract:
+//
+//   - work runs off the loop (on a worker goroutine in production, inside
+//     the simulator's model there), at most the port's limit of calls at
+//     once; later calls wait their turn. Like Executor work it touches only
+//     what the caller handed over and will not touch until done runs.
+//   - ctx ends when the port's time limit for one call passes or the
+//     process stops; work must then return promptly with an error.
+//   - done runs once on the loop with work's error, unless the process
+//     dies first.
+//   - Crash: done never runs; work may not have started, may still be
+//     running (a COMMIT already sent may still land), or may have
+//     finished. Timeout: ctx ends and the effect is just as unknown. So
+//     whatever work does must be safe to find half-known: the caller
+//     settles it on its next attempt (the Postgres sink looks its job id
+//     up in the applied-jobs table it commits with the rows).
+type Blocking interface {
+	Do(work func(ctx context.Context) error, done func(err error))
 }
 
 // Executor runs pure, CPU-heavy work (encoding a segment body) off the

@@ -1,0 +1,178 @@
+package postgres
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/skipprd/skipprd/engine"
+)
+
+// Column is one destination column: its name and its Postgres type as
+// information_schema would print it back (format_type).
+type Column struct {
+	Name string
+	Type string
+}
+
+// The columns a CDC table has besides the source's own.
+const (
+	ColIdentity = "_cdc_identity" // bytea primary key: the event identity
+	ColOrder    = "_cdc_order"    // numeric(20,0): the order token the row reflects
+	ColDeleted  = "_cdc_deleted"  // boolean: a tombstone (the row was deleted at _cdc_order)
+)
+
+// NameBytesMax is Postgres's identifier limit (NAMEDATALEN-1); longer
+// names would be truncated silently, so they are refused.
+const NameBytesMax = 63
+
+// cdcColumns are the CDC bookkeeping columns, in table order.
+var cdcColumns = []Column{
+	{ColIdentity, "bytea"},
+	{ColOrder, "numeric(20,0)"},
+	{ColDeleted, "boolean"},
+}
+
+// PGType maps an Arrow type to the Postgres type its column gets:
+//
+//	int8, int16, uint8         smallint
+//	int32, uint16              integer
+//	int64, uint32              bigint
+//	uint64                     numeric(20,0)
+//	float16, float32           real
+//	float64                    double precision
+//	bool                       boolean
+//	string, large_string       text
+//	binary, large_binary,
+//	fixed_size_binary          bytea
+//	date32, date64             date
+//	time32, time64             time without time zone
+//	timestamp (with zone)      timestamp with time zone
+//	timestamp (without zone)   timestamp without time zone
+//	decimal128/256(p, s)       numeric(p,s)
+//	struct, list, map          jsonb
+//
+// Any other type (unions, dictionaries, intervals, …) has no mapping and
+// the job is refused naming the column.
+func PGType(t arrow.DataType) (string, bool) {
+	switch t.ID() {
+	case arrow.INT8, arrow.INT16, arrow.UINT8:
+		return "smallint", true
+	case arrow.INT32, arrow.UINT16:
+		return "integer", true
+	case arrow.INT64, arrow.UINT32:
+		return "bigint", true
+	case arrow.UINT64:
+		return "numeric(20,0)", true
+	case arrow.FLOAT16, arrow.FLOAT32:
+		return "real", true
+	case arrow.FLOAT64:
+		return "double precision", true
+	case arrow.BOOL:
+		return "boolean", true
+	case arrow.STRING, arrow.LARGE_STRING:
+		return "text", true
+	case arrow.BINARY, arrow.LARGE_BINARY, arrow.FIXED_SIZE_BINARY:
+		return "bytea", true
+	case arrow.DATE32, arrow.DATE64:
+		return "date", true
+	case arrow.TIME32, arrow.TIME64:
+		return "time without time zone", true
+	case arrow.TIMESTAMP:
+		if t.(*arrow.TimestampType).TimeZone != "" {
+			return "timestamp with time zone", true
+		}
+		return "timestamp without time zone", true
+	case arrow.DECIMAL128, arrow.DECIMAL256:
+		d := t.(arrow.DecimalType)
+		return fmt.Sprintf("numeric(%d,%d)", d.GetPrecision(), d.GetScale()), true
+	case arrow.STRUCT, arrow.LIST, arrow.LARGE_LIST, arrow.MAP:
+		return "jsonb", true
+	}
+	return "", false
+}
+
+// Columns maps an Arrow schema to destination columns, CDC bookkeeping
+// first when cdc. A field without a mapping, a name Postgres would
+// truncate, a duplicate name, or (cdc) a name that is a bookkeeping
+// column's refuses the job: no retry could apply it.
+func Columns(table string, s *arrow.Schema, cdc bool) ([]Column, error) {
+	var cols []Column
+	if cdc {
+		cols = append(cols, cdcColumns...)
+	}
+	seen := map[string]bool{}
+	for _, c := range cols {
+		seen[c.Name] = true
+	}
+	for _, f := range s.Fields() {
+		typ, ok := PGType(f.Type)
+		switch {
+		case !ok:
+			return nil, cannotApply(table, f.Name, "Arrow type %s has no Postgres mapping", f.Type)
+		case f.Name == "" || len(f.Name) > NameBytesMax:
+			return nil, cannotApply(table, f.Name, "a column name must be 1 to %d bytes, not %d", NameBytesMax, len(f.Name))
+		case strings.IndexByte(f.Name, 0) >= 0:
+			return nil, cannotApply(table, f.Name, "a column name cannot hold a NUL byte")
+		case seen[f.Name]:
+			return nil, cannotApply(table, f.Name, "the name is used twice (or by a CDC bookkeeping column)")
+		}
+		seen[f.Name] = true
+		cols = append(cols, Column{f.Name, typ})
+	}
+	return cols, nil
+}
+
+// Reconcile compares the columns a job writes (want) with the table's
+// (have, nil when the table does not exist yet) and returns the columns
+// to add. A column the table has with another type refuses the job,
+// unless the job's values fit the table's type losslessly (a smaller
+// integer into a bigger one, real into double precision); a column the
+// table has and the job lacks is filled with NULL.
+func Reconcile(table string, have, want []Column) (add []Column, err error) {
+	if have == nil {
+		return want, nil
+	}
+	byName := make(map[string]string, len(have))
+	for _, c := range have {
+		byName[c.Name] = c.Type
+	}
+	for _, c := range want {
+		t, ok := byName[c.Name]
+		switch {
+		case !ok:
+			add = append(add, c)
+		case !fits(c.Type, t):
+			return nil, cannotApply(table, c.Name, "the job has %s values, the table's column is %s", c.Type, t)
+		}
+	}
+	return add, nil
+}
+
+// widening lists, for a type, the column types that hold all its values.
+var widening = map[string][]string{
+	"smallint":      {"integer", "bigint", "numeric"},
+	"integer":       {"bigint", "numeric"},
+	"bigint":        {"numeric"},
+	"numeric(20,0)": {"numeric"},
+	"real":          {"double precision"},
+}
+
+// fits reports whether values of type job can be stored in a column of
+// type col without loss.
+func fits(job, col string) bool {
+	if job == col {
+		return true
+	}
+	for _, w := range widening[job] {
+		if w == col {
+			return true
+		}
+	}
+	return false
+}
+
+func cannotApply(table, column, format string, args ...any) error {
+	return fmt.Errorf("%w: postgres: table %q column %q: %s", engine.ErrCannotApply, table, column, fmt.Sprintf(format, args...))
+}
