@@ -3,11 +3,38 @@
 // applied-jobs table, so a replayed job commits nothing new.
 //
 // The sink (sink.go) plans a job into a Tx (tx.go) — pure data: the
-// table, its columns by the type mapping in types.go, the rows and, for a
-// CDC job, each row's change — and runs it through an engine.Blocking
-// port against a DB: the real server through pgx (PGX), or the
-// in-memory Model the simulator drives. A commit whose outcome is unknown
-// (ErrAmbiguous) is settled by looking the job id up, never by guessing.
+// table, its columns by the type mapping in types.go (PGType's comment
+// holds the mapping table), the rows and, for a CDC job, each row's
+// change — and runs it through an engine.Blocking port against a DB: the
+// real server through pgx (PGX), or the in-memory Model (model.go) the
+// simulator drives. A commit whose outcome is unknown (ErrAmbiguous) is
+// settled by looking the job id up, never by guessing.
+//
+// Files:
+//
+//	types.go       Column, PGType (the mapping), Columns, Reconcile, limits
+//	tx.go          Tx and Plan: what a job writes, refused early when it never could
+//	sink.go        DB, ErrAmbiguous, Sink: one transaction per job, settle by lookup
+//	model.go       Model and ApplyChange: the reference the real server must match
+//	pgx_open.go    PGX, OpenPGX: connection, session settings, the applied-jobs table
+//	pgx_pool.go    the bounded connection pool (pgxpool)
+//	pgx_apply.go   Apply (the transaction, COMMIT's error classes) and Applied
+//	pgx_schema.go  CREATE TABLE / ADD COLUMN under a per-table advisory lock
+//	pgx_copy.go    COPY of a plain job, streaming its Arrow batches
+//	pgx_values.go  one Arrow value → the Go value pgx encodes, or why it cannot be
+//	pgx_cdc.go     a CDC job: COPY into a staging table, then one upsert
+//
+// One job on the server:
+//
+//	BEGIN
+//	INSERT INTO skipprd_applied_jobs … ON CONFLICT DO NOTHING
+//	    no row inserted → applied before: ROLLBACK, return nil
+//	read the table's columns; Reconcile
+//	    needs DDL → pg_advisory_xact_lock(table), read again, CREATE / ALTER
+//	plain: COPY table FROM STDIN (binary, row by row from the batches)
+//	CDC:   CREATE TEMP TABLE … ON COMMIT DROP; COPY; INSERT … SELECT DISTINCT ON
+//	       … ON CONFLICT DO UPDATE … WHERE older
+//	COMMIT
 //
 // Invariants:
 //   - A job's rows and its applied-jobs row commit in one transaction:
@@ -15,6 +42,24 @@
 //   - CDC rows follow ApplyChange: a change lands only over a row whose
 //     order token is lower; deletes leave tombstones. Replaying any prefix
 //     of a CDC stream any number of times converges to the same table.
-//   - A column conflict refuses the job (engine.ErrCannotApply) naming the
-//     table and column; nothing of it is written.
+//     A CDC row reflects its change alone: columns of the table its job
+//     lacks are set to NULL. Order tokens are stored exactly, numeric(20,0).
+//   - A column conflict, a CDC job into a plain table (or the reverse), a
+//     name Postgres would truncate or reject, a CDC identity over
+//     IdentityBytesMax, or a value Postgres cannot hold refuses the job
+//     (engine.ErrCannotApply) naming the table and column; nothing of it
+//     is written.
+//   - Only a COMMIT that was sent and not answered (or answered by a
+//     FATAL) is ErrAmbiguous; every failure before it is definite.
+//     Applied waits for a transaction still in flight on the job's id,
+//     so the lookup's answer is final.
+//   - DDL on a table is serialized by its advisory lock; jobs that need
+//     none take no lock, as columns are only ever added.
+//
+// Tests run against a real server (internal/pgtest: a database per
+// test; skipped loudly without a server, failed under CI=true). The
+// ambiguous-commit tests put a TCP proxy between pgx and the server that
+// cuts the connection just before or just after forwarding COMMIT; a
+// rapid property checks the server's CDC table against Model over random
+// replays.
 package postgres

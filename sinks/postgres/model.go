@@ -8,6 +8,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 
+	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
@@ -44,6 +45,11 @@ type Model struct {
 	// Down, when set and true, fails every call (an outage) before
 	// anything else happens.
 	Down func() bool
+	// OnCommit, when set, sees every transaction that commits, after its
+	// rows are written and before Apply returns (the simulator digests
+	// what committed). It runs under the model's lock: it must not call
+	// the model.
+	OnCommit func(tx *Tx)
 
 	mu      sync.Mutex
 	tables  map[string]*ModelTable
@@ -59,6 +65,7 @@ const (
 	Fail                    // does not commit; a definite error
 	FailAmbiguous           // does not commit; the error says the outcome is unknown
 	CommitAmbiguous         // commits; the error says the outcome is unknown
+	Refuse                  // does not commit; the error wraps engine.ErrCannotApply (a value the server rejects)
 )
 
 // ModelTable is one table of the model.
@@ -109,6 +116,8 @@ func (m *Model) Apply(_ context.Context, tx *Tx) error {
 		return fmt.Errorf("postgres: model: job %s: transaction failed", tx.JobID)
 	case FailAmbiguous:
 		return fmt.Errorf("postgres: model: job %s: connection lost before COMMIT: %w", tx.JobID, ErrAmbiguous)
+	case Refuse:
+		return fmt.Errorf("%w: postgres: model: job %s: the server rejects a value of table %q", engine.ErrCannotApply, tx.JobID, tx.Table)
 	}
 	if t == nil {
 		t = &ModelTable{State: map[string]RowState{}}
@@ -118,6 +127,9 @@ func (m *Model) Apply(_ context.Context, tx *Tx) error {
 	m.write(t, tx)
 	m.applied = append(m.applied, tx.JobID)
 	m.byJob[tx.JobID] = true
+	if m.OnCommit != nil {
+		m.OnCommit(tx)
+	}
 	if outcome == CommitAmbiguous {
 		return fmt.Errorf("postgres: model: job %s: connection lost during COMMIT: %w", tx.JobID, ErrAmbiguous)
 	}

@@ -85,7 +85,10 @@ var _ engine.Sink = (*Sink)(nil)
 func (s *Sink) Apply(job *engine.Job, done func(error)) {
 	tx, err := Plan(job)
 	if err != nil {
-		s.blocking.Do(func(context.Context) error { return err }, done) // done never runs inside Apply
+		s.blocking.Do(func(context.Context) error { // done never runs inside Apply
+			s.count(func(st *Stats) { st.Refused++ })
+			return err
+		}, done)
 		return
 	}
 	s.blocking.Do(func(ctx context.Context) error {
@@ -123,5 +126,6 @@ func (s *Sink) apply(ctx context.Context, tx *Tx) error {
 		return nil
 	}
 	s.count(func(st *Stats) { st.AmbiguousLost++ })
-	return fmt.Errorf("postgres: job %s did not commit: %w", tx.JobID, err)
+	// Settled: the error no longer wraps ErrAmbiguous (%v, not %w).
+	return fmt.Errorf("postgres: job %s did not commit (settled by lookup after: %v)", tx.JobID, err)
 }

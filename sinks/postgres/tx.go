@@ -34,6 +34,12 @@ func Plan(job *engine.Job) (*Tx, error) {
 	if len(job.Slices) == 0 {
 		return nil, fmt.Errorf("%w: postgres: job %s has no slices", engine.ErrCannotApply, job.ID)
 	}
+	if why := nameProblem(job.Namespace); why != "" {
+		return nil, fmt.Errorf("%w: postgres: job %s: table %q: a table name %s", engine.ErrCannotApply, job.ID, job.Namespace, why)
+	}
+	if job.Namespace == AppliedJobsTable {
+		return nil, fmt.Errorf("%w: postgres: job %s: table %q is the sink's applied-jobs table", engine.ErrCannotApply, job.ID, job.Namespace)
+	}
 	first := job.Slices[0]
 	cdc := first.Sidecar != nil
 	tx := &Tx{JobID: job.ID, Table: job.Namespace, Schema: first.Schema, CDC: cdc}
@@ -47,6 +53,9 @@ func Plan(job *engine.Job) (*Tx, error) {
 			if int64(len(s.Sidecar.Rows)) != s.Entry.Rows {
 				return nil, fmt.Errorf("%w: postgres: job %s: slice %d has %d rows and %d CDC rows", engine.ErrCannotApply, job.ID, i, s.Entry.Rows, len(s.Sidecar.Rows))
 			}
+			if err := checkIdentities(job.ID, i, s.Sidecar.Rows); err != nil {
+				return nil, err
+			}
 			tx.Changes = append(tx.Changes, s.Sidecar.Rows...)
 		}
 	}
@@ -56,4 +65,20 @@ func Plan(job *engine.Job) (*Tx, error) {
 	}
 	tx.Columns = cols
 	return tx, nil
+}
+
+// IdentityBytesMax bounds a CDC identity. It is the primary key of a CDC
+// table, and a btree entry must fit in a third of a page (about 2700
+// bytes, less its header); a longer identity would fail on the server at
+// every retry, so the job is refused. The segment format allows 4096.
+const IdentityBytesMax = 2048
+
+// checkIdentities refuses a slice whose CDC identities are too long.
+func checkIdentities(jobID string, slice int, rows []segment.CDCRow) error {
+	for r, row := range rows {
+		if len(row.Identity) > IdentityBytesMax {
+			return fmt.Errorf("%w: postgres: job %s: slice %d row %d: a CDC identity of %d bytes, limit %d", engine.ErrCannotApply, jobID, slice, r, len(row.Identity), IdentityBytesMax)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package postgres
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -27,6 +28,21 @@ const (
 // names would be truncated silently, so they are refused.
 const NameBytesMax = 63
 
+// ColumnsMax is the most columns a Postgres table holds
+// (MaxHeapAttributeNumber). A job that would take a table past it is
+// refused rather than failed by the server on every retry.
+const ColumnsMax = 1600
+
+// AppliedJobsTable is the applied-jobs table: one row per committed job,
+// in the same schema as the job tables. No job may write to it.
+const AppliedJobsTable = "skipprd_applied_jobs"
+
+// Postgres 15's numeric type modifier limits.
+const (
+	numericPrecisionMax = 1000
+	numericScaleMax     = 1000
+)
+
 // cdcColumns are the CDC bookkeeping columns, in table order.
 var cdcColumns = []Column{
 	{ColIdentity, "bytea"},
@@ -50,11 +66,22 @@ var cdcColumns = []Column{
 //	time32, time64             time without time zone
 //	timestamp (with zone)      timestamp with time zone
 //	timestamp (without zone)   timestamp without time zone
-//	decimal128/256(p, s)       numeric(p,s)
-//	struct, list, map          jsonb
+//	decimal128/256(p, s)       numeric(p,s)   (Postgres 15: |s| ≤ 1000)
+//	struct, list, large_list,
+//	map                        jsonb          (the array's JSON form)
 //
 // Any other type (unions, dictionaries, intervals, …) has no mapping and
 // the job is refused naming the column.
+//
+// Values go over unchanged except: time64[ns] and timestamp[ns] are
+// rounded down to microseconds (Postgres's resolution), a date64 to its
+// day; timestamps without a zone are stored as their UTC wall clock; a
+// map is a JSON array of {"key": …, "value": …} objects, and strings
+// inside nested values are made valid UTF-8 by the JSON encoding (an
+// invalid byte becomes U+FFFD). Values Postgres cannot hold refuse the
+// job naming the column and row: text with a NUL byte or invalid UTF-8,
+// JSON with a \u0000 escape, a date or timestamp before 4714-11-24 BC
+// (or a date after 5874897 AD), a time of day outside 00:00–24:00.
 func PGType(t arrow.DataType) (string, bool) {
 	switch t.ID() {
 	case arrow.INT8, arrow.INT16, arrow.UINT8:
@@ -86,7 +113,11 @@ func PGType(t arrow.DataType) (string, bool) {
 		return "timestamp without time zone", true
 	case arrow.DECIMAL128, arrow.DECIMAL256:
 		d := t.(arrow.DecimalType)
-		return fmt.Sprintf("numeric(%d,%d)", d.GetPrecision(), d.GetScale()), true
+		p, s := d.GetPrecision(), d.GetScale()
+		if p < 1 || p > numericPrecisionMax || s < -numericScaleMax || s > numericScaleMax {
+			return "", false
+		}
+		return fmt.Sprintf("numeric(%d,%d)", p, s), true
 	case arrow.STRUCT, arrow.LIST, arrow.LARGE_LIST, arrow.MAP:
 		return "jsonb", true
 	}
@@ -95,15 +126,20 @@ func PGType(t arrow.DataType) (string, bool) {
 
 // Columns maps an Arrow schema to destination columns, CDC bookkeeping
 // first when cdc. A field without a mapping, a name Postgres would
-// truncate, a duplicate name, or (cdc) a name that is a bookkeeping
-// column's refuses the job: no retry could apply it.
+// truncate or reject, a duplicate name, a bookkeeping column's name (in
+// any job: a plain table holding _cdc_identity would pass for a CDC one),
+// or more than ColumnsMax columns refuses the job: no retry could apply
+// it.
 func Columns(table string, s *arrow.Schema, cdc bool) ([]Column, error) {
 	var cols []Column
 	if cdc {
 		cols = append(cols, cdcColumns...)
 	}
+	if len(cols)+s.NumFields() > ColumnsMax {
+		return nil, fmt.Errorf("%w: postgres: table %q: %d columns, Postgres holds at most %d", engine.ErrCannotApply, table, len(cols)+s.NumFields(), ColumnsMax)
+	}
 	seen := map[string]bool{}
-	for _, c := range cols {
+	for _, c := range cdcColumns {
 		seen[c.Name] = true
 	}
 	for _, f := range s.Fields() {
@@ -111,12 +147,11 @@ func Columns(table string, s *arrow.Schema, cdc bool) ([]Column, error) {
 		switch {
 		case !ok:
 			return nil, cannotApply(table, f.Name, "Arrow type %s has no Postgres mapping", f.Type)
-		case f.Name == "" || len(f.Name) > NameBytesMax:
-			return nil, cannotApply(table, f.Name, "a column name must be 1 to %d bytes, not %d", NameBytesMax, len(f.Name))
-		case strings.IndexByte(f.Name, 0) >= 0:
-			return nil, cannotApply(table, f.Name, "a column name cannot hold a NUL byte")
 		case seen[f.Name]:
-			return nil, cannotApply(table, f.Name, "the name is used twice (or by a CDC bookkeeping column)")
+			return nil, cannotApply(table, f.Name, "the name is used twice (or is a CDC bookkeeping column's)")
+		}
+		if why := nameProblem(f.Name); why != "" {
+			return nil, cannotApply(table, f.Name, "a column name %s", why)
 		}
 		seen[f.Name] = true
 		cols = append(cols, Column{f.Name, typ})
@@ -124,15 +159,35 @@ func Columns(table string, s *arrow.Schema, cdc bool) ([]Column, error) {
 	return cols, nil
 }
 
+// nameProblem says why name cannot be a Postgres identifier as it is
+// ("" when it can): Postgres truncates names past NameBytesMax bytes and
+// rejects NUL bytes and invalid UTF-8 (the sink requires a UTF8 database).
+func nameProblem(name string) string {
+	switch {
+	case name == "" || len(name) > NameBytesMax:
+		return fmt.Sprintf("must be 1 to %d bytes, not %d", NameBytesMax, len(name))
+	case strings.IndexByte(name, 0) >= 0:
+		return "cannot hold a NUL byte"
+	case !utf8.ValidString(name):
+		return "is not UTF-8"
+	}
+	return ""
+}
+
 // Reconcile compares the columns a job writes (want) with the table's
 // (have, nil when the table does not exist yet) and returns the columns
 // to add. A column the table has with another type refuses the job,
 // unless the job's values fit the table's type losslessly (a smaller
 // integer into a bigger one, real into double precision); a column the
-// table has and the job lacks is filled with NULL.
+// table has and the job lacks is filled with NULL. A CDC job into a
+// plain table or the reverse (told apart by _cdc_identity) is refused,
+// and so is a job that would take the table past ColumnsMax columns.
 func Reconcile(table string, have, want []Column) (add []Column, err error) {
 	if have == nil {
 		return want, nil
+	}
+	if hasCDC(have) != hasCDC(want) {
+		return nil, cannotApply(table, ColIdentity, "a CDC job cannot write a plain table, nor a plain job a CDC table (table has the column: %t)", hasCDC(have))
 	}
 	byName := make(map[string]string, len(have))
 	for _, c := range have {
@@ -147,7 +202,20 @@ func Reconcile(table string, have, want []Column) (add []Column, err error) {
 			return nil, cannotApply(table, c.Name, "the job has %s values, the table's column is %s", c.Type, t)
 		}
 	}
+	if n := len(have) + len(add); len(add) > 0 && n > ColumnsMax {
+		return nil, cannotApply(table, add[len(add)-1].Name, "adding %d columns would make %d, Postgres holds at most %d", len(add), n, ColumnsMax)
+	}
 	return add, nil
+}
+
+// hasCDC reports whether cols include the CDC identity column.
+func hasCDC(cols []Column) bool {
+	for _, c := range cols {
+		if c.Name == ColIdentity {
+			return true
+		}
+	}
+	return false
 }
 
 // widening lists, for a type, the column types that hold all its values.
