@@ -13,14 +13,44 @@ import (
 // for an engine.Sink bound to each incarnation, and for what it holds when
 // the oracle checks exactly-once delivery. Implementations live with the
 // sinks (cmd/simulate wires them), so sim stays free of sink formats.
+//
+// A destination may also implement OwnFaults (it meets the world's sink
+// faults inside its own model), TableChecker (its tables are checked row
+// by row after convergence, tablecheck.go) and Marked (it counts its rare
+// paths for coverage).
 type Destination interface {
 	// Sink returns the destination's sink for one incarnation's ports.
-	Sink(ports engine.Ports) engine.Sink
+	Sink(ports SinkPorts) engine.Sink
 	// Contents returns every job the destination holds, read from its
 	// durable state.
 	Contents() ([]DestJob, error)
 	// Name is printed in the run summary.
 	Name() string
+}
+
+// SinkPorts are what a destination's sink for one incarnation may use:
+// the incarnation's engine ports, and its Blocking port (blocking.go),
+// which the engine itself never takes — only a sink that runs blocking
+// calls, such as a database transaction, needs one.
+type SinkPorts struct {
+	engine.Ports
+	Blocking engine.Blocking
+}
+
+// OwnFaults is a destination whose model injects the world's sink faults
+// itself, drawing each from World.SinkFault where its own sink code meets
+// it — a transaction that fails, or commits and answers that it failed —
+// rather than having the world decide them in front of its sink. The
+// world still crashes at points after its sink answers.
+type OwnFaults interface {
+	OwnFaults()
+}
+
+// Marked is a destination that counts the rare paths its own code took
+// (coverage marks by name, such as a commit found landed after an
+// ambiguous answer). The world sums them into Result.DestMarks.
+type Marked interface {
+	Marks() map[string]uint64
 }
 
 // DestJob is one applied job as the destination holds it.
@@ -65,21 +95,49 @@ const (
 	SinkRefuse                // refuses the job for good (engine.ErrCannotApply): no effect
 )
 
-// faultySink injects sink faults in front of a destination's sink.
+// World accessors for destinations (cmd/simulate builds them around the
+// world: a destination model that draws faults, counts time, or draws
+// from its own seeded stream).
+
+// Now returns the world's simulated time.
+func (w *World) Now() time.Duration { return w.sched.Now() }
+
+// DestRand returns a stream of the world's seed for a destination's own
+// draws, by label; the same label gives the same stream, so call it once.
+func (w *World) DestRand(label string) *Rand { return w.root.Split("dest/" + label) }
+
+// SinkFault decides the fate of one sink apply (or one transaction of a
+// destination that injects its own faults) from the world's fault plan.
+// Any fault is trouble for the progress oracle; a refusal is the alert
+// that will name jobID, which ends the run as it should.
+func (w *World) SinkFault(jobID string) SinkOutcome {
+	outcome := w.faults.DecideSink(w.sched.Now())
+	if outcome != SinkOK {
+		w.trouble()
+	}
+	if outcome == SinkRefuse {
+		w.expectAlert(jobID)
+	}
+	return outcome
+}
+
+// faultySink injects sink faults in front of a destination's sink, or —
+// for a destination that injects its own (OwnFaults) — only watches its
+// answers for crash points.
 type faultySink struct {
 	w      *World
 	inner  engine.Sink
 	timers engine.Timers
+	own    bool // the destination decides its faults itself
 }
 
 func (s *faultySink) Apply(job *engine.Job, done func(error)) {
-	outcome := s.w.faults.DecideSink(s.w.sched.Now())
-	ambiguous := outcome == SinkAmbiguous
-	if outcome != SinkOK {
-		s.w.trouble()
+	outcome := SinkOK
+	if !s.own {
+		outcome = s.w.SinkFault(job.ID)
 	}
+	ambiguous := outcome == SinkAmbiguous
 	if outcome == SinkRefuse {
-		s.w.expectAlert(job.ID)
 		s.timers.AfterFunc(time.Millisecond, func() {
 			done(fmt.Errorf("%w: sim: the sink refuses job %s", engine.ErrCannotApply, job.ID))
 		})
@@ -96,4 +154,23 @@ func (s *faultySink) Apply(job *engine.Job, done func(error)) {
 		}
 		done(err)
 	})
+}
+
+// destMarks sums the marks of the world's destinations that count them.
+func (w *World) destMarks() map[string]uint64 {
+	var out map[string]uint64
+	for _, k := range w.spec.Sinks {
+		d, ok := w.dests[k.Ref].(Marked)
+		if !ok {
+			continue
+		}
+		if out == nil {
+			out = map[string]uint64{}
+		}
+		//engine:orderless — sums commute.
+		for name, n := range d.Marks() {
+			out[name] += n
+		}
+	}
+	return out
 }

@@ -33,6 +33,12 @@
 //     Timers and Executor ports, and every completion addressed to it, are
 //     events it owns; Kill drops them all; Pause holds them (and every
 //     store answer) until Resume — a zombie writer (zombie.go).
+//   - Blocking (blocking.go): an incarnation's engine.Blocking port, a
+//     pool of workers in simulated time. A call's work lands as a world
+//     event after a seeded delay and its done follows on the loop; at a
+//     crash, done never runs and a started call's work still lands (its
+//     ctx ended) or never does, as the seed drew. Destinations get it
+//     with the incarnation's ports (SinkPorts).
 //   - Store (store*.go): one S3 bucket that outlives incarnations. Each
 //     request's effect applies at its completion as a world event (so a
 //     killed process's requests still land); the callback runs only if the
@@ -49,7 +55,7 @@
 //     the sources, the destinations, crashes, zombies, restarts and
 //     corruption decided by a Faults plan (corrupt.go, zombie.go), a fault
 //     phase, then a quiet phase in which the run must converge.
-//   - Sources (workload.go, source.go): steady logs, CDC snapshots and
+//   - Sources (workload.go, source.go, cdc.go): steady logs, CDC streams and
 //     HTTP endpoints (with client timeouts that resend) and bulk loads,
 //     drawn per world; replayable ones resume from the recovered offsets
 //     (or older ones), one unit in flight per offset key; non-replayable
@@ -61,12 +67,23 @@
 //     it answers counts as an ACK. With Config.Prefix, some worlds have a
 //     prefix source (prefix.go): an outside producer drops Parquet objects
 //     under landing/ in the store, and the real objects source, run as a
-//     coroutine over the world's store and engine, ingests them.
+//     coroutine over the world's store and engine, ingests them. Most
+//     CDC sources change a small key space (SourceSpec.Keys, cdc.go):
+//     inserts, updates and deletes of the same identities from every
+//     partition, under order tokens unique in the namespace that units
+//     deliver out of order.
 //   - Oracles (oracle.go, sinkoracle.go, ackledger.go, digest.go): the
 //     guarantees, checked against the store's truth (the oracle decodes
 //     every segment whose marker lands and compares whole rows with what
 //     was produced, RowDigest), never against what the engine says of
-//     itself; destinations (destination.go) report what they hold.
+//     itself; destinations (destination.go) report what they hold. A
+//     destination whose tables are the result of its jobs (a database
+//     applying CDC changes by identity) also checks them, after
+//     convergence, against the acknowledged-change ledger: every unit
+//     the engine acked or a recovery's offsets covered (tablecheck.go).
+//     A destination with a model of its own may draw the world's sink
+//     faults inside it (OwnFaults, World.SinkFault) and count its rare
+//     paths as coverage marks (Marked, Result.DestMarks).
 //
 // # Wiring one engine incarnation
 //

@@ -46,7 +46,7 @@ var errRefused = errors.New("sim: request refused, retry later")
 // client retries (429, 503) arrives as an error; any other refusal of a
 // request the world built valid is a violation.
 func (w *World) request(s *source, uid UID, in engine.Unit, done func(error)) {
-	ctype, body, err := requestBody(uid, in)
+	ctype, body, err := requestBody(uid, in, s.spec.Encoding)
 	for _, b := range in.Batches {
 		b.Release()
 	}
@@ -83,12 +83,13 @@ func (w *World) request(s *source, uid UID, in engine.Unit, done func(error)) {
 	})
 }
 
-// requestBody encodes a unit as its request's body: every other unit as
-// JSON lines (the source infers the schema: its fields sorted by name,
-// the row number as int64 — another schema fingerprint, as a client that
-// sends JSON gets), the others as an Arrow IPC stream in the unit schema.
-func requestBody(uid UID, in engine.Unit) (string, []byte, error) {
-	if uid.seq()%2 == 0 {
+// requestBody encodes a unit as its request's body: as JSON lines (the
+// source infers the schema: its fields sorted by name, the row number as
+// int64 — another schema fingerprint, as a client that sends JSON gets)
+// or as an Arrow IPC stream in the unit schema, as encoding says (a
+// SourceSpec's Encoding): "" alternates, by unit.
+func requestBody(uid UID, in engine.Unit, encoding string) (string, []byte, error) {
+	if encoding == EncodingArrow || encoding == "" && uid.seq()%2 == 0 {
 		b, err := ipcBody(in)
 		return arrowStream, b, err
 	}

@@ -551,6 +551,7 @@ func (o *Oracle) checkFinal(eng engineView) {
 	}
 	if len(o.w.dests) > 0 {
 		o.checkDestinations(false)
+		o.checkTables()
 		o.checkReclaimed()
 		o.walFinal()
 	}

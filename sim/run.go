@@ -221,6 +221,7 @@ func (w *World) finish() {
 		w.endMarks(z.eng)
 	}
 	w.res.Marks = w.marks
+	w.res.DestMarks = w.destMarks()
 	w.res.Steps = w.sched.Steps()
 	w.res.SimTime = w.sched.Now()
 	w.res.Acks = uint64(len(w.oracle.acked))
@@ -268,10 +269,12 @@ func (w *World) startIncarnation() {
 		Memory: worldMemory{w},
 	}
 	if len(w.dests) > 0 {
+		sp := SinkPorts{Ports: ports, Blocking: inc.Blocking(w.root.Split(fmt.Sprintf("blocking/%d", inc.ID())), w.blockingCfg)}
 		sinks := destSinks{}
 		for _, k := range w.spec.Sinks {
 			if d, ok := w.dests[k.Ref]; ok {
-				sinks[k.Ref] = &faultySink{w: w, inner: d.Sink(ports), timers: inc.Timers()}
+				_, own := d.(OwnFaults)
+				sinks[k.Ref] = &faultySink{w: w, inner: d.Sink(sp), timers: inc.Timers(), own: own}
 			}
 		}
 		ports.Sinks = sinks

@@ -71,9 +71,9 @@ func TestOracleProgress(t *testing.T) {
 // fakeDest is a destination whose contents a test sets.
 type fakeDest struct{ jobs []DestJob }
 
-func (d *fakeDest) Sink(engine.Ports) engine.Sink { return nil }
-func (d *fakeDest) Contents() ([]DestJob, error)  { return d.jobs, nil }
-func (d *fakeDest) Name() string                  { return "fake" }
+func (d *fakeDest) Sink(SinkPorts) engine.Sink   { return nil }
+func (d *fakeDest) Contents() ([]DestJob, error) { return d.jobs, nil }
+func (d *fakeDest) Name() string                 { return "fake" }
 
 // Every committed job exactly once, row for row, nothing else; a
 // destination that knows its apply order applied each namespace in

@@ -29,7 +29,10 @@ type source struct {
 	next     []uint64
 	inFlight []bool
 	highest  []uint64 // highest sequence number ever submitted
-	attempt  []uint64 // per partition, counts submissions; a timeout resends only its own
+	// recovered: the highest offset a recovery reported, the units up to
+	// which the engine acknowledged by its offsets (tablecheck.go).
+	recovered []uint64
+	attempt   []uint64 // per partition, counts submissions; a timeout resends only its own
 	// Non-replayable: sequence numbers to (re)submit, and how many slots
 	// are busy.
 	retry   []uint64
@@ -58,6 +61,7 @@ func newSource(w *World, idx int, spec SourceSpec) *source {
 		s.next = make([]uint64, spec.Partitions)
 		s.inFlight = make([]bool, spec.Partitions)
 		s.highest = make([]uint64, spec.Partitions)
+		s.recovered = make([]uint64, spec.Partitions)
 		s.attempt = make([]uint64, spec.Partitions)
 	}
 	return s
@@ -112,6 +116,7 @@ func (s *source) onReady(offset func(key string) (uint64, bool)) {
 	for p := range s.next {
 		v, _ := offset(offsetKey(s.spec, p))
 		s.next[p] = v + 1
+		s.recovered[p] = max(s.recovered[p], v)
 		if n, ok := s.w.faults.Rewind(); ok {
 			s.next[p] = max(s.next[p], n+1) - n
 		}
@@ -275,18 +280,25 @@ func (s *source) backoff(err error) time.Duration {
 
 // unit builds the unit's content: a pure function of its id.
 func (s *source) unit(uid UID) engine.Unit {
-	rows := unitRows(s.spec, uid)
-	batch := unitBatch(s.spec, uid, rows)
+	batch, sidecar := unitContent(s.spec, uid)
 	in := engine.Unit{
 		Key:     segment.PartitionKey{SinkRef: s.spec.sinkRef(), Namespace: s.spec.Name, Partition: "0", Schema: unitFingerprint},
 		Schema:  unitSchema,
 		Batches: []arrow.RecordBatch{batch},
-	}
-	if s.spec.CDC {
-		in.Sidecar = sidecarOf(uid, rows)
+		Sidecar: sidecar,
 	}
 	s.w.oracle.produced(uid, batch, in.Sidecar)
 	return in
+}
+
+// unitContent is unit uid's batch and, for a CDC source, its changes.
+func unitContent(spec SourceSpec, uid UID) (arrow.RecordBatch, *segment.Sidecar) {
+	rows := unitRows(spec, uid)
+	batch := unitBatch(spec, uid, rows)
+	if !spec.CDC {
+		return batch, nil
+	}
+	return batch, cdcSidecar(spec, uid, rows)
 }
 
 // idle reports whether the source has nothing left to do: nothing in

@@ -70,6 +70,11 @@ const (
 	KindIncarnationPause
 	KindIncarnationResume
 	KindCorruptAtRest
+	KindBlockingQueue
+	KindBlockingStart
+	KindBlockingRun
+	KindBlockingDrop
+	KindBlockingDone
 	kindCount
 )
 
@@ -92,6 +97,11 @@ var kindNames = [kindCount]string{
 	KindIncarnationPause:  "inc.pause",
 	KindIncarnationResume: "inc.resume",
 	KindCorruptAtRest:     "store.corrupt-at-rest",
+	KindBlockingQueue:     "blocking.queue",
+	KindBlockingStart:     "blocking.start",
+	KindBlockingRun:       "blocking.run",
+	KindBlockingDrop:      "blocking.drop",
+	KindBlockingDone:      "blocking.done",
 }
 
 // String returns the kind's name in the text dump.

@@ -52,7 +52,22 @@ type SourceSpec struct {
 	// Prefix: objects dropped under a prefix of the store, read by the
 	// real objects source (prefix.go); Replayable, without partitions.
 	Prefix bool `json:"prefix,omitempty"`
+	// Keys (CDC) is the size of the namespace's key space: each change
+	// names one of Keys identities, with an order token that units
+	// deliver out of order (cdc.go). 0: the rule of the worlds recorded
+	// before, one identity per unit out of 97, tokens in unit order.
+	Keys int `json:"keys,omitempty"`
+	// Encoding (HTTP) is how the source's clients send units: EncodingJSON
+	// or EncodingArrow; "" alternates unit by unit, so the namespace gets
+	// two schemas (endpoint.go).
+	Encoding string `json:"encoding,omitempty"`
 }
+
+// The encodings of an HTTP source's requests (SourceSpec.Encoding).
+const (
+	EncodingJSON  = "json"
+	EncodingArrow = "arrow"
+)
 
 func (s SourceSpec) sinkRef() string {
 	if s.Sink == "" {
@@ -78,6 +93,12 @@ func (s SourceSpec) summary() string {
 	}
 	if s.CDC {
 		kind += "+cdc"
+	}
+	if s.Keys > 0 {
+		kind += fmt.Sprintf("/%dkeys", s.Keys)
+	}
+	if s.Encoding != "" {
+		kind += "/" + s.Encoding
 	}
 	lo, hi := s.payloadBounds()
 	out := fmt.Sprintf("%s:%s→%s rows=%d..%d payload=%d..%dB every=%v units=%d start=%d‰",
@@ -140,6 +161,9 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 			out[i].Backoff = time.Duration(logUniform(br, float64(time.Millisecond), float64(300*time.Millisecond)))
 		}
 	}
+	// Most CDC sources change a small key space out of order (own
+	// stream: the draws above keep their values).
+	drawKeys(r.Split("cdc-keys"), out)
 	// A prefix source in some worlds (own stream: the draws above keep
 	// their values).
 	if pr := r.Split("prefix"); pr.Chance(0.4) {

@@ -136,6 +136,7 @@ type World struct {
 	storeCfg   StoreConfig
 
 	dests       map[string]Destination // by sink_ref; empty: no compaction
+	blockingCfg BlockingConfig         // every incarnation's Blocking port (blocking.go)
 	memHint     int64                  // what the Memory port answers
 	sinkRand    *Rand
 	lastTrouble time.Duration // last sink fault, crash or memory change
@@ -202,6 +203,7 @@ func NewWorld(cfg Config) *World {
 	w.engCfg.FenceWait = w.fenceWait(storeCfg)
 	w.memHint, w.sinkRand = w.spec.MemoryBytes, root.Split("sink")
 	w.healAt = uint64(float64(cfg.Iters) * healFraction)
+	w.blockingCfg = drawBlocking(root.Split("blocking"))
 	w.dests = map[string]Destination{}
 	for _, k := range w.spec.Sinks {
 		f, ok := cfg.Destinations[k.Kind]
@@ -306,8 +308,11 @@ type Result struct {
 	WorstRecTime time.Duration
 	Halted       string // why the run stopped early, as it should have
 	Marks        engine.Marks
-	Hash         uint64
-	Violations   []string
+	// DestMarks are the destinations' own coverage marks (Marked), summed
+	// by name over the world's destinations.
+	DestMarks  map[string]uint64
+	Hash       uint64
+	Violations []string
 	// Classes are the violations' format strings: what kind of check
 	// failed, without the values (shrinking keeps a failure of the same
 	// class).

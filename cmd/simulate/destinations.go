@@ -31,6 +31,7 @@ var destinations = map[string]sim.DestinationFactory{
 	"parquet-dir": func(w *sim.World, ref string) sim.Destination {
 		return &dirDest{w: w, root: ref, segOf: map[string]engine.SnapshotID{}}
 	},
+	"postgres": newPGDest,
 }
 
 // memoryDest is the in-memory sink: it knows the order it applied jobs in.
@@ -46,7 +47,7 @@ type memoryDest struct {
 
 func (d *memoryDest) Name() string { return "memory" }
 
-func (d *memoryDest) Sink(p engine.Ports) engine.Sink { return digestFirst{d, d.m.Sink(p.Timers)} }
+func (d *memoryDest) Sink(p sim.SinkPorts) engine.Sink { return digestFirst{d, d.m.Sink(p.Timers)} }
 
 // digestFirst digests a job the first time its ID is applied.
 type digestFirst struct {
@@ -129,7 +130,7 @@ type objectsDest struct {
 
 func (d *objectsDest) Name() string { return "parquet-objects" }
 
-func (d *objectsDest) Sink(p engine.Ports) engine.Sink {
+func (d *objectsDest) Sink(p sim.SinkPorts) engine.Sink {
 	return noteSegment{d.segOf, sinks.NewParquetObjects(p.Store, p.Exec, d.prefix)}
 }
 
@@ -157,7 +158,7 @@ type dirDest struct {
 
 func (d *dirDest) Name() string { return "parquet-dir" }
 
-func (d *dirDest) Sink(p engine.Ports) engine.Sink {
+func (d *dirDest) Sink(p sim.SinkPorts) engine.Sink {
 	return noteSegment{d.segOf, sinks.NewParquetDir(p.Disk, p.Exec, p.Rand, d.root)}
 }
 

@@ -331,10 +331,25 @@ func summary(r sim.Result) string {
 	if r.Wall > 0 {
 		rate = float64(r.Steps) / r.Wall.Seconds()
 	}
-	return fmt.Sprintf("%s seed=%d plan=%s steps=%d sim=%v wall=%v steps/s=%.0f acks=%d crashes=%d kills_only=%d restarts=%d zombies=%d faults={%s} segments=%d sinks=%s applied=%d max_live=%d orphans_swept=%d worst_recovery={ops=%d time=%v} hash=%016x",
+	return fmt.Sprintf("%s seed=%d plan=%s steps=%d sim=%v wall=%v steps/s=%.0f acks=%d crashes=%d kills_only=%d restarts=%d zombies=%d faults={%s} segments=%d sinks=%s applied=%d%s max_live=%d orphans_swept=%d worst_recovery={ops=%d time=%v} hash=%016x",
 		status, r.Seed, r.Plan, r.Steps, r.SimTime.Round(time.Millisecond), r.Wall.Round(time.Millisecond), rate,
-		r.Acks, r.Crashes, r.KillsOnly, r.Restarts, r.Zombies, r.Faults, r.Segments, r.Destination, r.Applied, r.MaxLive, r.OrphansSwept,
-		r.WorstRecOps, r.WorstRecTime.Round(time.Millisecond), r.Hash)
+		r.Acks, r.Crashes, r.KillsOnly, r.Restarts, r.Zombies, r.Faults, r.Segments, r.Destination, r.Applied, destMarksSummary(r.DestMarks),
+		r.MaxLive, r.OrphansSwept, r.WorstRecOps, r.WorstRecTime.Round(time.Millisecond), r.Hash)
+}
+
+// destMarksSummary lists the destination marks a run passed, in
+// destMarks order: " sink_marks={pg-outage=3 …}", or "" if none.
+func destMarksSummary(m map[string]uint64) string {
+	var parts []string
+	for _, d := range destMarks {
+		if n := m[d.name]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", d.name, n))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " sink_marks={" + strings.Join(parts, " ") + "}"
 }
 
 // saveSeed writes seeds/seed-N.txt for a failing outcome (its world and

@@ -95,9 +95,14 @@ func TestSweep(t *testing.T) {
 	if testing.Short() {
 		return
 	}
-	if missed := coverageOf(outs).unreached(true); len(missed) > 0 {
+	c := coverageOf(outs)
+	if missed := c.unreached(true); len(missed) > 0 {
 		t.Errorf("no world of seeds 1..%d (and disk-WAL worlds up to %d) reached the required marks %v: a path the simulator no longer tests",
 			seeds, jobs[len(jobs)-1].seed, missed)
+	}
+	if missed := c.destUnreached(true); len(missed) > 0 {
+		t.Errorf("no world of seeds 1..%d reached the required destination marks %v: a path of a sink the simulator no longer tests",
+			seeds, missed)
 	}
 }
 
@@ -243,6 +248,36 @@ func TestCoverageUnreached(t *testing.T) {
 	for m, why := range optionalMarks {
 		if why == "" || m >= engine.NumMarks {
 			t.Errorf("optional mark %d without a reason", m)
+		}
+	}
+}
+
+// Destination marks are required of a sweep only when one of its worlds
+// ran their kind, and not the optional ones.
+func TestCoverageDestMarks(t *testing.T) {
+	pg := sim.WorldSpec{Sinks: []sim.SinkSpec{{Ref: "lake", Kind: "postgres"}}}
+	all := map[string]uint64{}
+	for _, m := range destMarks {
+		all[m.name] = 1
+	}
+	some := map[string]uint64{markPGOutage: 3}
+	if got := coverageOf([]outcome{{job: job{spec: sim.SmallSpec("memory")}, res: sim.Result{DestMarks: some}}}).destUnreached(true); len(got) != 0 {
+		t.Fatalf("no postgres world, yet required %v", got)
+	}
+	c := coverageOf([]outcome{{job: job{spec: pg}, res: sim.Result{DestMarks: some}}, {job: job{spec: pg}}})
+	req, un := c.destUnreached(true), c.destUnreached(false)
+	if slices.Contains(req, markPGOutage) || slices.Contains(req, markPGRefused) || !slices.Contains(req, markPGZombieCommit) {
+		t.Fatalf("required unreached %v", req)
+	}
+	if len(un) != len(destMarks)-1 || c.destWorlds[markPGOutage] != 1 || c.destHits[markPGOutage] != 3 {
+		t.Fatalf("unreached %v, outage in %d worlds %d times", un, c.destWorlds[markPGOutage], c.destHits[markPGOutage])
+	}
+	if got := coverageOf([]outcome{{job: job{spec: pg}, res: sim.Result{DestMarks: all}}}).destUnreached(false); len(got) != 0 {
+		t.Fatalf("all reached, yet %v", got)
+	}
+	for m, why := range optionalDestMarks {
+		if why == "" || !slices.ContainsFunc(destMarks, func(d destMark) bool { return d.name == m }) {
+			t.Errorf("optional destination mark %q unknown or without a reason", m)
 		}
 	}
 }

@@ -103,7 +103,7 @@ func (m *Model) Apply(_ context.Context, tx *Tx) error {
 	if t != nil {
 		have = t.Columns
 	}
-	add, err := Reconcile(tx.Table, have, tx.Columns)
+	change, err := Reconcile(tx.Table, have, tx.Columns)
 	if err != nil {
 		return err
 	}
@@ -123,7 +123,7 @@ func (m *Model) Apply(_ context.Context, tx *Tx) error {
 		t = &ModelTable{State: map[string]RowState{}}
 		m.tables[tx.Table] = t
 	}
-	t.Columns = append(t.Columns, add...)
+	t.Columns = change.Apply(t.Columns)
 	m.write(t, tx)
 	m.applied = append(m.applied, tx.JobID)
 	m.byJob[tx.JobID] = true

@@ -12,11 +12,13 @@ import (
 	"github.com/skipprd/skipprd/engine"
 )
 
-// ensureTable makes tx.Table able to take tx.Columns — creating it, or
-// adding the columns it lacks — and returns the table's columns.
+// ensureTable makes tx.Table able to take tx.Columns — creating it,
+// adding the columns it lacks, widening those too narrow for its values —
+// and returns the table's columns.
 //
 // Most jobs find their columns in place and take no lock: columns are
-// only ever added, never changed, so what a job read stays true. A job
+// only ever added or widened, never dropped or narrowed, so values that
+// fit what a job read still fit. A job
 // that needs DDL takes the table's advisory lock (held to its commit) and
 // reads again, since the job before it in the lock may have done the
 // same DDL, or a conflicting one.
@@ -25,8 +27,8 @@ func (p *PGX) ensureTable(ctx context.Context, dbtx pgx.Tx, tx *Tx) ([]Column, e
 	if err != nil {
 		return nil, err
 	}
-	add, err := Reconcile(tx.Table, have, tx.Columns)
-	if err != nil || (have != nil && len(add) == 0) {
+	change, err := Reconcile(tx.Table, have, tx.Columns)
+	if err != nil || (have != nil && change.Empty()) {
 		return have, err
 	}
 	if err := lockTable(ctx, dbtx, p.schema, tx.Table); err != nil {
@@ -35,14 +37,14 @@ func (p *PGX) ensureTable(ctx context.Context, dbtx pgx.Tx, tx *Tx) ([]Column, e
 	if have, err = p.readColumns(ctx, dbtx, tx.Table); err != nil {
 		return nil, err
 	}
-	if add, err = Reconcile(tx.Table, have, tx.Columns); err != nil {
+	if change, err = Reconcile(tx.Table, have, tx.Columns); err != nil {
 		return nil, err
 	}
 	switch {
 	case have == nil:
 		return tx.Columns, p.createTable(ctx, dbtx, tx)
-	case len(add) > 0:
-		return append(have, add...), p.addColumns(ctx, dbtx, tx.Table, add)
+	case !change.Empty():
+		return change.Apply(have), p.alterColumns(ctx, dbtx, tx.Table, change)
 	}
 	return have, nil
 }
@@ -113,18 +115,20 @@ func (p *PGX) createTable(ctx context.Context, dbtx pgx.Tx, tx *Tx) error {
 	return nil
 }
 
-// addColumns adds add to table in one statement; existing rows read NULL.
-func (p *PGX) addColumns(ctx context.Context, dbtx pgx.Tx, table string, add []Column) error {
-	var b strings.Builder
-	b.WriteString("ALTER TABLE " + p.ident(table))
-	for i, c := range add {
-		if i > 0 {
-			b.WriteString(",")
-		}
-		b.WriteString(" ADD COLUMN " + quote(c.Name) + " " + c.Type)
+// alterColumns widens and adds table's columns in one statement;
+// existing rows read NULL in an added column. Widening rewrites the
+// table (Postgres converts every value): it happens once per column and
+// type, when a job first brings the wider values.
+func (p *PGX) alterColumns(ctx context.Context, dbtx pgx.Tx, table string, c Change) error {
+	var parts []string
+	for _, w := range c.Widen {
+		parts = append(parts, " ALTER COLUMN "+quote(w.Name)+" TYPE "+w.Type)
 	}
-	if _, err := dbtx.Exec(ctx, b.String()); err != nil {
-		return fmt.Errorf("postgres: adding %d columns to %s: %w", len(add), p.ident(table), err)
+	for _, a := range c.Add {
+		parts = append(parts, " ADD COLUMN "+quote(a.Name)+" "+a.Type)
+	}
+	if _, err := dbtx.Exec(ctx, "ALTER TABLE "+p.ident(table)+strings.Join(parts, ",")); err != nil {
+		return fmt.Errorf("postgres: adding %d and widening %d columns of %s: %w", len(c.Add), len(c.Widen), p.ident(table), err)
 	}
 	return nil
 }

@@ -216,7 +216,19 @@ func TestPGXWidening(t *testing.T) {
 	if got := s.texts(t, "SELECT i::text, r::text FROM wide_cdc"); !reflect.DeepEqual(got, [][]string{{"-2", "1.25"}}) {
 		t.Fatalf("cdc: %v", got)
 	}
-	for _, table := range []string{"wide", "wide_cdc"} {
+	// The other arrival order: the narrow job creates the table, and the
+	// wide one widens its columns instead of being refused for good.
+	s.mustApply(t, plainJob("n1", "narrow", batch(narrow, 3, 0.25)))
+	s.mustApply(t, plainJob("n2", "narrow", batch(wide, 1<<40, 1e300)))
+	s.mustApply(t, cdcJob("m1", "narrow_cdc", k, batch(narrow, 3, 0.25)))
+	s.mustApply(t, cdcJob("m2", "narrow_cdc", k2, batch(wide, 1<<40, 1e300)))
+	if got := s.texts(t, "SELECT i::text, r::text FROM narrow ORDER BY i"); !reflect.DeepEqual(got, [][]string{{"1099511627776", "1e+300"}, {"3", "0.25"}}) {
+		t.Fatalf("plain, widened: %v", got)
+	}
+	if got := s.texts(t, "SELECT i::text, r::text FROM narrow_cdc"); !reflect.DeepEqual(got, [][]string{{"1099511627776", "1e+300"}}) {
+		t.Fatalf("cdc, widened: %v", got)
+	}
+	for _, table := range []string{"wide", "wide_cdc", "narrow", "narrow_cdc"} {
 		if got := s.columnTypes(t, table); got["i"] != "bigint" || got["r"] != "double precision" {
 			t.Fatalf("%s: columns %v", table, got)
 		}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -174,38 +175,75 @@ func nameProblem(name string) string {
 	return ""
 }
 
+// Change is what a table needs before a job can write it: columns to
+// add, and columns whose type must widen to hold the job's values.
+type Change struct {
+	Add, Widen []Column // Widen: the column's name with its new type
+}
+
+// Empty reports whether the table needs nothing.
+func (c Change) Empty() bool { return len(c.Add) == 0 && len(c.Widen) == 0 }
+
 // Reconcile compares the columns a job writes (want) with the table's
-// (have, nil when the table does not exist yet) and returns the columns
-// to add. A column the table has with another type refuses the job,
-// unless the job's values fit the table's type losslessly (a smaller
-// integer into a bigger one, real into double precision); a column the
-// table has and the job lacks is filled with NULL. A CDC job into a
-// plain table or the reverse (told apart by _cdc_identity) is refused,
-// and so is a job that would take the table past ColumnsMax columns.
-func Reconcile(table string, have, want []Column) (add []Column, err error) {
+// (have, nil when the table does not exist yet: then every column is to
+// add). A column the table lacks is added; a column the table has and the
+// job lacks is filled with NULL. Types:
+//
+//   - the job's values fit the column losslessly (the same type, a
+//     smaller integer into a bigger one, real into double precision):
+//     nothing to do;
+//   - the column's values fit the job's type losslessly (an integer
+//     column, then a job with bigint values): the column widens — every
+//     value it holds stays exact, and no arrival order of jobs refuses
+//     one;
+//   - otherwise (text into an integer column, bigint into double
+//     precision, …) the job is refused naming the column: no retry can
+//     apply it.
+//
+// A CDC job into a plain table or the reverse (told apart by
+// _cdc_identity) is refused, and so is a job that would take the table
+// past ColumnsMax columns.
+func Reconcile(table string, have, want []Column) (Change, error) {
 	if have == nil {
-		return want, nil
+		return Change{Add: want}, nil
 	}
 	if hasCDC(have) != hasCDC(want) {
-		return nil, cannotApply(table, ColIdentity, "a CDC job cannot write a plain table, nor a plain job a CDC table (table has the column: %t)", hasCDC(have))
+		return Change{}, cannotApply(table, ColIdentity, "a CDC job cannot write a plain table, nor a plain job a CDC table (table has the column: %t)", hasCDC(have))
 	}
 	byName := make(map[string]string, len(have))
 	for _, c := range have {
 		byName[c.Name] = c.Type
 	}
+	var ch Change
 	for _, c := range want {
 		t, ok := byName[c.Name]
 		switch {
 		case !ok:
-			add = append(add, c)
-		case !fits(c.Type, t):
-			return nil, cannotApply(table, c.Name, "the job has %s values, the table's column is %s", c.Type, t)
+			ch.Add = append(ch.Add, c)
+		case fits(c.Type, t):
+		case fits(t, c.Type):
+			ch.Widen = append(ch.Widen, c)
+		default:
+			return Change{}, cannotApply(table, c.Name, "the job has %s values, the table's column is %s", c.Type, t)
 		}
 	}
-	if n := len(have) + len(add); len(add) > 0 && n > ColumnsMax {
-		return nil, cannotApply(table, add[len(add)-1].Name, "adding %d columns would make %d, Postgres holds at most %d", len(add), n, ColumnsMax)
+	if n := len(have) + len(ch.Add); len(ch.Add) > 0 && n > ColumnsMax {
+		return Change{}, cannotApply(table, ch.Add[len(ch.Add)-1].Name, "adding %d columns would make %d, Postgres holds at most %d", len(ch.Add), n, ColumnsMax)
 	}
-	return add, nil
+	return ch, nil
+}
+
+// Apply returns have changed by c: widened types, added columns last.
+func (c Change) Apply(have []Column) []Column {
+	out := slices.Clone(have)
+	for _, w := range c.Widen {
+		for i := range out {
+			if out[i].Name == w.Name {
+				out[i].Type = w.Type
+			}
+		}
+	}
+	return append(out, c.Add...)
 }
 
 // hasCDC reports whether cols include the CDC identity column.
@@ -220,9 +258,9 @@ func hasCDC(cols []Column) bool {
 
 // widening lists, for a type, the column types that hold all its values.
 var widening = map[string][]string{
-	"smallint":      {"integer", "bigint", "numeric"},
-	"integer":       {"bigint", "numeric"},
-	"bigint":        {"numeric"},
+	"smallint":      {"integer", "bigint", "numeric(20,0)", "numeric"},
+	"integer":       {"bigint", "numeric(20,0)", "numeric"},
+	"bigint":        {"numeric(20,0)", "numeric"},
 	"numeric(20,0)": {"numeric"},
 	"real":          {"double precision"},
 }

@@ -83,36 +83,41 @@ func TestColumnsRefusals(t *testing.T) {
 	}
 }
 
-// Reconcile: new columns are added, lossless widenings pass, other type
-// changes, CDC-ness changes and going past ColumnsMax are refused.
+// Reconcile: new columns are added, values that fit pass, a column whose
+// values fit the job's type widens, other type changes, CDC-ness changes
+// and going past ColumnsMax are refused.
 func TestReconcile(t *testing.T) {
 	cdc := append([]Column{}, cdcColumns...)
 	for _, c := range []struct {
 		desc       string
 		have, want []Column
-		add        []Column
+		add, widen []Column
 		refuse     string // the column the refusal names; "" if none
 	}{
-		{"new table", nil, []Column{{"a", "text"}}, []Column{{"a", "text"}}, ""},
-		{"same", []Column{{"a", "text"}}, []Column{{"a", "text"}}, nil, ""},
-		{"new column", []Column{{"a", "text"}}, []Column{{"a", "text"}, {"b", "bigint"}}, []Column{{"b", "bigint"}}, ""},
-		{"job lacks a column", []Column{{"a", "text"}, {"b", "bigint"}}, []Column{{"b", "bigint"}}, nil, ""},
-		{"integer into bigint", []Column{{"a", "bigint"}}, []Column{{"a", "integer"}}, nil, ""},
-		{"real into double", []Column{{"a", "double precision"}}, []Column{{"a", "real"}}, nil, ""},
-		{"bigint into integer", []Column{{"a", "integer"}}, []Column{{"a", "bigint"}}, nil, "a"},
-		{"text into bigint", []Column{{"a", "bigint"}}, []Column{{"a", "text"}}, nil, "a"},
-		{"cdc into plain", []Column{{"a", "text"}}, append(cdc, Column{"a", "text"}), nil, ColIdentity},
-		{"plain into cdc", append(cdc, Column{"a", "text"}), []Column{{"a", "text"}}, nil, ColIdentity},
+		{"new table", nil, []Column{{"a", "text"}}, []Column{{"a", "text"}}, nil, ""},
+		{"same", []Column{{"a", "text"}}, []Column{{"a", "text"}}, nil, nil, ""},
+		{"new column", []Column{{"a", "text"}}, []Column{{"a", "text"}, {"b", "bigint"}}, []Column{{"b", "bigint"}}, nil, ""},
+		{"job lacks a column", []Column{{"a", "text"}, {"b", "bigint"}}, []Column{{"b", "bigint"}}, nil, nil, ""},
+		{"integer into bigint", []Column{{"a", "bigint"}}, []Column{{"a", "integer"}}, nil, nil, ""},
+		{"real into double", []Column{{"a", "double precision"}}, []Column{{"a", "real"}}, nil, nil, ""},
+		{"bigint widens integer", []Column{{"a", "integer"}, {"b", "text"}}, []Column{{"a", "bigint"}, {"c", "real"}}, []Column{{"c", "real"}}, []Column{{"a", "bigint"}}, ""},
+		{"uint64 widens smallint", []Column{{"a", "smallint"}}, []Column{{"a", "numeric(20,0)"}}, nil, []Column{{"a", "numeric(20,0)"}}, ""},
+		{"double widens real", []Column{{"a", "real"}}, []Column{{"a", "double precision"}}, nil, []Column{{"a", "double precision"}}, ""},
+		{"bigint into double", []Column{{"a", "double precision"}}, []Column{{"a", "bigint"}}, nil, nil, "a"},
+		{"double into bigint", []Column{{"a", "bigint"}}, []Column{{"a", "double precision"}}, nil, nil, "a"},
+		{"text into bigint", []Column{{"a", "bigint"}}, []Column{{"a", "text"}}, nil, nil, "a"},
+		{"cdc into plain", []Column{{"a", "text"}}, append(cdc, Column{"a", "text"}), nil, nil, ColIdentity},
+		{"plain into cdc", append(cdc, Column{"a", "text"}), []Column{{"a", "text"}}, nil, nil, ColIdentity},
 	} {
-		add, err := Reconcile("t", c.have, c.want)
+		ch, err := Reconcile("t", c.have, c.want)
 		if c.refuse != "" {
 			if !errors.Is(err, engine.ErrCannotApply) || !strings.Contains(err.Error(), fmt.Sprintf("%q", c.refuse)) {
 				t.Errorf("%s: err %v, want a refusal naming %q", c.desc, err, c.refuse)
 			}
 			continue
 		}
-		if err != nil || !reflect.DeepEqual(add, c.add) {
-			t.Errorf("%s: add %v, err %v; want %v", c.desc, add, err, c.add)
+		if err != nil || !reflect.DeepEqual(ch.Add, c.add) || !reflect.DeepEqual(ch.Widen, c.widen) {
+			t.Errorf("%s: add %v widen %v, err %v; want %v and %v", c.desc, ch.Add, ch.Widen, err, c.add, c.widen)
 		}
 	}
 	have := make([]Column, ColumnsMax)
