@@ -17,7 +17,7 @@ FUZZ_TARGETS = \
 	./engine/wal:FuzzScan \
 	./engine/wal:FuzzDecodeRecord
 
-.PHONY: run test bench fuzz lint mutants
+.PHONY: run test bench fuzz lint mutants pg-setup
 
 # The daemon with no configuration: local-disk WAL, segment store and
 # Parquet lake under ./data, the generator source, a progress line every
@@ -26,6 +26,12 @@ FUZZ_TARGETS = \
 run:
 	$(GO) build -o bin/skipprd ./cmd/skipprd
 	./bin/skipprd
+
+# Make the local PostgreSQL server ready for the Postgres tests
+# (wal_level=logical for the CDC source; restarts it if that changed).
+# Without it those tests skip, loudly; under CI=true they fail.
+pg-setup:
+	./scripts/pg-setup
 
 # Unit, property and golden tests, fuzz seed corpora, the engine lint.
 test:

@@ -46,6 +46,7 @@ type daemon struct {
 	closeWAL func() error // the embedded store's Close; nil otherwise
 	unlock   func() error // releases DATA_DIR/wal.lock; nil unless WAL_STORAGE=disk
 	alerts   uint64       // engine alerts already logged
+	closers  []func()     // connection pools of sinks and sources, closed after the host
 }
 
 // run is the daemon from configuration to exit code: 0 after a graceful
@@ -74,6 +75,9 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 		return 1
 	}
 	code := d.serve(ctx, stdout, started)
+	for _, c := range d.closers {
+		c()
+	}
 	if d.closeWAL != nil {
 		if err := d.closeWAL(); err != nil {
 			log.Error("closing the embedded store", "err", err)
@@ -145,7 +149,7 @@ func newDaemon(ctx context.Context, cfg config, pf *pipelineFile, getenv func(st
 	// The loop's executor encodes Parquet off the loop, as it encodes
 	// segment bodies; Ports only assembles values, it starts nothing.
 	exec := loop.Ports(nil, nil).Exec
-	set, err := d.openSinks(ctx, pf, loop, exec)
+	set, err := d.openSinks(ctx, pf, loop, exec, getenv)
 	if err != nil {
 		return d.fail(store, err)
 	}
@@ -175,6 +179,9 @@ func newDaemon(ctx context.Context, cfg config, pf *pipelineFile, getenv func(st
 // fail releases what newDaemon had opened (store may be nil) and returns
 // err.
 func (d *daemon) fail(store engine.ObjectStore, err error) (*daemon, error) {
+	for _, c := range d.closers {
+		c()
+	}
 	if c, ok := store.(interface{ Close() }); ok {
 		c.Close()
 	}

@@ -54,10 +54,12 @@ const (
 const (
 	sinkParquetDir  = "parquet-dir"
 	sinkParquetS3   = "parquet-s3"
+	sinkPostgres    = "postgres"
 	sourceHTTP      = "http"
 	sourceFiles     = "files"
 	sourceObjects   = "objects"
 	sourceGenerator = "generator"
+	sourcePGCDC     = "postgres-cdc"
 )
 
 // The keys each mapping takes, in the order messages list them. A kind's
@@ -68,17 +70,19 @@ var (
 	sinkCommon    = []string{"kind"}
 	sourceCommon  = []string{"name", "kind", "sink"}
 	namespaceKeys = []string{"sink", "at_least_once"}
-	sinkKinds     = []string{sinkParquetDir, sinkParquetS3}
-	sourceKinds   = []string{sourceHTTP, sourceFiles, sourceObjects, sourceGenerator}
+	sinkKinds     = []string{sinkParquetDir, sinkParquetS3, sinkPostgres}
+	sourceKinds   = []string{sourceHTTP, sourceFiles, sourceObjects, sourceGenerator, sourcePGCDC}
 	sinkKeys      = map[string][]string{
 		sinkParquetDir: {"path"},
 		sinkParquetS3:  {"bucket", "prefix"},
+		sinkPostgres:   {"url_env", "schema"},
 	}
 	sourceKeys = map[string][]string{
 		sourceHTTP:      {"listen", "token_env", "body_max_bytes", "namespaces"},
 		sourceFiles:     {"path", "namespace", "format", "poll", "on_error"},
 		sourceObjects:   {"bucket", "prefix", "namespace", "format", "poll", "on_error"},
 		sourceGenerator: nil,
+		sourcePGCDC:     {"url_env", "publication", "slot", "tables"},
 	}
 	walStorages = []string{string(walDisk), string(walEmbedded), string(walS3)}
 	formats     = []string{"auto", "jsonl", "csv", "parquet"}
@@ -92,6 +96,11 @@ var (
 	envName  = regexp.MustCompile(`^[A-Z_][A-Z0-9_]*$`)
 	// bucketName: S3's rules for new buckets (MinIO follows them).
 	bucketName = regexp.MustCompile(`^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$`)
+	// pgObject: a replication slot or publication name, which Postgres
+	// takes unquoted.
+	pgObject = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+	// pgSchema: a Postgres schema the sink writes to, unquoted-identifier style.
+	pgSchema   = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
 	hostName   = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$`)
 	yamlLine   = regexp.MustCompile(`^line (\d+): (.*)$`)
 	yamlAnchor = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
@@ -134,6 +143,8 @@ type sinkSpec struct {
 	Path       string // parquet-dir, as written: relative to DATA_DIR unless absolute (dir)
 	Bucket     string // parquet-s3
 	Prefix     string // parquet-s3; "" for the bucket's root
+	URLEnv     string // postgres: the environment variable holding the postgres:// URL
+	Schema     string // postgres: the tables' schema
 	Line       int
 }
 
@@ -146,7 +157,16 @@ type sourceSpec struct {
 	HTTP       *httpSourceSpec
 	Files      *filesSourceSpec
 	Objects    *objectsSourceSpec
+	PGCDC      *pgcdcSourceSpec
 	Generator  bool
+}
+
+// pgcdcSourceSpec is a Postgres change-data-capture source.
+type pgcdcSourceSpec struct {
+	URLEnv      string   // the environment variable holding the postgres:// URL
+	Publication string   // created FOR TABLE Tables (or FOR ALL TABLES) when missing
+	Slot        string   // the logical replication slot; default skipprd_{name}
+	Tables      []string // schema.table; nil: every table of the publication
 }
 
 type httpSourceSpec struct {

@@ -35,6 +35,7 @@ type checker struct {
 	writers      []writer // fixed namespaces written by files, objects and generator sources
 	filePaths    []located
 	objectPaths  []located // bucket/prefix of objects sources
+	slots        []located // replication slots of postgres-cdc sources
 }
 
 // located is a value with where it was written, for "also …" messages.
@@ -303,8 +304,28 @@ func (c *checker) sink(name string, line int, n *yaml.Node) sinkSpec {
 	case sinkParquetS3:
 		s.Bucket = c.bucket(m)
 		s.Prefix, _, _ = c.str(m, "prefix")
+	case sinkPostgres:
+		s.URLEnv = c.envRef(m, "url_env", true, "SKIPPR_PG_URL")
+		s.Schema = "public"
+		if v, line, ok := c.text(m, "schema", false, "a schema name, e.g. public"); ok {
+			s.Schema = v
+			if !pgSchema.MatchString(v) {
+				c.errorf(line, m.where, "schema %q: want a lower-case letter or _, then up to 62 of a-z, 0-9 and _, e.g. public", v)
+			}
+		}
 	}
 	return s
+}
+
+// envRef reads key, the name of an environment variable holding a secret
+// (a token, a URL with a password): the file names the variable, never
+// the value.
+func (c *checker) envRef(m *mapping, key string, required bool, example string) string {
+	v, line, ok := c.text(m, key, required, "an environment variable's name, e.g. "+example)
+	if ok && !envName.MatchString(v) {
+		c.errorf(line, m.where, "%s %q: want an environment variable's name (A-Z, 0-9, _; not starting with a digit), e.g. %s", key, v, example)
+	}
+	return v
 }
 
 // kind reads m's kind, "" if missing or not one of kinds.
@@ -398,6 +419,8 @@ func (c *checker) source(i int, n *yaml.Node) sourceSpec {
 		s.Files = c.filesSource(m, s.Sink)
 	case sourceObjects:
 		s.Objects = c.objectsSource(m, s.Sink)
+	case sourcePGCDC:
+		s.PGCDC = c.pgcdcSource(m, s.Name, s.Sink)
 	case sourceGenerator:
 		s.Generator = true
 		for _, st := range generator.DefaultStreams() {
@@ -443,12 +466,7 @@ func (c *checker) httpSource(m *mapping, sink string) *httpSourceSpec {
 	case line == 0: // absent: the default still takes its port
 		c.listen(m.where, defaultListen, defaultListen+" (the default)", m.line)
 	}
-	if v, line, ok := c.text(m, "token_env", false, "an environment variable's name"); ok {
-		h.TokenEnv = v
-		if !envName.MatchString(v) {
-			c.errorf(line, m.where, "token_env %q: want an environment variable's name (A-Z, 0-9, _; not starting with a digit), e.g. SKIPPR_HTTP_TOKEN", v)
-		}
-	}
+	h.TokenEnv = c.envRef(m, "token_env", false, "SKIPPR_HTTP_TOKEN")
 	if v, line, ok := c.text(m, "body_max_bytes", false, "a size, e.g. 64MiB"); ok {
 		h.BodyMaxBytes = c.bodyMax(m.where, v, line)
 	}
@@ -599,6 +617,75 @@ func (c *checker) objectsSource(m *mapping, sink string) *objectsSourceSpec {
 	return o
 }
 
+// defaultPublication is the publication a postgres-cdc source uses
+// unless it names one.
+const defaultPublication = "skipprd"
+
+func (c *checker) pgcdcSource(m *mapping, name, sink string) *pgcdcSourceSpec {
+	p := &pgcdcSourceSpec{URLEnv: c.envRef(m, "url_env", true, "SKIPPR_PG_SOURCE_URL")}
+	p.Publication, _ = c.pgObject(m, "publication", defaultPublication)
+	slot, line := c.pgObject(m, "slot", "skipprd_"+strings.ReplaceAll(name, "-", "_"))
+	p.Slot = slot
+	if line == 0 && !pgObject.MatchString(slot) {
+		c.errorf(m.line, m.where, "the default slot %q is too long; name one with slot:", slot)
+	}
+	c.slots = append(c.slots, located{value: slot, shown: slot, where: m.where, line: max(line, m.line)})
+	p.Tables = c.tables(m, sink)
+	return p
+}
+
+// pgObject reads the name of a slot or publication, def when absent;
+// line is 0 then.
+func (c *checker) pgObject(m *mapping, key, def string) (string, int) {
+	v, line, ok := c.text(m, key, false, "1 to 63 of a-z, 0-9 and _")
+	if !ok {
+		return def, 0
+	}
+	if !pgObject.MatchString(v) {
+		c.errorf(line, m.where, "%s %q: want 1 to 63 of a-z, 0-9 and _ (Postgres takes it unquoted)", key, v)
+	}
+	return v, line
+}
+
+// tables reads a postgres-cdc source's tables: schema.table each, whose
+// table name is the namespace its rows go to.
+func (c *checker) tables(m *mapping, sink string) []string {
+	n, present := m.vals["tables"]
+	if !present {
+		return nil
+	}
+	line := m.keys["tables"].Line
+	if n = deref(n); n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		c.errorf(line, m.where, "tables: want a list of schema.table, e.g. [public.orders], found %s; or remove the key to capture every table of the publication", describe(n))
+		return nil
+	}
+	var out []string
+	for _, item := range n.Content {
+		item = deref(item)
+		if item.Kind != yaml.ScalarNode {
+			c.errorf(item.Line, m.where, "tables: want schema.table, found %s", describe(item))
+			continue
+		}
+		schema, table, ok := strings.Cut(item.Value, ".")
+		if !ok {
+			c.errorf(item.Line, m.where, "table %q: want schema.table, e.g. public.%s", item.Value, item.Value)
+			continue
+		}
+		bad := false
+		for _, part := range []string{schema, table} {
+			if err := sources.CheckNamespace(part); err != nil {
+				c.errorf(item.Line, m.where, "table %q: %v", item.Value, err)
+				bad = true
+			}
+		}
+		if !bad {
+			out = append(out, item.Value)
+			c.writers = append(c.writers, writer{table, sink, located{where: m.where, line: item.Line}})
+		}
+	}
+	return out
+}
+
 // pollSpec reads what files and objects sources share, and records the
 // namespace they write for the duplicate check.
 func (c *checker) pollSpec(m *mapping, sink string, poll time.Duration) pollSpec {
@@ -684,6 +771,7 @@ func (c *checker) checkUnique(p *pipelineFile) {
 		names[s.Name] = s
 	}
 	c.duplicates(c.filePaths, "path %q is also the directory of %s (line %d): both would take the same files")
+	c.duplicates(c.slots, "slot %q is also the slot of %s (line %d): a slot streams to one reader")
 	dirs := []located{}
 	for _, s := range p.Sinks {
 		if s.Kind == sinkParquetDir && s.Path != "" {

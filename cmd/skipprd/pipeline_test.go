@@ -328,8 +328,8 @@ func TestPipelineErrors(t *testing.T) {
 		{"unknown source key", doc(sinks, "sources:", "  - {name: a, kind: generator, sink: lake, rate: 5}"), []string{
 			`skipprd.yaml:3: sources[0] "a": unknown key "rate" (allowed: name, kind, sink)`}},
 		{"unknown key, unknown kind", doc(sinks, "sources:", "  - {name: a, kind: kafka, sink: lake, topic: t}"), []string{
-			`skipprd.yaml:3: sources[0] "a": kind "kafka" is not one of http, files, objects, generator`,
-			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, bucket, prefix)`}},
+			`skipprd.yaml:3: sources[0] "a": kind "kafka" is not one of http, files, objects, generator, postgres-cdc`,
+			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, bucket, prefix, url_env, publication, slot, tables)`}},
 		{"unknown namespace key", doc(sinks, "sources:", "  - name: a", "    kind: http", "    sink: lake", "    namespaces:", "      ev: {sink: lake, once: true}"), []string{
 			`skipprd.yaml:7: sources[0] "a" namespace "ev": unknown key "once" (allowed: sink, at_least_once)`}},
 
@@ -365,13 +365,25 @@ func TestPipelineErrors(t *testing.T) {
 
 		// Kinds and required fields.
 		{"missing kind", doc("sinks:", "  lake: {path: lake}", "sources:", gen("a")), []string{
-			`skipprd.yaml:2: sink "lake": kind is required (parquet-dir, parquet-s3)`}},
+			`skipprd.yaml:2: sink "lake": kind is required (parquet-dir, parquet-s3, postgres)`}},
 		{"bad sink kind", doc("sinks:", "  lake: {kind: parquet, path: lake}", "sources:", gen("a")), []string{
-			`skipprd.yaml:2: sink "lake": kind "parquet" is not one of parquet-dir, parquet-s3`}},
+			`skipprd.yaml:2: sink "lake": kind "parquet" is not one of parquet-dir, parquet-s3, postgres`}},
 		{"parquet-s3 needs bucket", doc("sinks:", "  lake: {kind: parquet-s3, prefix: x/}", "sources:", gen("a")), []string{
 			`skipprd.yaml:2: sink "lake": bucket is required (an S3 bucket name)`}},
 		{"bad bucket", doc("sinks:", "  lake: {kind: parquet-s3, bucket: My_Bucket}", "sources:", gen("a")), []string{
 			`skipprd.yaml:2: sink "lake": bucket "My_Bucket" is not an S3 bucket name (3..63 of a-z, 0-9, . and -, starting and ending with a letter or digit)`}},
+		{"postgres needs url_env", doc("sinks:", "  lake: {kind: postgres}", "sources:", gen("a")), []string{
+			`skipprd.yaml:2: sink "lake": url_env is required (an environment variable's name, e.g. SKIPPR_PG_URL)`}},
+		{"postgres bad url_env and schema", doc("sinks:", "  lake: {kind: postgres, url_env: 'postgres://x', schema: Sales}", "sources:", gen("a")), []string{
+			`skipprd.yaml:2: sink "lake": url_env "postgres://x": want an environment variable's name (A-Z, 0-9, _; not starting with a digit), e.g. SKIPPR_PG_URL`,
+			`skipprd.yaml:2: sink "lake": schema "Sales": want a lower-case letter or _, then up to 62 of a-z, 0-9 and _, e.g. public`}},
+		{"postgres-cdc", doc(sinks, "sources:", "  - {name: a, kind: postgres-cdc, sink: lake, url_env: PG, slot: My-Slot, tables: [orders, public.Bad, [x]]}",
+			"  - {name: b, kind: postgres-cdc, sink: lake, url_env: PG, slot: my_slot}", "  - {name: c, kind: postgres-cdc, sink: lake, url_env: PG, slot: my_slot}"), []string{
+			`skipprd.yaml:3: sources[0] "a": slot "My-Slot": want 1 to 63 of a-z, 0-9 and _ (Postgres takes it unquoted)`,
+			`skipprd.yaml:3: sources[0] "a": table "orders": want schema.table, e.g. public.orders`,
+			`skipprd.yaml:3: sources[0] "a": table "public.Bad": namespace "Bad": only a lower-case letter followed by lower-case letters, digits and underscores`,
+			`skipprd.yaml:3: sources[0] "a": tables: want schema.table, found a list`,
+			`skipprd.yaml:5: sources[2] "c": slot "my_slot" is also the slot of sources[1] "b" (line 4): a slot streams to one reader`}},
 		{"files needs path and namespace", doc(sinks, "sources:", "  - {name: a, kind: files, sink: lake}"), []string{
 			`skipprd.yaml:3: sources[0] "a": path is required (a directory to take files from; relative to this file's directory)`,
 			`skipprd.yaml:3: sources[0] "a": namespace is required (the namespace every row goes to, e.g. drops)`}},

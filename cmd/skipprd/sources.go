@@ -15,6 +15,7 @@ import (
 	"github.com/skipprd/skipprd/sources/generator"
 	httpsrc "github.com/skipprd/skipprd/sources/http"
 	"github.com/skipprd/skipprd/sources/objects"
+	"github.com/skipprd/skipprd/sources/postgrescdc"
 	"github.com/skipprd/skipprd/storage"
 )
 
@@ -159,4 +160,28 @@ func (o *objectsSource) stats() (uint64, uint64) {
 
 func (o *objectsSource) describe() []any {
 	return []any{"source", o.name, "kind", o.kind, "from", o.where}
+}
+
+// pgcdcSource streams a Postgres database's changes (its snapshot first).
+type pgcdcSource struct {
+	name string
+	spec *pgcdcSourceSpec
+	src  *postgrescdc.Source
+}
+
+func (p *pgcdcSource) run(ctx context.Context, host *storage.Host, offsets segment.Offsets) error {
+	return p.src.Run(ctx, host.Ingest, offsets)
+}
+
+// stats counts rows acked (snapshot rows and changes); the source hands
+// the host nothing it does not wait for.
+func (p *pgcdcSource) stats() (uint64, uint64) {
+	st := p.src.Stats()
+	n := st.SnapshotRows + st.Changes
+	return n, n
+}
+
+func (p *pgcdcSource) describe() []any {
+	return []any{"source", p.name, "kind", sourcePGCDC, "url_env", p.spec.URLEnv, "publication", p.spec.Publication,
+		"slot", p.spec.Slot, "tables", p.spec.Tables}
 }

@@ -1,0 +1,322 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skipprd/skipprd/internal/pgtest"
+	"github.com/skipprd/skipprd/sinks"
+)
+
+// The tables of the pgbench-style workload, with their key and the
+// columns compared between source and destination.
+var cdcTables = []struct{ name, create, key, cols string }{
+	{"branches", "CREATE TABLE branches (bid int PRIMARY KEY, bbalance bigint NOT NULL, filler text)", "bid", "bid, bbalance, filler"},
+	{"tellers", "CREATE TABLE tellers (tid int PRIMARY KEY, bid int NOT NULL, tbalance bigint NOT NULL)", "tid", "tid, bid, tbalance"},
+	{"accounts", "CREATE TABLE accounts (aid int PRIMARY KEY, bid int NOT NULL, abalance bigint NOT NULL, filler text)", "aid", "aid, bid, abalance, filler"},
+	{"history", "CREATE TABLE history (hid bigserial PRIMARY KEY, tid int, aid int, delta int, mtime timestamptz NOT NULL DEFAULT now())", "hid", "hid, tid, aid, delta, mtime"},
+}
+
+const cdcAccounts = 500
+
+// TestDaemonPostgresCDCKills streams a Postgres database's changes —
+// a pgbench-style workload of updates, inserts and deletes, including
+// deletes and re-inserts of the same keys — through the daemon's WAL
+// into a second database and a Parquet lake, SIGKILLing the daemon
+// several times mid-stream. Then the destination tables equal the
+// source's row for row, and the lake holds every change exactly once.
+func TestDaemonPostgresCDCKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the daemon and streams a Postgres workload through kills (about 40 s)")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("stops the daemon with SIGINT")
+	}
+	pgtest.RequireLogical(t)
+	srcURL, dstURL := pgtest.Database(t), pgtest.Database(t)
+	src := connectPG(t, srcURL)
+	seedCDCSource(t, src)
+	bin := buildDaemon(t)
+	dataDir := t.TempDir()
+	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
+	slotA, slotB := uniqueSlot("wh"), uniqueSlot("lake")
+	t.Cleanup(func() { dropSlots(t, src, slotA, slotB) })
+	writeFile(t, pipeline, fmt.Sprintf(`sinks:
+  warehouse: {kind: postgres, url_env: E2E_DST}
+  lake: {kind: parquet-dir, path: lake}
+sources:
+  - {name: to-pg, kind: postgres-cdc, sink: warehouse, url_env: E2E_SRC, publication: e2e, slot: %s}
+  - {name: to-lake, kind: postgres-cdc, sink: lake, url_env: E2E_SRC, publication: e2e, slot: %s}
+`, slotA, slotB))
+	env := []string{envPipelineFile + "=" + pipeline, "E2E_SRC=" + srcURL, "E2E_DST=" + dstURL}
+
+	p := startDaemon(t, bin, dataDir, env...)
+	// The snapshot is acked before the first kill: a snapshot cut short
+	// is taken again, and its rows would be in the lake twice.
+	initial := cdcAccounts + 10 + 1
+	p.waitStdout(t, "the snapshot acked", func(lines []string) bool {
+		pr, ok := parseProgress(last(lines))
+		return ok && pr["acked"] >= uint64(2*initial)
+	})
+	w := startCDCWorkload(t, srcURL)
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
+	for kill := range 4 {
+		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
+		p.kill(t)
+		t.Logf("kill %d after %d workload transactions", kill, w.txs.Load())
+		p = startDaemon(t, bin, dataDir, env...)
+	}
+	changes := w.stop(t)
+	t.Logf("workload: %d transactions, %d row changes", w.txs.Load(), changes)
+	dst := connectPG(t, dstURL)
+	p.waitFor(t, "the destination to equal the source", func() bool { return cdcTablesEqual(t, src, dst) == "" })
+	p.waitFor(t, "every change in the lake", func() bool {
+		return len(lakeCDC(t, filepath.Join(dataDir, "lake"))) >= initial+int(changes)
+	})
+	p.stop(t)
+	if diff := cdcTablesEqual(t, src, dst); diff != "" {
+		t.Fatalf("after the stop: %s", diff)
+	}
+	records := lakeCDC(t, filepath.Join(dataDir, "lake"))
+	if len(records) != initial+int(changes) {
+		t.Fatalf("the lake holds %d CDC records; the snapshot had %d rows and the workload made %d changes", len(records), initial, changes)
+	}
+}
+
+func connectPG(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatalf("connect: %v", err)
+	}
+	t.Cleanup(func() { _ = conn.Close(context.Background()) })
+	return conn
+}
+
+func uniqueSlot(what string) string {
+	return fmt.Sprintf("e2e_%s_%d", what, time.Now().UnixNano()%1e12)
+}
+
+// dropSlots drops the test's slots, which would otherwise hold the
+// server's WAL for ever.
+func dropSlots(t *testing.T, conn *pgx.Conn, slots ...string) {
+	for _, s := range slots {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for range 50 { // the daemon's walsender may still hold it for a moment
+			_, err := conn.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1", s)
+			if err == nil {
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		cancel()
+	}
+}
+
+func seedCDCSource(t *testing.T, conn *pgx.Conn) {
+	t.Helper()
+	ctx := context.Background()
+	stmts := []string{}
+	for _, tb := range cdcTables {
+		stmts = append(stmts, tb.create)
+	}
+	stmts = append(stmts,
+		"INSERT INTO branches VALUES (1, 0, 'main branch')",
+		"INSERT INTO tellers SELECT g, 1, 0 FROM generate_series(1, 10) g",
+		fmt.Sprintf("INSERT INTO accounts SELECT g, 1, 0, repeat('x', 40) FROM generate_series(1, %d) g", cdcAccounts),
+		"CREATE PUBLICATION e2e FOR TABLE branches, tellers, accounts, history")
+	for _, s := range stmts {
+		if _, err := conn.Exec(ctx, s); err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+	}
+}
+
+// cdcWorkload runs pgbench-style transactions on its own connection and
+// counts the row changes of those that committed.
+type cdcWorkload struct {
+	stopping atomic.Bool
+	txs      atomic.Int64
+	changes  atomic.Int64
+	done     chan error
+}
+
+func startCDCWorkload(t *testing.T, url string) *cdcWorkload {
+	conn := connectPG(t, url)
+	w := &cdcWorkload{done: make(chan error, 1)}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
+	go func() {
+		for !w.stopping.Load() {
+			n, err := cdcTransaction(conn, rng)
+			if err != nil {
+				w.done <- err
+				return
+			}
+			w.txs.Add(1)
+			w.changes.Add(n)
+			time.Sleep(2 * time.Millisecond)
+		}
+		w.done <- nil
+	}()
+	return w
+}
+
+func (w *cdcWorkload) stop(t *testing.T) int64 {
+	t.Helper()
+	w.stopping.Store(true)
+	if err := <-w.done; err != nil {
+		t.Fatalf("workload: %v", err)
+	}
+	return w.changes.Load()
+}
+
+// cdcTransaction runs one transaction and returns its row changes: the
+// pgbench update of an account, a teller and the branch plus a history
+// row; now and then a history row deleted, or an account deleted and
+// inserted again with the same key in one transaction.
+func cdcTransaction(conn *pgx.Conn, rng *rand.Rand) (int64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	aid, tid, delta := 1+rng.IntN(cdcAccounts), 1+rng.IntN(10), rng.IntN(10001)-5000
+	stmts := []string{
+		fmt.Sprintf("UPDATE accounts SET abalance = abalance + %d WHERE aid = %d", delta, aid),
+		fmt.Sprintf("UPDATE tellers SET tbalance = tbalance + %d WHERE tid = %d", delta, tid),
+		fmt.Sprintf("UPDATE branches SET bbalance = bbalance + %d WHERE bid = 1", delta),
+		fmt.Sprintf("INSERT INTO history (tid, aid, delta) VALUES (%d, %d, %d)", tid, aid, delta),
+	}
+	switch rng.IntN(10) {
+	case 0:
+		stmts = append(stmts, "DELETE FROM history WHERE hid = (SELECT min(hid) FROM history)")
+	case 1:
+		other := 1 + rng.IntN(cdcAccounts)
+		stmts = append(stmts,
+			fmt.Sprintf("DELETE FROM accounts WHERE aid = %d", other),
+			fmt.Sprintf("INSERT INTO accounts VALUES (%d, 1, %d, 'again')", other, rng.IntN(1000)))
+	}
+	var n int64
+	err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		for _, s := range stmts {
+			tag, err := tx.Exec(ctx, s)
+			if err != nil {
+				return fmt.Errorf("%s: %w", s, err)
+			}
+			n += tag.RowsAffected()
+		}
+		return nil
+	})
+	return n, err
+}
+
+// cdcTablesEqual returns "" when every destination table, tombstones
+// left out, equals its source table row for row; else what differs.
+func cdcTablesEqual(t *testing.T, src, dst *pgx.Conn) string {
+	t.Helper()
+	for _, tb := range cdcTables {
+		want, err := tableText(src, tb.name, tb.cols, tb.key, "")
+		if err != nil {
+			t.Fatalf("source %s: %v", tb.name, err)
+		}
+		got, err := tableText(dst, tb.name, tb.cols, tb.key, "WHERE NOT _cdc_deleted")
+		if err != nil {
+			return fmt.Sprintf("destination %s: %v", tb.name, err)
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Sprintf("%s: the destination has %d rows, the source %d: %s", tb.name, len(got), len(want), firstDiff(got, want))
+		}
+	}
+	return ""
+}
+
+// tableText reads a table's columns, one line per row in key order.
+func tableText(conn *pgx.Conn, table, cols, key, where string) ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rows, err := conn.Query(ctx, fmt.Sprintf("SELECT (%s)::text FROM %s %s ORDER BY %s", rowOf(cols), table, where, key))
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// rowOf turns "a, b" into "ROW(a, b)" for a one-text-per-row read.
+func rowOf(cols string) string { return "ROW(" + cols + ")" }
+
+// cdcRecord is one CDC row of the lake.
+type cdcRecord struct {
+	table, identity string
+	order           uint64
+}
+
+// lakeCDC reads every CDC record of the lake and fails the test on a
+// record that is there twice (same table, identity and order token).
+func lakeCDC(t *testing.T, lake string) []cdcRecord {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(lake, "*", "p_year=*", "p_month=*", "p_day=*", "*.parquet"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[cdcRecord]string{}
+	var out []cdcRecord
+	for _, path := range paths {
+		rel, _ := filepath.Rel(lake, path)
+		table := strings.Split(filepath.ToSlash(rel), "/")[0]
+		for _, r := range readCDC(t, path, table) {
+			if first, dup := seen[r]; dup && r.order != 0 {
+				t.Fatalf("%s: change %x at order %d is in the lake twice (%s and %s)", table, r.identity, r.order, first, rel)
+			}
+			seen[r] = rel
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func readCDC(t *testing.T, path, table string) []cdcRecord {
+	t.Helper()
+	rdr, err := file.OpenParquetFile(path, false)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	defer rdr.Close()
+	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatalf("read %s: %v", path, err)
+	}
+	defer tbl.Release()
+	col := func(name string) int {
+		idx := tbl.Schema().FieldIndices(name)
+		if len(idx) != 1 {
+			t.Fatalf("%s: no column %s", path, name)
+		}
+		return idx[0]
+	}
+	ids, orders := tbl.Column(col(sinks.ColumnCDCIdentity)).Data().Chunks(), tbl.Column(col(sinks.ColumnCDCOrder)).Data().Chunks()
+	var out []cdcRecord
+	for c := range ids {
+		id, ord := ids[c].(*array.Binary), orders[c].(*array.Uint64)
+		for i := range id.Len() {
+			out = append(out, cdcRecord{table, string(id.Value(i)), ord.Value(i)})
+		}
+	}
+	return out
+}
