@@ -1,8 +1,8 @@
 // Package sinks holds the engine's destinations (engine.Sink): Parquet
 // objects on an object store, Parquet files in a local directory, and an
-// in-memory destination for tests and the simulator. (A Postgres sink,
-// which DESIGN.md §8 plans, is not built yet.) Set maps sink_ref names to
-// them and is the engine's engine.Sinks.
+// in-memory destination for tests and the simulator; the Postgres sink is
+// package sinks/postgres. Set maps sink_ref names to them and is the
+// engine's engine.Sinks.
 //
 // # The loop contract
 //
@@ -10,8 +10,9 @@
 // and its done runs exactly once, later, on the loop — never inside Apply.
 // Blocking and CPU work goes through the ports a sink is given: Parquet
 // encoding through engine.Executor, I/O through engine.ObjectStore or
-// engine.Disk, answers of the in-memory sink through engine.Timers, whose
-// callbacks all run on the loop. Nothing here starts a goroutine or reads
+// engine.Disk (a database transaction through engine.Blocking), answers
+// of the in-memory sink through engine.Timers, whose callbacks all run on
+// the loop. Nothing here starts a goroutine or reads
 // a clock, and the one random number (ParquetDir's writer token) comes
 // from the engine.Rand it is given, so the same sinks run unchanged inside
 // the deterministic simulator.

@@ -21,7 +21,9 @@
 // Loop.Ports wires the small ports built on the loop (loop_ports.go):
 // Clock (monotonic since the loop's creation), Rand (PCG seeded from
 // crypto/rand), Timers (whose cancel is decided on the loop, so it wins
-// even over a fire already queued) and Executor.
+// even over a fire already queued) and Executor. Workers (blocking.go) is
+// engine.Blocking: a fixed pool of goroutines for a transactional sink's
+// calls, each bounded by a time limit and cancelled when the loop stops.
 //
 // # Host
 //
