@@ -231,16 +231,3 @@ const (
 	markPGReplayNoop      = "pg-replay-noop"
 	markPGOutOfOrder      = "pg-cdc-out-of-order"
 )
-
-// sinkKind is the kind of the sink a source names ("" is "lake").
-func sinkKind(s sim.WorldSpec, ref string) string {
-	if ref == "" {
-		ref = "lake"
-	}
-	for _, k := range s.Sinks {
-		if k.Ref == ref {
-			return k.Kind
-		}
-	}
-	return ""
-}
