@@ -13,9 +13,6 @@ import (
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skipprd/skipprd/internal/pgtest"
@@ -289,19 +286,7 @@ func lakeCDC(t *testing.T, lake string) []cdcRecord {
 
 func readCDC(t *testing.T, path, table string) []cdcRecord {
 	t.Helper()
-	rdr, err := file.OpenParquetFile(path, false)
-	if err != nil {
-		t.Fatalf("open %s: %v", path, err)
-	}
-	defer rdr.Close()
-	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		t.Fatalf("read %s: %v", path, err)
-	}
+	tbl := readParquet(t, path)
 	defer tbl.Release()
 	col := func(name string) int {
 		idx := tbl.Schema().FieldIndices(name)

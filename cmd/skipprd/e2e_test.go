@@ -365,6 +365,18 @@ func checkLake(t *testing.T, lake string) map[string]int {
 // as strings.
 func readIDs(t *testing.T, path string) []string {
 	t.Helper()
+	tbl := readParquet(t, path)
+	defer tbl.Release()
+	var out []string
+	for _, chunk := range tbl.Column(0).Data().Chunks() {
+		out = appendIDs(t, out, chunk, path)
+	}
+	return out
+}
+
+// readParquet reads a whole Parquet file; the caller releases it.
+func readParquet(t *testing.T, path string) arrow.Table {
+	t.Helper()
 	rdr, err := file.OpenParquetFile(path, false)
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
@@ -378,12 +390,7 @@ func readIDs(t *testing.T, path string) []string {
 	if err != nil {
 		t.Fatalf("read %s: %v", path, err)
 	}
-	defer tbl.Release()
-	var out []string
-	for _, chunk := range tbl.Column(0).Data().Chunks() {
-		out = appendIDs(t, out, chunk, path)
-	}
-	return out
+	return tbl
 }
 
 // appendIDs appends an id column's values (string or int64) as strings;
