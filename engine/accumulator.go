@@ -12,6 +12,7 @@ import (
 // live accumulator, in a sealed snapshot, or being persisted.
 type unit struct {
 	idem    string          // idempotency key ("" for replayable sources)
+	ns      string          // its partition key's namespace (for NamespaceStats)
 	offsets segment.Offsets // the source offsets this unit holds (see Unit.Offsets)
 	dones   []func(error)   // the submitter, plus any retries of the same idempotency key
 	bytes   int64

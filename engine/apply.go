@@ -73,6 +73,9 @@ func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func(
 		}
 		e.stats.JobsApplied++
 		e.stats.RowsApplied += uint64(rows)
+		c := e.namespace(j.namespace)
+		c.JobsApplied++
+		c.RowsApplied += uint64(rows)
 		e.jobDone(j, true)
 	})
 }

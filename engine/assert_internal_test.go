@@ -32,10 +32,11 @@ func (c *capture) want(t *testing.T, name string) {
 	}
 }
 
-// bare is an engine with no ports, enough for paths that only fail
-// closed.
+// bare is an engine with no ports but a clock (failing closed raises an
+// alert, stamped with the time), enough for paths that only fail closed.
 func bare() *Engine {
 	e := &Engine{live: newBatchSet(), committed: newOffsetsView(), keys: newKeyStore(time.Hour), cache: newBodyCache(0, nil)}
+	e.p.Clock = &stepClock{}
 	e.dlog = s3Log{e}
 	return e
 }

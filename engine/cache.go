@@ -2,7 +2,7 @@ package engine
 
 import "github.com/skipprd/skipprd/engine/segment"
 
-// bodyCache is the LRU of segment bodies (DESIGN.md §8). A body enters it
+// bodyCache is the LRU of segment bodies (docs/DESIGN.md §8.3). A body enters it
 // when its snapshot commits (the writer still has the bytes) or when
 // compaction fetches it; compaction pins the bodies its jobs read, and a
 // pinned body is never evicted. The cache never holds more than its

@@ -176,8 +176,7 @@ func (e *Engine) writeSources(done func(landed bool)) {
 	if err != nil {
 		v.endWrite(false)
 		err = fmt.Errorf("offsets checkpoint %s: %w", key, err)
-		e.alert(err)
-		e.failClosed(err)
+		e.failClosed(err) // raises the alert
 		return
 	}
 	in := PutObjectInput{Key: key, Body: body, IfMatch: v.etag, IfNoneMatch: v.etag == ""}
@@ -192,7 +191,8 @@ func (e *Engine) writeSources(done func(landed bool)) {
 		v.endWrite(false)
 		e.readSources(v, e.keys, func(err error) {
 			if errors.Is(err, ErrCorrupt) {
-				e.alert(err) // merging is impossible, and overwriting would lose what it holds
+				// Merging is impossible, and overwriting would lose what
+				// it holds. failClosed raises the alert.
 				e.failClosed(err)
 				return
 			}

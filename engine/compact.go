@@ -10,7 +10,7 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
-// Compaction (DESIGN.md §8) applies committed segments to their sinks,
+// Compaction (docs/DESIGN.md §8) applies committed segments to their sinks,
 // slice by slice, exactly once, then reclaims them.
 //
 // Jobs: the PARTs of one segment that share a sink, a namespace, a schema
@@ -316,7 +316,7 @@ func (e *Engine) refuseJob(j *job, err error) {
 	j.seg.keep = true
 	e.running--
 	e.checkRunning()
-	e.alert(err)
+	e.alert(alertKindOf(err, AlertCannotApply), err)
 	e.compact()
 	e.checkClosed()
 }

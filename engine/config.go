@@ -8,7 +8,7 @@ import (
 	"github.com/skipprd/skipprd/engine/wal"
 )
 
-// Limits the writer's tuning is clamped to (DESIGN.md §6).
+// Limits the writer's tuning is clamped to (docs/DESIGN.md §6.2).
 const (
 	TargetBytesMin   = 4 << 20
 	TargetBytesMax   = 64 << 20
@@ -74,7 +74,7 @@ type Config struct {
 	// StreamChunkBytes: a body larger than the cache is streamed in
 	// ranged reads of this size.
 	StreamChunkBytes int64
-	// MemoryPoll: how often the memory hint is re-read (DESIGN.md §10).
+	// MemoryPoll: how often the memory hint is re-read (docs/DESIGN.md §10).
 	MemoryPoll time.Duration
 	// SweepInterval: how often the orphan sweeper lists the log again
 	// after recovery.
@@ -190,8 +190,8 @@ func (m SyncMode) String() string {
 	return "SYNC"
 }
 
-// Disk WAL defaults and limits (DESIGN.md §9 of the design as built: see
-// README "Local-disk WAL").
+// Disk WAL defaults and limits (docs/DESIGN.md §9; README
+// "Local-disk WAL").
 const (
 	DefaultWALSegmentBytes      = 32 << 20
 	DefaultWALBatchBytes        = 256 << 10

@@ -46,7 +46,10 @@
 // source offsets past what _offsets holds (Config.OffsetsViewMax), or
 // when it brings a new idempotency key while the key store uses its
 // quarter of the memory pool (some 2.7 bytes a key: about 95 million
-// keys on a 1 GiB pool). Idempotency keys have no count limit.
+// keys on a 1 GiB pool). Idempotency keys have no count limit. The
+// local-disk WAL adds its own refusals: ErrResourceExhausted while the
+// unit's log partition holds more than PartitionBytesMax, and
+// ErrPartitionHalted while that partition is halted on corruption.
 //
 // Reads are verified: every object read carries its own check (checksums,
 // the lengths a marker promises), an answer that fails it is read again
@@ -66,12 +69,28 @@
 //
 // The engine fails closed — nothing more is acked or deleted, every unit
 // it holds is answered ErrClosed, Err reports why, and only a restart
-// (recovery from the store) resumes — when the WAL is corrupt (ErrCorrupt),
+// (recovery from the store) resumes — when an object the whole log
+// depends on is corrupt (ErrCorrupt: the writer object, a marker during
+// recovery or settling, the offsets checkpoint, an idempotency-key
+// manifest, run or block),
 // when a newer writer has claimed the pipeline (ErrFenced), and when one
 // of its own invariants is broken (ErrInvariant: a bug, caught by a check
 // placed where the invariant can break, with the values involved; see
 // assert.go). A caller misusing the API (Start called twice) gets a panic
-// instead: the state is not in question, the call is.
+// instead: the state is not in question, the call is. Damage that only
+// part of the log depends on halts only that part, with an alert: a job
+// whose body stays unreadable is refused, its segment kept and its lane
+// stopped (compact.go); a segment whose bitmap stays unreadable is kept
+// for good (recovery.go); a local-disk log partition found corrupt halts
+// alone (ErrPartitionHalted; wal_disk_recover.go).
+//
+// Alerts are events, not a flag: failing closed and every halt above
+// raise one Alert — a kind (AlertKind: corruption, bitmap-unreadable,
+// wal-partition-halted, cannot-apply, fenced, invariant, failed-closed)
+// and the error naming the reason — into a queue bounded by AlertsMax
+// that drops its oldest. AlertsSince(seq) drains it and says how many a
+// slow reader missed; Stats.AlertsByKind counts every alert, dropped or
+// not (alerts.go).
 //
 // Close is graceful: it commits and acks what is held, applies what it can
 // (a job failing during the close is left for the next start) and gives
@@ -118,5 +137,7 @@
 //     by a manifest; lookups on a filter hit, size-tiered merges, expiry.
 //   - offsets_view.go, keys.go, config.go, stats.go: the source offsets
 //     (with what is durable in _offsets), key layout, configuration,
-//     counters.
+//     counters (totals, per namespace in name order, latency histograms
+//     of fixed buckets, the memory pool's use).
+//   - alerts.go: the alert queue and its kinds.
 package engine

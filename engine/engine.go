@@ -83,11 +83,12 @@ type Engine struct {
 	// answering counts unit answers scheduled and not yet delivered.
 	// INVARIANT: answering ≥ 0.
 	answering      int
-	lastAlert      error
-	marks          Marks // coverage marks passed (coverage.go)
+	alerts         []Alert // the alert queue, oldest first; INVARIANT: len ≤ AlertsMax (alerts.go)
+	marks          Marks   // coverage marks passed (coverage.go)
 	closeDone      func(error)
 	closeGraceOver bool // the close no longer waits for reclaims
 	stats          Stats
+	namespaces     map[string]*NamespaceStats // Stats.Namespaces; INVARIANT: len ≤ NamespacesTrackedMax (namespace)
 
 	// dlog decides when a unit is durable (durable.go): the S3 WAL's
 	// s3Log, or the local-disk WAL's diskLog.
@@ -120,7 +121,7 @@ func New(cfg Config, p Ports) (*Engine, error) {
 		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
 		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: newOffsetsView(),
 		keys: newKeyStore(cfg.IdempotencyWindow), lookups: map[segment.KeyHash]*keyLookup{},
-		lanes: map[laneKey]*lane{},
+		lanes: map[laneKey]*lane{}, namespaces: map[string]*NamespaceStats{},
 	}
 	if cfg.Disk != nil {
 		if p.Disk == nil {
@@ -217,7 +218,7 @@ func (e *Engine) failClosed(err error) {
 	}
 	err = e.checkHeldAnswered(err)
 	e.state, e.err = stateFailed, err
-	e.stats.Alerts++
+	e.alert(alertKindOf(err, AlertFailedClosed), err)
 	if e.flushCancel != nil {
 		e.flushCancel()
 		e.flushCancel = nil

@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// Fencing before deletes (DESIGN.md §11). A superseded writer that is
+// Fencing before deletes (docs/DESIGN.md §11). A superseded writer that is
 // still running (a zombie: it froze, a successor recovered, it woke up)
 // believes it owns segments its successor now owns. Acking is fenced at
 // every commit (fenceThenCommit); deleting is fenced here: before a
@@ -37,6 +37,7 @@ type fenceState struct {
 
 func (e *Engine) readFence() {
 	e.fence.reading = true
+	e.stats.FenceChecks++
 	waiting := e.fence.waiters
 	e.fence.waiters = nil
 	e.readWriter(func(cur writerRecord, _ ObjectInfo, err error) {

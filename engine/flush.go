@@ -2,7 +2,7 @@ package engine
 
 import "time"
 
-// The coalescing writer's flush policy (DESIGN.md §6): one live
+// The coalescing writer's flush policy (docs/DESIGN.md §6.2): one live
 // accumulator for the whole process; seal it into a snapshot when it
 // reaches the target size, or when the delay budget that started with its
 // first unit runs out:

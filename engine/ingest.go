@@ -53,6 +53,11 @@ type Unit struct {
 // never; ErrNotReady / ErrClosed: after recovery or restart).
 func (e *Engine) Submit(in Unit, done func(error)) {
 	e.stats.UnitsSubmitted++
+	c := e.namespace(in.Key.Namespace)
+	c.UnitsSubmitted++
+	for _, b := range in.Batches {
+		c.RowsSubmitted += uint64(b.NumRows())
+	}
 	e.submit(in, done, false)
 }
 
@@ -338,7 +343,7 @@ func (e *Engine) roomFor(in Unit) bool {
 // idempotency key and offset keys) and goes to the durable log, which
 // decides when it is durable (durable.go).
 func (e *Engine) append(in Unit, done func(error)) {
-	u := &unit{idem: in.IdempotencyKey, dones: []func(error){done}, bytes: unitBytes(in), since: e.now()}
+	u := &unit{idem: in.IdempotencyKey, ns: in.Key.Namespace, dones: []func(error){done}, bytes: unitBytes(in), since: e.now()}
 	u.offsets = slices.Clone(in.Offsets) // the caller keeps its slice
 	for _, o := range u.offsets {
 		if prev := e.offsetPending[o.Key]; prev != nil {

@@ -153,8 +153,7 @@ func (e *Engine) putManifest(b *keyBucket, runs []*keyRun, done func(ok bool)) {
 		e.mark(MarkCheckpointConflict)
 		e.readBucket(e.keys, b, func(err error) {
 			if errors.Is(err, ErrCorrupt) {
-				e.alert(err)
-				e.failClosed(err)
+				e.failClosed(err) // raises the alert
 			}
 			done(false)
 		})

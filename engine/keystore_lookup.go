@@ -93,8 +93,7 @@ func (e *Engine) searchBlocks(h segment.KeyHash, cands []blockRef, attempt int, 
 				e.searchBlocks(h, e.keys.candidates(h), attempt+1, done)
 			})
 		case errors.Is(err, ErrCorrupt):
-			e.alert(err)
-			e.failClosed(err)
+			e.failClosed(err) // raises the alert
 			done(false, err)
 		case err != nil:
 			done(false, err)
@@ -160,8 +159,7 @@ func (e *Engine) refreshBucket(b *keyBucket, attempt int, done func()) {
 	e.readBucket(e.keys, b, func(err error) {
 		b.busy = false
 		if errors.Is(err, ErrCorrupt) {
-			e.alert(err)
-			e.failClosed(err)
+			e.failClosed(err) // raises the alert
 		}
 		done()
 	})

@@ -101,8 +101,7 @@ func (e *Engine) mergeKeys(done func()) {
 		if err != nil {
 			b.busy = false
 			if errors.Is(err, ErrCorrupt) {
-				e.alert(err)
-				e.failClosed(err)
+				e.failClosed(err) // raises the alert
 			}
 			done()
 			return

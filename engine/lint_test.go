@@ -12,7 +12,7 @@ import (
 	"golang.org/x/tools/go/packages"
 )
 
-// The engine's determinism rules (doc.go, DESIGN.md §3), checked on the
+// The engine's determinism rules (doc.go, docs/DESIGN.md §3.1), checked on the
 // source of every package under engine/. A map may be ranged over only
 // where order cannot matter, marked by a comment line "//engine:orderless"
 // directly above the loop.

@@ -1,6 +1,6 @@
 package engine
 
-// One memory pool, no knobs (DESIGN.md §10): 70% of what the machine can
+// One memory pool, no knobs (docs/DESIGN.md §10): 70% of what the machine can
 // give (the Memory port), split between ingest admission and the segment
 // body cache, each within its floor and ceiling, together never more than
 // the pool. On a machine too small for both floors the split degrades

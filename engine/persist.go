@@ -40,7 +40,7 @@ type snapshot struct {
 
 func (e *Engine) key(s *snapshot, kind ObjectKind) string { return e.layout.Key(s.dir, s.id, kind) }
 
-// persist runs the commit protocol (DESIGN.md §6): encode, body, marker,
+// persist runs the commit protocol (docs/DESIGN.md §6.3): encode, body, marker,
 // ack. Body first — a crash after it leaves an orphan .seg that nobody
 // owns. Then the marker, created with If-None-Match: * — the PUT that
 // makes the snapshot committed. Only then the acks.
@@ -296,6 +296,7 @@ func (e *Engine) commit(s *snapshot) {
 	}
 	e.lastCommit = s.id
 	e.persistEMA = time.Duration(ema(float64(e.persistEMA), float64(e.now()-s.startedAt)))
+	e.stats.Persist.observe(e.now() - s.startedAt)
 	e.mergeCommitted(s.content.offsets)
 	seg := Segment{ID: s.id, Dir: s.dir, Index: s.index}
 	// The writer still has the body: cache it for compaction (no GET).
@@ -321,10 +322,8 @@ func (e *Engine) commit(s *snapshot) {
 		for _, o := range u.offsets {
 			delete(e.offsetPending, o.Key)
 		}
-		e.stats.UnitsAcked++
-		e.stats.BytesAcked += uint64(u.bytes)
-		e.stats.RowsAcked += uint64(u.rows)
-		e.ackDelayEMA = time.Duration(ema(float64(e.ackDelayEMA), float64(e.now()-u.since)))
+		e.countAcked(u)
+		e.observeAckDelay(u)
 		acks = append(acks, u.dones...)
 	}
 	s.content.release()

@@ -95,7 +95,7 @@ func (j *Job) Rows() (n int64) {
 // Memory reports how much memory the machine can give the process: on
 // Linux MemAvailable, on macOS total RAM. The engine re-reads it now and
 // then and sizes one pool from it (70%), split between ingest admission
-// and the body cache (DESIGN.md §10). The simulator varies it.
+// and the body cache (docs/DESIGN.md §10). The simulator varies it.
 type Memory interface {
 	AvailableBytes() int64
 }

@@ -4,7 +4,7 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
-// Completion bitmaps and reclaim (DESIGN.md §8).
+// Completion bitmaps and reclaim (docs/DESIGN.md §8.5, §8.6).
 //
 // The bitmap of a segment that is still incomplete is written beside it
 // ({id}.seg.scbl) BitmapDelay after a job finished, so that a restart —
@@ -139,12 +139,3 @@ func (e *Engine) forget(st *segState) {
 		}
 	}
 }
-
-// alert records a condition an operator must look at.
-func (e *Engine) alert(err error) {
-	e.stats.Alerts++
-	e.lastAlert = err
-}
-
-// LastAlert returns the most recent alert, or nil.
-func (e *Engine) LastAlert() error { return e.lastAlert }

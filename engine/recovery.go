@@ -8,7 +8,7 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
-// Recovery (DESIGN.md §6) is one procedure for every crash window, and it
+// Recovery (docs/DESIGN.md §6.5) is one procedure for every crash window, and it
 // never trusts local disk:
 //
 //  1. Claim the next writer epoch (epoch.go, writer.go).
@@ -214,7 +214,7 @@ func (e *Engine) open(r recovered) {
 		}
 		if keep {
 			e.mark(MarkBitmapUnreadable)
-			e.alert(fmt.Errorf("%w: completion bitmap of segment %s is unreadable: the segment will not be deleted", ErrCorrupt, s.ID))
+			e.alert(AlertBitmapUnreadable, fmt.Errorf("%w: completion bitmap of segment %s is unreadable: the segment will not be deleted", ErrCorrupt, s.ID))
 			bm = segment.NewBitmap(len(s.Index.Entries))
 		}
 		st := newSegState(s, bm)

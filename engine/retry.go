@@ -28,7 +28,10 @@ func (e *Engine) retryStop(try func(done func(error)), stop func(error) bool, do
 				done(err, ambiguous)
 				return
 			}
-			e.p.Timers.AfterFunc(e.backoff(n), func() { run(n + 1) })
+			e.p.Timers.AfterFunc(e.backoff(n), func() {
+				e.stats.Retries++
+				run(n + 1)
+			})
 		})
 	}
 	run(0)

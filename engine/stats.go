@@ -1,8 +1,12 @@
 package engine
 
-import "time"
+import (
+	"slices"
+	"strings"
+	"time"
+)
 
-// Stats are the engine's counters, for progress lines and for the
+// Stats are the engine's counters, for progress lines, metrics and the
 // simulator's summary. They never influence behaviour.
 type Stats struct {
 	UnitsSubmitted    uint64
@@ -19,11 +23,15 @@ type Stats struct {
 	SinkFailures      uint64
 	SegmentsReclaimed uint64
 	Requests          uint64 // object-store requests issued (including retries)
+	Retries           uint64 // object-store requests that were retries of a failed one
+	FenceChecks       uint64 // reads of the writer object before deletes (fence.go)
+	Sweeps            uint64 // orphan sweeps run over a listing (sweep.go)
 	RecoveryRuns      uint64
 	RecoveryOps       uint64 // requests of the last successful recovery, retries included
 	OrphansSwept      uint64
 	UploadsAborted    uint64
-	Alerts            uint64
+	Alerts            uint64      // alerts raised; also the Seq of the last one (alerts.go)
+	AlertsByKind      AlertCounts // Alerts per kind
 
 	// Idempotency keys (keystore*.go).
 	KeyLookups    uint64 // submissions whose key the filters admitted, looked up in runs
@@ -39,18 +47,130 @@ type Stats struct {
 	WALSegmentsDeleted uint64
 	WALReplayedUnits   uint64 // units recovery replayed from the log
 	WALCorruptions     uint64 // partitions halted on corruption
+	WALLogBytes        int64  // bytes in the log's segments now (0 with the S3 WAL)
 
 	LiveSegments int           // owned segments not yet reclaimed
+	SegmentBytes int64         // body bytes of the owned segments
 	PersistEMA   time.Duration // moving average of one snapshot's persist time
 	AckDelayEMA  time.Duration // moving average of submit-to-ack time
+	Persist      Histogram     // one snapshot's persist time, seal to commit
+	AckDelay     Histogram     // submit-to-ack time of each acked unit
+
+	// The memory pool (memory.go) and its use.
+	PoolBytes      int64 // the pool: a share of the memory the Memory port reports
+	AdmissionBytes int64 // admission's share of the pool
+	HeldBytes      int64 // bytes of units held (appended, not yet committed) against AdmissionBytes
+	CacheBytesMax  int64 // the body cache's share of the pool
+	CacheBytes     int64 // bytes the body cache holds or has reserved
+
+	// Namespaces are the per-namespace counters, sorted by name.
+	Namespaces []NamespaceStats
+}
+
+// NamespaceStats count one namespace's units (Unit.Key.Namespace) and
+// jobs. Namespaces past NamespacesTrackedMax are counted together under
+// NamespaceOther.
+type NamespaceStats struct {
+	Namespace      string
+	UnitsSubmitted uint64
+	RowsSubmitted  uint64
+	UnitsAcked     uint64
+	RowsAcked      uint64
+	JobsApplied    uint64
+	RowsApplied    uint64
+}
+
+// NamespacesTrackedMax bounds the namespaces counted one by one: a source
+// that invents a namespace per record must not grow the engine's memory
+// (and a metric's series) without bound.
+const NamespacesTrackedMax = 1024
+
+// NamespaceOther collects the namespaces beyond NamespacesTrackedMax. It
+// cannot clash with a real namespace's name only if no source uses it;
+// the angle brackets make that unlikely.
+const NamespaceOther = "<other>"
+
+// LatencyBounds are the upper bounds of the latency histograms' buckets;
+// a last bucket counts everything above the last bound.
+var LatencyBounds = [...]time.Duration{
+	time.Millisecond, 2 * time.Millisecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 20 * time.Millisecond, 50 * time.Millisecond,
+	100 * time.Millisecond, 200 * time.Millisecond, 500 * time.Millisecond,
+	time.Second, 2 * time.Second, 5 * time.Second,
+	10 * time.Second, 30 * time.Second, time.Minute,
+}
+
+// Histogram counts durations into LatencyBounds' buckets (not
+// cumulative: Buckets[i] counts d ≤ LatencyBounds[i] and above the bound
+// before; the last counts the rest).
+type Histogram struct {
+	Buckets [len(LatencyBounds) + 1]uint64
+	Count   uint64
+	Sum     time.Duration
+}
+
+func (h *Histogram) observe(d time.Duration) {
+	i, _ := slices.BinarySearch(LatencyBounds[:], d) // first bound ≥ d
+	h.Buckets[i]++
+	h.Count++
+	h.Sum += d
 }
 
 // Stats returns a copy of the counters.
 func (e *Engine) Stats() Stats {
 	s := e.stats
 	s.LiveSegments = len(e.segs)
+	for _, st := range e.segs {
+		s.SegmentBytes += st.Index.BodyBytes
+	}
+	if l, ok := e.dlog.(*diskLog); ok {
+		s.WALLogBytes = l.totalBytes()
+	}
 	s.KeyRuns, s.KeyMemBytes = e.keys.runs(), e.keys.memBytes()
 	s.PersistEMA = e.persistEMA
 	s.AckDelayEMA = e.ackDelayEMA
+	s.PoolBytes, s.AdmissionBytes, s.CacheBytesMax = e.budget.pool, e.budget.admission, e.budget.cache
+	s.HeldBytes = e.held
+	s.CacheBytes = e.cache.used + e.cache.reserved
+	s.Namespaces = make([]NamespaceStats, 0, len(e.namespaces))
+	//engine:orderless — sorted right below
+	for _, ns := range e.namespaces {
+		s.Namespaces = append(s.Namespaces, *ns)
+	}
+	slices.SortFunc(s.Namespaces, func(a, b NamespaceStats) int { return strings.Compare(a.Namespace, b.Namespace) })
 	return s
+}
+
+// namespace returns the counters of ns, creating them (or, beyond
+// NamespacesTrackedMax, returning NamespaceOther's).
+func (e *Engine) namespace(ns string) *NamespaceStats {
+	if c, ok := e.namespaces[ns]; ok {
+		return c
+	}
+	if len(e.namespaces) >= NamespacesTrackedMax-1 { // one slot stays for NamespaceOther
+		ns = NamespaceOther
+		if c, ok := e.namespaces[ns]; ok {
+			return c
+		}
+	}
+	c := &NamespaceStats{Namespace: ns}
+	e.namespaces[ns] = c
+	return c
+}
+
+// countAcked counts an acked unit, in total and in its namespace.
+func (e *Engine) countAcked(u *unit) {
+	e.stats.UnitsAcked++
+	e.stats.BytesAcked += uint64(u.bytes)
+	e.stats.RowsAcked += uint64(u.rows)
+	c := e.namespace(u.ns)
+	c.UnitsAcked++
+	c.RowsAcked += uint64(u.rows)
+}
+
+// observeAckDelay records a fresh ack's submit-to-ack time.
+func (e *Engine) observeAckDelay(u *unit) {
+	d := e.now() - u.since
+	e.ackDelayEMA = time.Duration(ema(float64(e.ackDelayEMA), float64(d)))
+	e.stats.AckDelay.observe(d)
 }

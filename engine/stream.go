@@ -9,7 +9,7 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
-// Streaming a body larger than the cache (DESIGN.md §8): ranged GETs of
+// Streaming a body larger than the cache (docs/DESIGN.md §8.3): ranged GETs of
 // StreamChunkBytes, every byte hashed, only the windows of the job's PARTs
 // kept, the body opened once the whole-body SHA-256 matches its marker.
 //

@@ -9,7 +9,7 @@ import (
 // bitmaps without markers (a crash before the marker, or in the middle of
 // a reclaim) and multipart uploads never completed. LIST lags, so a body
 // listed without its marker is not yet known to be an orphan. An orphan
-// is deleted only when all of these hold (DESIGN.md §6):
+// is deleted only when all of these hold (docs/DESIGN.md §6.6):
 //
 //   - its epoch is below ours (a previous incarnation wrote it);
 //   - it is older than OrphanGrace;
@@ -32,6 +32,7 @@ import (
 // under a new id) is an orphan too.
 
 func (e *Engine) sweep(listing []*listedSegment, w writerRecord) {
+	e.stats.Sweeps++
 	wall := e.p.Clock.WallUnixMs()
 	var orphans, fenced []*listedSegment
 	for _, ls := range listing {

@@ -10,7 +10,7 @@ import (
 	"github.com/skipprd/skipprd/engine/wal"
 )
 
-// diskLog is the local-disk WAL (DESIGN.md §9; the byte layout is in
+// diskLog is the local-disk WAL (docs/DESIGN.md §9; the byte layout is in
 // package wal): Partitions independent logs of fixed-size segment files
 // under wal/partition-{id}/, each with its own group committer
 // (wal_disk_commit.go).
@@ -177,10 +177,8 @@ func (l *diskLog) unitDurable(w *logWrite, seq uint64, seg *logSeg) {
 		delete(e.offsetPending, o.Key)
 	}
 	e.mergeCommitted(w.in.Offsets)
-	e.stats.UnitsAcked++
-	e.stats.BytesAcked += uint64(u.bytes)
-	e.stats.RowsAcked += uint64(u.rows)
-	e.ackDelayEMA = time.Duration(ema(float64(e.ackDelayEMA), float64(e.now()-u.since)))
+	e.countAcked(u)
+	e.observeAckDelay(u)
 	for _, d := range u.dones {
 		e.answer(d, nil)
 	}

@@ -37,8 +37,10 @@ import (
 //     units) ⇒ persisted again under its own id, same created_at and
 //     directory, so its body and compaction ids are the ones it would
 //     have had; otherwise its units are unsealed. Unsealed units join the
-//     memtable. Every replayed unit was acked before the crash: it is in
-//     the offsets view again, and never acked again.
+//     memtable. A replayed unit was acked before the crash, but its log
+//     entry read back proves nothing until its generation commits: its
+//     offsets enter the view, and a retry of it is answered, only at that
+//     commit (wal_disk_replay.go).
 //  4. Each partition rolls to a new segment: recovery never appends to a
 //     segment it read.
 
@@ -264,7 +266,7 @@ func (l *diskLog) scanSegment(ps *partScan, seg *logSeg, b []byte) {
 		p.halted = err
 		e.mark(MarkWALCorrupt)
 		e.stats.WALCorruptions++
-		e.alert(fmt.Errorf("%w: WAL partition %d halted: %v", ErrCorrupt, p.id, err))
+		e.alert(AlertWALHalted, fmt.Errorf("%w: WAL partition %d halted: %v", ErrCorrupt, p.id, err))
 	}
 	if r.Corrupt != nil {
 		halt(r.Corrupt) // entries before it are still used

@@ -155,7 +155,7 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 		e.broken("a logged unit decodes: %s: %v", us.seg.path, err)
 		return
 	}
-	u := &unit{idem: in.IdempotencyKey, bytes: unitBytes(in), since: e.now(), part: part, seq: us.rec.Seq, seg: us.seg, replayed: true}
+	u := &unit{idem: in.IdempotencyKey, ns: in.Key.Namespace, bytes: unitBytes(in), since: e.now(), part: part, seq: us.rec.Seq, seg: us.seg, replayed: true}
 	for _, b := range in.Batches {
 		u.rows += b.NumRows()
 	}
@@ -242,9 +242,7 @@ func (e *Engine) replayedCommitted(u *unit) []func(error) {
 	}
 	if len(u.dones) > 0 {
 		e.mark(MarkWALReplayJoined)
-		e.stats.UnitsAcked++
-		e.stats.BytesAcked += uint64(u.bytes)
-		e.stats.RowsAcked += uint64(u.rows)
+		e.countAcked(u)
 	}
 	dones := u.dones
 	u.dones = nil

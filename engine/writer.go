@@ -29,7 +29,7 @@ import (
 // epochs are unique and grow with every start even when LIST lags. The
 // nonce tells an incarnation whether an ambiguous claim of its own landed.
 //
-// Seals fence superseded writers (DESIGN.md §11). S3 cannot make a marker
+// Seals fence superseded writers (docs/DESIGN.md §11). S3 cannot make a marker
 // PUT conditional on another key, so validity is decided after the fact:
 // a marker of an older epoch e counts only if its sequence is at most
 // sealed[e]. The recovering writer claims its epoch, waits FenceWait (so

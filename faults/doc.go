@@ -6,8 +6,8 @@
 //   - plan.go: a Plan — rates per kind and the parameters some kinds need
 //     (LIST lag, spike and pause bounds, outage windows) — drawn per seed
 //     (Swarm: each kind enabled about half the time at a log-uniform rate)
-//     or named (none, crash, flaky, all, and the aimed multipart and rot:
-//     ProfileNames); plans round-trip through JSON
+//     or named (none, swarm, crash, flaky, all, and the aimed multipart,
+//     rot and fsync: ProfileNames); plans round-trip through JSON
 //     with rates by kind name, so adding a kind never changes an old file.
 //   - injector.go, store.go: the Injector, which answers the world at each
 //     decision point. Recording, it draws from a stream of its own (never

@@ -129,6 +129,7 @@ type faultySink struct {
 	inner  engine.Sink
 	timers engine.Timers
 	own    bool // the destination decides its faults itself
+	ref    string
 }
 
 func (s *faultySink) Apply(job *engine.Job, done func(error)) {
@@ -151,6 +152,9 @@ func (s *faultySink) Apply(job *engine.Job, done func(error)) {
 		s.w.onSinkApplied()
 		if err == nil && ambiguous {
 			err = errors.New("sim: sink applied the job but the answer was lost")
+		}
+		if err == nil {
+			s.w.note(NoteApply, 0, s.ref, job.ID)
 		}
 		done(err)
 	})

@@ -22,7 +22,10 @@
 //   - Rand (rand.go): SplitMix64 streams; implements engine.Rand.
 //   - Latency (latency.go): base + exponential-ish tail + per-MiB cost.
 //   - Trace (trace.go): the running hash every model records into, with
-//     an optional text dump (one line per event) for diffing two runs.
+//     an optional text dump (one line per event) for diffing two runs,
+//     and an optional Tap (tap.go) that sees every event and the world's
+//     notes (crashes, ACKs, applies, violations) without being hashed:
+//     what simulate -timeline draws.
 //   - Recorder and CheckDeterminism (trace_record.go, diverge.go): per-
 //     record fingerprints of one run, compared as another runs, and text
 //     captured for a small window only: where two runs of a seed part.
@@ -72,7 +75,9 @@
 //     inserts, updates and deletes of the same identities from every
 //     partition, under order tokens unique in the namespace that units
 //     deliver out of order.
-//   - Oracles (oracle.go, sinkoracle.go, ackledger.go, digest.go): the
+//   - Oracles (oracle.go, sinkoracle.go, ackledger.go, digest.go,
+//     wal_oracle.go for the local-disk WAL, reclaim_oracle.go for what a
+//     reclaim must leave durable): the
 //     guarantees, checked against the store's truth (the oracle decodes
 //     every segment whose marker lands and compares whole rows with what
 //     was produced, RowDigest), never against what the engine says of

@@ -98,6 +98,7 @@ func newOracle(w *World) *Oracle {
 func (o *Oracle) fail(format string, args ...any) {
 	o.violations = append(o.violations, fmt.Sprintf(format, args...))
 	o.classes = append(o.classes, format)
+	o.w.note(NoteViolation, 0, "", o.violations[len(o.violations)-1])
 }
 
 // Violations returns what broke, in order.

@@ -53,6 +53,7 @@ func (w *World) step() {
 	case w.producing && w.eng != nil && w.killSoon:
 		w.res.Crashes++
 		w.res.KillsOnly++
+		w.note(NoteCrash, w.inc.ID(), "", "kill only (after an fsync error)")
 		w.trouble()
 		w.endProcess(false)
 	case w.producing && w.eng != nil && (w.crashSoon || w.faults.CrashNow()):
@@ -103,7 +104,7 @@ func (w *World) checkEngine() {
 	case err != nil:
 		w.oracle.fail("engine failed closed: %v", err)
 	}
-	w.checkAlerts(w.eng)
+	w.checkAlerts(w.eng, false)
 	if w.eng.Ready() {
 		w.oracle.checkMemory(w.eng)
 		w.oracle.checkWAL(w.eng)
@@ -113,16 +114,22 @@ func (w *World) checkEngine() {
 // checkAlerts: an engine alerts only on what the fault plan corrupted at
 // rest — then it must stop that lane, and the run ends there, halted as
 // it should be. Any other alert is a violation.
-func (w *World) checkAlerts(eng *engine.Engine) {
-	err := eng.LastAlert()
-	if err == nil {
+//
+// A zombie (fencedOK) alerts once more, as it must: when its successor
+// fences it. Every alert the engine holds is checked, not just the last.
+func (w *World) checkAlerts(eng *engine.Engine, fencedOK bool) {
+	alerts, _ := eng.AlertsSince(0)
+	for _, a := range alerts {
+		if fencedOK && a.Kind == engine.AlertFenced && errors.Is(a.Err, engine.ErrFenced) {
+			continue
+		}
+		if why, ok := expectedAlert(a.Err, w.expected, w.engCfg.Disk != nil, w.disk.Counts()); ok {
+			w.halted = "halted as it should on " + why + ": " + a.Err.Error()
+			continue
+		}
+		w.oracle.fail("engine alerted (%s): %v", a.Kind, a.Err)
 		return
 	}
-	if why, ok := expectedAlert(err, w.expected, w.engCfg.Disk != nil, w.disk.Counts()); ok {
-		w.halted = "halted as it should on " + why + ": " + err.Error()
-		return
-	}
-	w.oracle.fail("engine alerted: %v", err)
 }
 
 // expectedAlert says whether an alert is the one a world's faults call
@@ -274,7 +281,7 @@ func (w *World) startIncarnation() {
 		for _, k := range w.spec.Sinks {
 			if d, ok := w.dests[k.Ref]; ok {
 				_, own := d.(OwnFaults)
-				sinks[k.Ref] = &faultySink{w: w, inner: d.Sink(sp), timers: inc.Timers(), own: own}
+				sinks[k.Ref] = &faultySink{w: w, inner: d.Sink(sp), timers: inc.Timers(), own: own, ref: k.Ref}
 			}
 		}
 		ports.Sinks = sinks
@@ -323,7 +330,15 @@ func (w *World) onReady(inc *Incarnation) {
 func (w *World) crash() {
 	w.res.Crashes++
 	w.trouble()
-	w.endProcess(len(w.zombies) == 0 && !w.killOnly())
+	powerLoss := len(w.zombies) == 0 && !w.killOnly()
+	if w.tapping() {
+		how := "kill only"
+		if powerLoss {
+			how = "power loss"
+		}
+		w.note(NoteCrash, w.inc.ID(), "", how)
+	}
+	w.endProcess(powerLoss)
 }
 
 // killOnly decides whether this crash spares the machine (WorldSpec.
@@ -349,6 +364,7 @@ func (w *World) maybeRestart() {
 		return
 	}
 	w.res.Restarts++
+	w.note(NoteRestart, w.inc.ID(), "", "graceful stop")
 	w.trouble()
 	w.closing, w.closeStart = true, w.sched.Now()
 	inc := w.inc
@@ -441,6 +457,9 @@ func (w *World) submitTo(uid UID, in engine.Unit, ack bool, done func(error)) {
 		}
 		if err == nil && ack {
 			w.oracle.onAck(uid) // a zombie's acks count too
+			if w.tapping() {
+				w.note(NoteAck, inc.ID(), "", uid.String())
+			}
 		}
 		w.retryAnswered(uid, err)
 		done(err)

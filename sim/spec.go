@@ -64,7 +64,7 @@ type SinkSpec struct {
 // from.
 const SpecVersion = 1
 
-// Segment and part sizes of drawn worlds: production sizes (DESIGN.md §6)
+// Segment and part sizes of drawn worlds: production sizes (docs/DESIGN.md §6.2)
 // and S3's smallest part.
 const (
 	targetMin   = 4 << 20

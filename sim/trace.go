@@ -43,6 +43,15 @@ type Trace struct {
 	// rec, if set, sees every record (each End and each Mix) after it is
 	// hashed: simulate -check-determinism (trace_record.go).
 	rec *Recorder
+	// tap, if set, sees every event with its fields and every step
+	// (tap.go); tapKind, tapAt and tapFields hold the open event for it.
+	// INVARIANT: tapFields is empty unless tap != nil.
+	tap       Tap
+	tapKind   Kind
+	tapAt     time.Duration
+	tapFields []Field
+	// steps counts Mix calls, for the tap.
+	steps uint64
 }
 
 // Kind names the type of a trace event. Each kind is one byte of the
@@ -142,6 +151,9 @@ func (t *Trace) Begin(now time.Duration, k Kind) *Trace {
 	t.open = true
 	t.byte(byte(k))
 	t.word(uint64(now))
+	if t.tap != nil {
+		t.tapKind, t.tapAt, t.tapFields = k, now, t.tapFields[:0]
+	}
 	if t.w != nil {
 		t.at = now
 		t.line = appendTime(t.line[:0], now)
@@ -155,6 +167,9 @@ func (t *Trace) Begin(now time.Duration, k Kind) *Trace {
 func (t *Trace) U(name string, v uint64) *Trace {
 	t.mustBeOpen()
 	t.word(v)
+	if t.tap != nil {
+		t.tapFields = append(t.tapFields, Field{Name: name, U: v})
+	}
 	if t.w != nil {
 		t.line = t.appendName(name)
 		t.line = strconv.AppendUint(t.line, v, 10)
@@ -166,6 +181,9 @@ func (t *Trace) U(name string, v uint64) *Trace {
 func (t *Trace) I(name string, v int64) *Trace {
 	t.mustBeOpen()
 	t.word(uint64(v))
+	if t.tap != nil {
+		t.tapFields = append(t.tapFields, Field{Name: name, U: uint64(v)})
+	}
 	if t.w != nil {
 		t.line = t.appendName(name)
 		t.line = strconv.AppendInt(t.line, v, 10)
@@ -179,6 +197,9 @@ func (t *Trace) S(name, v string) *Trace {
 	t.mustBeOpen()
 	t.word(uint64(len(v)))
 	t.str(v)
+	if t.tap != nil {
+		t.tapFields = append(t.tapFields, Field{Name: name, S: v, IsStr: true})
+	}
 	if t.w != nil {
 		t.line = t.appendName(name)
 		t.line = strconv.AppendQuote(t.line, v)
@@ -199,6 +220,9 @@ func (t *Trace) End() {
 	if t.rec != nil {
 		t.rec.observe(t, false, 0, 0)
 	}
+	if t.tap != nil {
+		t.tap.Event(t.tapAt, t.tapKind, t.tapFields)
+	}
 }
 
 // Mix folds values into the hash without a text line. The scheduler uses
@@ -210,6 +234,10 @@ func (t *Trace) Mix(a, b uint64) {
 	t.word(b)
 	if t.rec != nil {
 		t.rec.observe(t, true, a, b)
+	}
+	if t.tap != nil {
+		t.steps++
+		t.tap.Step(t.steps, time.Duration(a))
 	}
 }
 

@@ -78,6 +78,9 @@ type Config struct {
 	// Recorder, if set, watches the trace from the first record, and the
 	// run stops stepping when it halts (simulate -check-determinism).
 	Recorder *Recorder
+	// Tap, if set, watches the run from the side (tap.go): simulate
+	// -timeline. It changes nothing, the trace hash included.
+	Tap Tap
 }
 
 // healFraction of the steps run with faults; the rest is the quiet phase
@@ -173,6 +176,9 @@ func NewWorld(cfg Config) *World {
 	}
 	if cfg.Recorder != nil {
 		w.trace.SetRecorder(cfg.Recorder)
+	}
+	if cfg.Tap != nil {
+		w.trace.SetTap(cfg.Tap)
 	}
 	if cfg.World != nil {
 		w.spec = *cfg.World

@@ -7,7 +7,7 @@ import (
 	"github.com/skipprd/skipprd/engine"
 )
 
-// Zombie writers (DESIGN.md §11). A zombie is a superseded incarnation
+// Zombie writers (docs/DESIGN.md §11). A zombie is a superseded incarnation
 // that is still running: the process froze (a long GC pause, a stopped
 // VM, a partition from the store), its supervisor gave up on it and
 // started a new one, and then it woke up and carried on — with units it
@@ -40,6 +40,9 @@ func (w *World) makeZombie(pause time.Duration) {
 	z := &zombie{inc: w.inc, eng: w.eng, resumeAt: w.sched.Now() + pause}
 	w.inc.Pause()
 	w.res.Zombies++
+	if w.tapping() {
+		w.note(NoteZombie, w.inc.ID(), "", "frozen for "+pause.String())
+	}
 	w.trouble()
 	w.zombies = append(w.zombies, z)
 	w.sched.After(pause, func() { w.resumeZombie(z) })
@@ -75,7 +78,7 @@ func (w *World) killZombie(z *zombie) {
 func (w *World) checkZombies() {
 	for i := 0; i < len(w.zombies); i++ {
 		z := w.zombies[i]
-		w.checkAlerts(z.eng)
+		w.checkAlerts(z.eng, true)
 		err := z.eng.Err()
 		if err == nil {
 			continue

@@ -84,7 +84,7 @@ func s3Error(w http.ResponseWriter, status int, code string) {
 }
 
 // s3World is the production S3Store on a production loop, over gofakes3
-// in process, reached through the real aws-sdk-go-v2 client as DESIGN §12
+// in process, reached through the real aws-sdk-go-v2 client as docs/DESIGN.md §12
 // prescribes (plain HTTP, path-style, WhenRequired checksums).
 type s3World struct {
 	t      *testing.T

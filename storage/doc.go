@@ -38,6 +38,8 @@
 // engine again while requests already sent may still land. A caller
 // whose unit the engine took but did not answer — Kill, or its own
 // context — gets ErrUnanswered: maybe committed, not acked, resubmit.
+// AlertsSince drains the engine's bounded alert queue for the operator's
+// log.
 //
 // # Object store
 //
@@ -48,7 +50,9 @@
 // s3_errors.go; the mapping's reasons are written there. Request bodies
 // are borrowed from the engine and revoked before done is posted
 // (s3_body.go), and GET bodies are read through a limit, never trusting
-// Content-Length alone. NewS3ClientFromEnv builds a client from the
+// Content-Length alone. Requests are counted by operation and outcome
+// (s3_stats.go: atomic counters, read by S3Store.Stats from any
+// goroutine; cmd/skipprd exports them as metrics). NewS3ClientFromEnv builds a client from the
 // standard AWS configuration, endpoint variables included; CheckBucket is
 // the start-up check that keeps a missing bucket from reading as missing
 // keys.

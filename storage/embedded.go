@@ -212,7 +212,7 @@ func (e *EmbeddedS3) freshConns() int {
 }
 
 // NewLoopbackS3Client is the SDK client for an S3-compatible store on
-// loopback, as DESIGN §12 prescribes for gofakes3: path-style addressing
+// loopback, as docs/DESIGN.md §12 prescribes for gofakes3: path-style addressing
 // (there is no DNS for bucket.127.0.0.1), WhenRequired checksums (over
 // plain HTTP the SDK's default would frame bodies as aws-chunked, which
 // gofakes3 stores verbatim) and static credentials. It reads nothing from

@@ -17,11 +17,11 @@ import (
 // matches ErrStopped), or because the caller's context ended. The unit
 // may or may not be committed. It was not acked, so the source still owns
 // it: it resubmits with the same idempotency key or from the recovered
-// offsets, and the engine commits it at most once (DESIGN §2.3).
+// offsets, and the engine commits it at most once (docs/DESIGN.md §2.3).
 var ErrUnanswered = errors.New("storage: unit unanswered")
 
 // Host is the production wiring of one engine on one Loop, safe for use
-// by many goroutines. The engine is single-threaded (DESIGN §3): every
+// by many goroutines. The engine is single-threaded (docs/DESIGN.md §3): every
 // Host method that touches it posts a function to the loop and waits for
 // the engine's answer there, so callers never share engine state.
 //
@@ -110,7 +110,7 @@ func NewHost(cfg engine.Config, loop *Loop, hp HostPorts) (*Host, error) {
 // any goroutine).
 func (h *Host) Layout() engine.Layout { return h.layout }
 
-// Start runs the engine's recovery (DESIGN §6): epoch claim, fence wait,
+// Start runs the engine's recovery (docs/DESIGN.md §6.5): epoch claim, fence wait,
 // LIST, seals, marker reads; then ingest opens and the orphan sweeper runs in
 // the background. It blocks until recovery has finished (nil), failed
 // closed (the engine's error, e.g. ErrCorrupt; the host then answers
@@ -262,6 +262,31 @@ func (h *Host) Stats(ctx context.Context) (engine.Stats, error) {
 // operator must look at: an unreadable bitmap, a refused job), or nil.
 func (h *Host) LastAlert(ctx context.Context) (error, error) {
 	return query(ctx, h, func() error { return h.eng.LastAlert() })
+}
+
+// Health is the engine's state for a readiness probe.
+type Health struct {
+	Ready  bool  // recovery finished, ingest open: not closing, not failed closed
+	Failed error // why the engine failed closed; nil if it did not
+}
+
+// Health reads the engine's state (engine.Engine.Ready and Err).
+func (h *Host) Health(ctx context.Context) (Health, error) {
+	return query(ctx, h, func() Health { return Health{Ready: h.eng.Ready(), Failed: h.eng.Err()} })
+}
+
+// AlertsSince returns the engine's alerts after seq and how many of them
+// its bounded queue dropped (engine.Engine.AlertsSince).
+func (h *Host) AlertsSince(ctx context.Context, seq uint64) ([]engine.Alert, uint64, error) {
+	type since struct {
+		alerts  []engine.Alert
+		dropped uint64
+	}
+	v, err := query(ctx, h, func() since {
+		a, d := h.eng.AlertsSince(seq)
+		return since{a, d}
+	})
+	return v.alerts, v.dropped, err
 }
 
 // Segments returns the owned (committed) segments in id order. The slice

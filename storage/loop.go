@@ -13,7 +13,7 @@ var ErrStopped = errors.New("storage: loop stopped")
 
 // Loop is the engine's event loop. One goroutine, the one inside Run,
 // runs posted functions one at a time in the order they were posted, so
-// the engine — which is single-threaded by design (DESIGN §3) — never sees
+// the engine — which is single-threaded by design (docs/DESIGN.md §3) — never sees
 // two of its callbacks at once. Worker goroutines never touch engine state;
 // they Post a closure and the loop runs it.
 //

@@ -12,7 +12,7 @@ import (
 // the host's: sized from MemAvailable alone, a daemon in a 2 GiB
 // container on a 64 GiB host would admit far more than it may hold and
 // be OOM-killed — the one outcome the memory pool exists to prevent
-// (DESIGN §10). So on Linux the hint is lowered to the headroom of the
+// (docs/DESIGN.md §10). So on Linux the hint is lowered to the headroom of the
 // cgroup the process sees at the cgroup mount's root, which is where a
 // container runtime mounts the container's own group:
 //

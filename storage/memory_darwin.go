@@ -12,7 +12,7 @@ import (
 // ReadMemory returns how much memory the process can use, in bytes: on
 // macOS total RAM (sysctl hw.memsize). macOS has no MemAvailable; its
 // compressor and swap make "free" misleading, so the design sizes the pool
-// from total RAM (DESIGN §10).
+// from total RAM (docs/DESIGN.md §10).
 func ReadMemory() (int64, error) {
 	v, err := unix.SysctlUint64("hw.memsize")
 	if err != nil {

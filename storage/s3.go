@@ -71,6 +71,7 @@ type S3Store struct {
 	opts   S3Options
 
 	slots  chan struct{} // a counting semaphore of opts.Concurrency
+	counts s3Counters    // requests by operation and outcome (Stats)
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -111,12 +112,14 @@ func (s *S3Store) CheckBucket(ctx context.Context) error {
 // exactly one HTTP attempt (see S3Store).
 func noRetries(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
 
-// do runs call on a worker goroutine and posts complete(err) to the loop.
-// call's results travel through its closure; the Post orders its writes
-// before complete reads them.
-func (s *S3Store) do(call func(ctx context.Context) error, complete func(err error)) {
+// do runs call (a request of op) on a worker goroutine, counts its
+// outcome and posts complete(err) to the loop. call's results travel
+// through its closure; the Post orders its writes before complete reads
+// them.
+func (s *S3Store) do(op S3Op, call func(ctx context.Context) error, complete func(err error)) {
 	go func() {
 		err := s.attempt(call)
+		s.counts[op][s3OutcomeOf(err)].Add(1)
 		s.loop.Post(func() { complete(err) })
 	}()
 }

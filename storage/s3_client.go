@@ -20,7 +20,7 @@ type S3ClientOptions struct {
 	// ResponseChecksumValidation to WhenRequired. The SDK's default
 	// (WhenSupported) sends bodies with aws-chunked framing and trailing
 	// CRCs, which gofakes3 and other partial implementations store
-	// verbatim as the object body (DESIGN §12). Leave it off against AWS:
+	// verbatim as the object body (docs/DESIGN.md §12). Leave it off against AWS:
 	// the default end-to-end checksums are worth having there.
 	ChecksumWhenRequired bool
 	// LoadOptions are passed to config.LoadDefaultConfig after ours, e.g.

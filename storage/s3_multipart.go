@@ -15,7 +15,7 @@ import (
 // CreateMultipartUpload implements engine.ObjectStore.
 func (s *S3Store) CreateMultipartUpload(key string, done func(uploadID string, err error)) {
 	var id string
-	s.do(func(ctx context.Context) error {
+	s.do(S3CreateUpload, func(ctx context.Context) error {
 		out, err := s.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &s.bucket, Key: aws.String(key)}, noRetries)
 		if err != nil {
 			return s3Error("CreateMultipartUpload", key, err)
@@ -45,7 +45,7 @@ func (s *S3Store) UploadPart(key, uploadID string, n int32, body []byte, done fu
 		ContentLength: aws.Int64(int64(len(body))),
 	}
 	var etag string
-	s.do(func(ctx context.Context) error {
+	s.do(S3UploadPart, func(ctx context.Context) error {
 		defer borrowed.revoke()
 		out, err := s.client.UploadPart(ctx, req, noRetries)
 		if err != nil {
@@ -68,7 +68,7 @@ func (s *S3Store) CompleteMultipartUpload(key, uploadID string, parts []engine.C
 		UploadId:        aws.String(uploadID),
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: completed},
 	}
-	s.do(func(ctx context.Context) error {
+	s.do(S3CompleteUpload, func(ctx context.Context) error {
 		_, err := s.client.CompleteMultipartUpload(ctx, req, noRetries)
 		return s3Error("CompleteMultipartUpload", key, err)
 	}, done)
@@ -77,7 +77,7 @@ func (s *S3Store) CompleteMultipartUpload(key, uploadID string, parts []engine.C
 // AbortMultipartUpload implements engine.ObjectStore.
 func (s *S3Store) AbortMultipartUpload(key, uploadID string, done func(err error)) {
 	req := &s3.AbortMultipartUploadInput{Bucket: &s.bucket, Key: aws.String(key), UploadId: aws.String(uploadID)}
-	s.do(func(ctx context.Context) error {
+	s.do(S3AbortUpload, func(ctx context.Context) error {
 		_, err := s.client.AbortMultipartUpload(ctx, req, noRetries)
 		return s3Error("AbortMultipartUpload", key, err)
 	}, done)
@@ -96,7 +96,7 @@ func (s *S3Store) ListMultipartUploads(prefix, keyMarker, uploadIDMarker string,
 		MaxUploads:     aws.Int32(s.opts.ListPageSize),
 	}
 	var page engine.UploadsPage
-	s.do(func(ctx context.Context) error {
+	s.do(S3ListUploads, func(ctx context.Context) error {
 		out, err := s.client.ListMultipartUploads(ctx, req, noRetries)
 		if err != nil {
 			err = s3Error("ListMultipartUploads", prefix, err)

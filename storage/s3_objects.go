@@ -25,7 +25,7 @@ func (s *S3Store) PutObject(in engine.PutObjectInput, done func(etag string, err
 		req.IfNoneMatch = aws.String("*")
 	}
 	var etag string
-	s.do(func(ctx context.Context) error {
+	s.do(S3Put, func(ctx context.Context) error {
 		defer body.revoke()
 		out, err := s.client.PutObject(ctx, req, noRetries)
 		if err != nil {
@@ -52,7 +52,7 @@ func (s *S3Store) GetObject(in engine.GetObjectInput, done func(body []byte, inf
 	}
 	var body []byte
 	var info engine.ObjectInfo
-	s.do(func(ctx context.Context) (err error) {
+	s.do(S3Get, func(ctx context.Context) (err error) {
 		body, info, err = s.getObject(ctx, req, in.Limit)
 		return s3Error("GetObject", in.Key, err)
 	}, func(err error) { done(body, info, err) })
@@ -86,7 +86,7 @@ func (s *S3Store) getObject(ctx context.Context, req *s3.GetObjectInput, limit i
 // HeadObject implements engine.ObjectStore.
 func (s *S3Store) HeadObject(key string, done func(info engine.ObjectInfo, err error)) {
 	var info engine.ObjectInfo
-	s.do(func(ctx context.Context) error {
+	s.do(S3Head, func(ctx context.Context) error {
 		out, err := s.client.HeadObject(ctx, &s3.HeadObjectInput{Bucket: &s.bucket, Key: aws.String(key)}, noRetries)
 		if err != nil {
 			return s3Error("HeadObject", key, err)
@@ -111,7 +111,7 @@ func (s *S3Store) ListObjects(prefix, token string, done func(page engine.ListPa
 		MaxKeys:           aws.Int32(s.opts.ListPageSize),
 	}
 	var page engine.ListPage
-	s.do(func(ctx context.Context) error {
+	s.do(S3List, func(ctx context.Context) error {
 		out, err := s.client.ListObjectsV2(ctx, req, noRetries)
 		if err != nil {
 			return s3Error("ListObjectsV2", prefix, err)
@@ -146,7 +146,7 @@ func listPage(out *s3.ListObjectsV2Output) (engine.ListPage, error) {
 // DeleteObject implements engine.ObjectStore. S3 answers 204 for a
 // missing key, which is the contract's "deleting a missing key succeeds".
 func (s *S3Store) DeleteObject(key string, done func(err error)) {
-	s.do(func(ctx context.Context) error {
+	s.do(S3Delete, func(ctx context.Context) error {
 		_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.bucket, Key: aws.String(key)}, noRetries)
 		return s3Error("DeleteObject", key, err)
 	}, done)

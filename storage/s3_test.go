@@ -35,7 +35,7 @@ func newFakeS3(t *testing.T) *httptest.Server {
 	return srv
 }
 
-// newTestClient is the real SDK client as DESIGN §12 prescribes for
+// newTestClient is the real SDK client as docs/DESIGN.md §12 prescribes for
 // gofakes3: path-style, WhenRequired checksums, static credentials. It
 // does not read the environment, so the tests are hermetic.
 func newTestClient(endpoint string) *s3.Client {

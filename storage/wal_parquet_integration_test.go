@@ -63,7 +63,7 @@ import (
 //
 // Then every Parquet object under the sink prefix is read back with
 // arrow-go's pqarrow reader, and the lake must hold exactly the committed
-// units (DESIGN §2.3): every acked record exactly once; a unit whose
+// units (docs/DESIGN.md §2.3): every acked record exactly once; a unit whose
 // ingest was left unanswered at most once — exactly once if the final
 // offsets view says it committed (its offset is covered, or its
 // idempotency key is recorded), which includes every unit resubmitted and
@@ -171,7 +171,7 @@ func (l *applyLog) called(job *engine.Job, key string) {
 	}
 	if j.ns != job.Namespace || j.seg != job.Segment || j.key != key {
 		// A compaction_id must be a pure function of the segment and
-		// its PARTs (DESIGN §8): one ID, one segment, one object.
+		// its PARTs (docs/DESIGN.md §8.1): one ID, one segment, one object.
 		l.t.Errorf("job %s applied as segment %s namespace %s key %s, earlier as %s %s %s",
 			job.ID, job.Segment, job.Namespace, key, j.seg, j.ns, j.key)
 	}

@@ -23,6 +23,9 @@ type job struct {
 	schedule faults.Schedule // replayed when replay is set
 	replay   bool
 	trace    io.Writer
+	// tap, if set, watches the run for -timeline (timeline.go); only the
+	// first run of a job (not shrinking's) has one.
+	tap *timeline
 }
 
 // drawJob draws the world and the plan of a seed. The plan keeps only
@@ -91,7 +94,11 @@ func (j job) config() (sim.Config, *faults.Injector) {
 		inj = faults.NewInjector(j.plan, sim.NewRand(j.seed).Split("faults/decide"))
 	}
 	spec := j.spec
-	return sim.Config{Seed: j.seed, Iters: j.iters, Faults: inj, World: &spec, Destinations: destinations, HTTP: httpEndpoint, Prefix: prefixSource, Trace: j.trace}, inj
+	cfg := sim.Config{Seed: j.seed, Iters: j.iters, Faults: inj, World: &spec, Destinations: destinations, HTTP: httpEndpoint, Prefix: prefixSource, Trace: j.trace}
+	if j.tap != nil {
+		cfg.Tap, cfg.Faults = j.tap, &tapFaults{Injector: inj, tl: j.tap}
+	}
+	return cfg, inj
 }
 
 // command is the shell command that replays the job.

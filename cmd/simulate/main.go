@@ -6,6 +6,7 @@
 //	simulate -seed 42 -iters 1e6
 //	simulate -seeds 200 -iters 1e5 -faults swarm -coverage
 //	simulate -replay seeds/seed-74.txt
+//	simulate -seed 42 -timeline run.html
 package main
 
 import (
@@ -40,8 +41,9 @@ type options struct {
 	schedule   string // a schedule to replay in the seed's drawn world
 	shrink     bool
 	shrinkTime time.Duration
-	twice      bool // -check-determinism (diverge.go)
-	failfast   bool // stop at the first failing seed (failfast.go)
+	twice      bool   // -check-determinism (diverge.go)
+	failfast   bool   // stop at the first failing seed (failfast.go)
+	timeline   string // write the run as an HTML page here (timeline.go)
 }
 
 // gcPercent: simulate is a batch tool whose worlds allocate a lot of
@@ -111,6 +113,7 @@ func parseFlags(args []string) (options, error) {
 	fs.StringVar(&o.schedule, "schedule", "", "replay this fault schedule (kind@n …) in the seed's world instead of drawing faults")
 	fs.BoolVar(&o.shrink, "shrink", true, "on a failure, search for a smaller fault schedule and a shorter run that still fail")
 	fs.DurationVar(&o.shrinkTime, "shrink-time", 2*time.Minute, "how long shrinking may search, per failing seed")
+	fs.StringVar(&o.timeline, "timeline", "", "write the run (single seed or -replay) as one self-contained HTML page to this file: a lane per engine process, the store, the disk and each sink; crashes, faults, commits, ACKs, applies, reclaims and any violation over simulated time")
 	fs.BoolVar(&o.failfast, "failfast", false, "stop starting seeds after the first failure (a panic counts as one); no shrinking")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -130,6 +133,8 @@ func parseFlags(args []string) (options, error) {
 		return o, fmt.Errorf("-trace needs a single seed")
 	case (o.replay != "" || o.schedule != "") && o.seeds > 1:
 		return o, fmt.Errorf("-replay and -schedule run a single seed")
+	case o.timeline != "" && (o.seeds > 1 || o.twice):
+		return o, fmt.Errorf("-timeline draws one run: drop -seeds and -check-determinism")
 	case o.replay != "" && o.schedule != "":
 		return o, fmt.Errorf("-replay and -schedule exclude each other")
 	}
@@ -183,6 +188,9 @@ func run(o options) (bool, error) {
 		defer f.Close()
 		jobs[0].trace = f
 	}
+	if o.timeline != "" {
+		jobs[0].tap = newTimeline(jobs[0].spec)
+	}
 	if len(jobs) == 1 || o.verbose {
 		for _, j := range jobs {
 			fmt.Printf("start seed=%d iters=%d plan=%s\n  world: %s\n", j.seed, j.iters, j.plan, j.spec.Summary())
@@ -190,6 +198,12 @@ func run(o options) (bool, error) {
 	}
 	outs := runAll(jobs, &failFast{on: o.failfast})
 	ok := report(o, outs)
+	if o.timeline != "" && len(outs) == 1 {
+		if err := writeTimeline(o.timeline, outs[0], jobs[0].tap); err != nil {
+			return ok, err
+		}
+		outs[0].job.tap = nil // shrinking's runs are not drawn
+	}
 	if o.coverage {
 		printCoverage(outs)
 	}

@@ -119,7 +119,7 @@ func startBenchDaemon(b *testing.B) string {
 		"sources:\n  - {name: api, kind: http, sink: lake, listen: \"127.0.0.1:0\"}\n"); err != nil {
 		b.Fatal(err)
 	}
-	env := map[string]string{envDataDir: filepath.Join(dir, "data"), envPipelineFile: pipeline}
+	env := map[string]string{envDataDir: filepath.Join(dir, "data"), envPipelineFile: pipeline, envAdminAddr: "127.0.0.1:0"}
 	var logs logbuf.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	exited := make(chan int, 1)

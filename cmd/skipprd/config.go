@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"math"
+	"net"
 	"runtime"
 	"strconv"
 	"strings"
@@ -26,6 +27,8 @@ const (
 	envWALBucket      = "SKIPPR_WAL_S3_BUCKET"
 	envBucket         = "SKIPPR_S3_BUCKET"
 	envS3PathStyle    = "SKIPPR_S3_PATH_STYLE"
+	envAdminAddr      = "SKIPPR_ADMIN_ADDR"
+	envLogFormat      = "SKIPPR_LOG_FORMAT"
 	defaultDataDir    = "./data"
 	defaultBuffer     = 8 << 20
 	defaultPipeline   = "default"
@@ -33,6 +36,14 @@ const (
 	maxDelaySecondMax = 24 * 60 * 60 // a ceiling of a day is already no ceiling
 	ingestThreadsMax  = 4096
 	pipelineBytesMax  = 128
+)
+
+// The admin listener's default is loopback: metrics and health say
+// nothing secret, but nothing outside the machine should reach them
+// unless the operator says so.
+const (
+	defaultAdminAddr = "127.0.0.1:9090"
+	adminOff         = "off"
 )
 
 // The local-disk WAL's variables (used with WAL_STORAGE=disk), and the
@@ -104,6 +115,8 @@ type config struct {
 	IngestThreads        int
 	Bucket               string // WAL_STORAGE=s3; with disk, the segments' bucket ("" for the local store)
 	PathStyle            bool   // with Bucket
+	AdminAddr            string // the admin listener's host:port; "" when SKIPPR_ADMIN_ADDR=off
+	LogFormat            string // "text" or "json" (read by main before run; checked here)
 	// Disk is the local-disk WAL's tuning; parsed (and checked) in every
 	// mode, used with WAL_STORAGE=disk only.
 	Disk engine.DiskWAL
@@ -133,6 +146,8 @@ func parseConfig(getenv func(string) string) (config, error) {
 		MaxDelay:             engine.DefaultMaxDelay,
 		IngestThreads:        runtime.NumCPU(),
 		Disk:                 *engine.DefaultDiskWAL(),
+		AdminAddr:            defaultAdminAddr,
+		LogFormat:            logText,
 	}
 	get := func(name string) (string, bool) {
 		v := strings.TrimSpace(getenv(name))
@@ -183,7 +198,43 @@ func parseConfig(getenv func(string) string) (config, error) {
 	if err := parseDiskWAL(get, &c.Disk); err != nil {
 		return c, err
 	}
-	return c, nil
+	return c, parseOps(get, &c)
+}
+
+// parseOps reads the operator's variables: the admin listener and the
+// log format.
+func parseOps(get func(string) (string, bool), c *config) error {
+	if v, ok := get(envAdminAddr); ok {
+		addr, err := parseAdminAddr(v)
+		if err != nil {
+			return &configError{envAdminAddr, v, fmt.Sprintf("want host:port (e.g. %s, or :9090 for every interface) or %s; %v", defaultAdminAddr, adminOff, err)}
+		}
+		c.AdminAddr = addr
+	}
+	if v, ok := get(envLogFormat); ok {
+		f, err := parseLogFormat(v)
+		if err != nil {
+			return &configError{envLogFormat, v, "want text (the default) or json"}
+		}
+		c.LogFormat = f
+	}
+	return nil
+}
+
+// parseAdminAddr checks a listen address: host:port with a port in
+// 0..65535 (0 picks a free one), or "off" ("").
+func parseAdminAddr(v string) (string, error) {
+	if strings.EqualFold(v, adminOff) {
+		return "", nil
+	}
+	_, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return "", err
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil { // also refuses "" and > 65535
+		return "", fmt.Errorf("port %q is not a number in 0..65535", port)
+	}
+	return v, nil
 }
 
 // parseWALStorage reads WAL_STORAGE and the bucket and addressing it
@@ -303,7 +354,7 @@ func (c config) requestTimeout() time.Duration {
 	return s3RequestTimeout
 }
 
-// engineConfig derives the engine's configuration (DESIGN §6): the
+// engineConfig derives the engine's configuration (docs/DESIGN.md §6.2): the
 // operator gives the buffer threshold, the delay ceiling and the ingest
 // threads; everything else is derived or fixed.
 func (c config) engineConfig() engine.Config {

@@ -28,7 +28,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	want := config{
 		DataDir: "./data", WALStorage: walDisk, Pipeline: "default", WALPrefix: "wal",
 		BufferThresholdBytes: 8 << 20, MaxDelay: 60 * time.Second, IngestThreads: runtime.NumCPU(),
-		Disk: *engine.DefaultDiskWAL(),
+		Disk: *engine.DefaultDiskWAL(), AdminAddr: "127.0.0.1:9090", LogFormat: "text",
 	}
 	if c != want {
 		t.Fatalf("defaults %+v, want %+v", c, want)
@@ -118,7 +118,7 @@ func TestParseConfigValues(t *testing.T) {
 	want := config{
 		DataDir: "/var/lib/skipprd", WALStorage: walS3, Pipeline: "orders-prod", WALPrefix: "tenant/ws",
 		BufferThresholdBytes: 32 << 20, MaxDelay: 500 * time.Millisecond, IngestThreads: 12,
-		Bucket: "shared", PathStyle: true, Disk: *engine.DefaultDiskWAL(),
+		Bucket: "shared", PathStyle: true, Disk: *engine.DefaultDiskWAL(), AdminAddr: "127.0.0.1:9090", LogFormat: "text",
 	}
 	if c != want {
 		t.Fatalf("got %+v, want %+v", c, want)
@@ -303,7 +303,7 @@ func TestRunRefusesHeldWALLock(t *testing.T) {
 	defer unlock()
 	var logs strings.Builder
 	log := slog.New(slog.NewTextHandler(&logs, nil))
-	code := run(context.Background(), envOf(map[string]string{envDataDir: dir}), io.Discard, log)
+	code := run(context.Background(), envOf(map[string]string{envDataDir: dir, envAdminAddr: "off"}), io.Discard, log)
 	if code != 1 || !strings.Contains(logs.String(), lock) || !strings.Contains(logs.String(), "another skipprd holds it") {
 		t.Fatalf("exit %d, logs:\n%s", code, logs.String())
 	}

@@ -43,16 +43,33 @@ type daemon struct {
 	log      *slog.Logger
 	host     *storage.Host
 	sources  []source
-	closeWAL func() error // the embedded store's Close; nil otherwise
-	unlock   func() error // releases DATA_DIR/wal.lock; nil unless WAL_STORAGE=disk
-	alerts   uint64       // engine alerts already logged
-	closers  []func()     // connection pools of sinks and sources, closed after the host
+	closeWAL func() error     // the embedded store's Close; nil otherwise
+	unlock   func() error     // releases DATA_DIR/wal.lock; nil unless WAL_STORAGE=disk
+	s3       *storage.S3Store // the WAL's S3 store, for its request counts; nil with the local segment store
+	alertSeq uint64           // the Seq of the last engine alert logged
+	closers  []func()         // connection pools of sinks and sources, closed after the host
+	chaos    chaosChild       // a chaos-mode child's part; zero otherwise
+	stopSelf func()           // ends serve as a signal would
 }
 
 // run is the daemon from configuration to exit code: 0 after a graceful
 // shutdown, 1 when something failed, 2 for an invalid environment.
 func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log *slog.Logger) int {
 	started := time.Now()
+	chaos, err := parseChaos(getenv)
+	var child chaosChild
+	if err == nil {
+		child, err = parseChaosChild(getenv(envChaosChild))
+	}
+	if err != nil {
+		log.Error("invalid configuration", "err", err)
+		return 2
+	}
+	if chaos.on && child == (chaosChild{}) {
+		return superviseChaos(ctx, chaos, stdout, log)
+	}
+	ctx, stopSelf := context.WithCancel(ctx)
+	defer stopSelf()
 	pf, err := pipelineOf(getenv)
 	if err != nil {
 		log.Error("invalid pipeline file", "file", getenv(envPipelineFile), "err", err)
@@ -64,7 +81,15 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 		log.Error("invalid configuration", "err", err)
 		return 2
 	}
+	ln, err := listenAdmin(cfg.AdminAddr)
+	if err != nil {
+		log.Error("start-up failed", "err", err)
+		return 1
+	}
 	d, err := newDaemon(ctx, cfg, pf, getenv, log)
+	if err != nil && ln != nil {
+		_ = ln.Close()
+	}
 	var ce *configError
 	if errors.As(err, &ce) {
 		log.Error("invalid configuration", "err", err)
@@ -74,7 +99,16 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 		log.Error("start-up failed", "err", err)
 		return 1
 	}
+	var adm *admin
+	if ln != nil {
+		adm = serveAdmin(ln, d)
+	}
+	d.chaos, d.stopSelf = child, stopSelf
 	code := d.serve(ctx, stdout, started)
+	if child.judge {
+		code = max(code, d.judge(stdout, pf))
+	}
+	adm.close()
 	for _, c := range d.closers {
 		c()
 	}
@@ -140,7 +174,7 @@ func newDaemon(ctx context.Context, cfg config, pf *pipelineFile, getenv func(st
 		if err != nil {
 			return d.fail(nil, err)
 		}
-		store, d.closeWAL = s3, closeWAL
+		store, d.closeWAL, d.s3 = s3, closeWAL, s3
 		segments = "s3://" + cfg.Bucket
 		if cfg.WALStorage == walEmbedded {
 			segments = "embedded store " + filepath.Join(cfg.DataDir, embeddedFile)
@@ -262,13 +296,16 @@ func (d *daemon) serve(ctx context.Context, stdout io.Writer, started time.Time)
 			return 0
 		}
 		d.log.Error("recovery failed", "err", err)
-		return d.close(1)
+		code := d.close(1)
+		d.logAlerts(context.Background()) // the host has stopped: its state is frozen
+		return code
 	}
 	offsets, err := d.host.Offsets(ctx)
 	if err != nil {
 		return d.close(0) // only ctx ends Offsets on a running host
 	}
 	d.log.Info("ready", "startup", time.Since(started).Round(time.Millisecond))
+	d.chaos.ready(d.log, d.stopSelf)
 	srcCtx, stopSources := context.WithCancel(context.Background())
 	defer stopSources()
 	done := make(chan error, len(d.sources))
@@ -340,10 +377,27 @@ func (d *daemon) printProgress(w io.Writer, started time.Time) {
 		ingested, acked = ingested+i, acked+a
 	}
 	fmt.Fprintln(w, progressOf(time.Since(started), ingested, acked, st, d.ecfg.Disk != nil))
-	if st.Alerts > d.alerts {
-		d.alerts = st.Alerts
-		alert, _ := d.host.LastAlert(ctx)
-		d.log.Error("engine alert: an operator must look at this", "alerts", st.Alerts, "last", alert)
+	if st.Alerts > d.alertSeq {
+		d.logAlerts(ctx)
+	}
+}
+
+// logAlerts logs each engine alert raised since the last one logged,
+// once, with its kind and reason, and how many the engine's bounded
+// queue dropped before they could be logged (metrics count every alert
+// by kind, dropped or not).
+func (d *daemon) logAlerts(ctx context.Context) {
+	alerts, dropped, err := d.host.AlertsSince(ctx, d.alertSeq)
+	if err != nil {
+		return // the loop is busy; the next tick will do
+	}
+	if dropped > 0 {
+		d.log.Error("engine alerts dropped from the queue before they were logged; see skipprd_alerts_total", "dropped", dropped)
+	}
+	for _, a := range alerts {
+		d.log.Error("engine alert: an operator must look at this",
+			"kind", a.Kind.String(), "seq", a.Seq, "reason", a.Err)
+		d.alertSeq = a.Seq
 	}
 }
 

@@ -159,7 +159,9 @@ func startDaemon(t *testing.T, bin, dataDir string, env ...string) *proc {
 }
 
 // cleanEnv is the test's environment without the daemon's variables and
-// the AWS configuration, so a developer's shell cannot steer the test.
+// the AWS configuration, so a developer's shell cannot steer the test,
+// and with the admin listener on a free port, so daemons of tests that
+// run at once (or a developer's) do not fight over the default one.
 func cleanEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
@@ -167,7 +169,8 @@ func cleanEnv() []string {
 		switch name {
 		case envDataDir, envWALStorage, envBufferBytes, envMaxDelay, envIngestThreads,
 			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle,
-			envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions:
+			envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions,
+			envAdminAddr, envLogFormat:
 			continue
 		}
 		if strings.HasPrefix(name, "AWS_") {
@@ -175,7 +178,7 @@ func cleanEnv() []string {
 		}
 		env = append(env, kv)
 	}
-	return env
+	return append(env, envAdminAddr+"=127.0.0.1:0")
 }
 
 func (p *proc) collect(r io.Reader, into *[]string) {

@@ -5,19 +5,21 @@
 // prints a progress line every second. SIGINT or SIGTERM shuts it down gracefully: the source stops,
 // everything held is committed and acked, in-flight compaction finishes,
 // exit 0. A second signal exits at once; the next start recovers from the
-// WAL. README.md lists the environment variables.
+// WAL. An admin listener on loopback (SKIPPR_ADMIN_ADDR) serves /metrics,
+// /healthz and /readyz (admin.go, metrics.go). SKIPPR_CHAOS_MODE=yes
+// makes it its own supervisor that SIGKILLs and restarts itself, then
+// judges the lake (chaos.go). README.md lists the environment variables.
 package main
 
 import (
 	"context"
-	"log/slog"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
 func main() {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	log := newLogger(os.Getenv(envLogFormat), os.Stderr)
 	ctx, stop := context.WithCancel(context.Background())
 	signals := make(chan os.Signal, 2)
 	signal.Notify(signals, syscall.SIGINT, syscall.SIGTERM)

@@ -61,10 +61,21 @@ func TestPostgresStartupErrors(t *testing.T) {
 // exits (here: at start-up) and returns its exit code and log.
 func runPipeline(t *testing.T, file string, env map[string]string) (int, string) {
 	t.Helper()
-	dir := t.TempDir()
-	path := filepath.Join(dir, "skipprd.yaml")
+	path := filepath.Join(t.TempDir(), "skipprd.yaml")
 	writeFile(t, path, file)
-	vars := map[string]string{envDataDir: filepath.Join(dir, "data"), envPipelineFile: path}
+	vars := map[string]string{envPipelineFile: path}
+	for k, v := range env {
+		vars[k] = v
+	}
+	return runPipelineEnv(t, vars)
+}
+
+// runPipelineEnv runs the daemon in process with env (and a fresh
+// DATA_DIR, no admin listener) until it exits, and returns its exit code
+// and log.
+func runPipelineEnv(t *testing.T, env map[string]string) (int, string) {
+	t.Helper()
+	vars := map[string]string{envDataDir: filepath.Join(t.TempDir(), "data"), envAdminAddr: "off"}
 	for k, v := range env {
 		vars[k] = v
 	}

@@ -25,7 +25,7 @@
 // so Run, given the host's recovered offsets (storage.Host.Offsets),
 // regenerates precisely the records a crashed run had not committed,
 // whatever the batch boundaries were. The generator never writes offsets:
-// the host commits them with the rows (DESIGN §2, §5).
+// the host commits them with the rows (docs/DESIGN.md §2, §5).
 //
 // One unit per offset key is in flight at a time: offsets are high-water
 // marks, and a later unit committed ahead of a refused earlier one would

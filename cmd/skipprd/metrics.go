@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/storage"
+)
+
+// engineCollector exports the engine's Stats and the S3 store's request
+// counts, read at scrape time: one engine query through the loop
+// (bounded by adminQueryWait) per scrape. The engine's counters start at
+// zero with each process, like any Prometheus counter.
+type engineCollector struct {
+	d *daemon
+}
+
+func newEngineCollector(d *daemon) *engineCollector { return &engineCollector{d: d} }
+
+func desc(name, help string, labels ...string) *prometheus.Desc {
+	return prometheus.NewDesc("skipprd_"+name, help, labels, nil)
+}
+
+// statMetric is one metric read from engine.Stats.
+type statMetric struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(engine.Stats) float64
+}
+
+func counter(name, help string, v func(engine.Stats) uint64) statMetric {
+	return statMetric{desc(name, help), prometheus.CounterValue, func(s engine.Stats) float64 { return float64(v(s)) }}
+}
+
+func gauge(name, help string, v func(engine.Stats) int64) statMetric {
+	return statMetric{desc(name, help), prometheus.GaugeValue, func(s engine.Stats) float64 { return float64(v(s)) }}
+}
+
+var statMetrics = []statMetric{
+	counter("units_rejected_total", "Units refused (backpressure or invalid).", func(s engine.Stats) uint64 { return s.UnitsRejected }),
+	counter("units_duplicate_total", "Units answered as already committed or pending.", func(s engine.Stats) uint64 { return s.UnitsDuplicate }),
+	counter("bytes_acked_total", "Bytes of units acked.", func(s engine.Stats) uint64 { return s.BytesAcked }),
+	counter("commits_total", "Segments committed.", func(s engine.Stats) uint64 { return s.Commits }),
+	counter("persist_failures_total", "Segment persists that failed and were retried.", func(s engine.Stats) uint64 { return s.PersistFailures }),
+	counter("sink_failures_total", "Compaction jobs a sink failed (retried).", func(s engine.Stats) uint64 { return s.SinkFailures }),
+	counter("segments_reclaimed_total", "Segments applied everywhere and deleted.", func(s engine.Stats) uint64 { return s.SegmentsReclaimed }),
+	counter("store_requests_total", "Object-store requests the engine issued, retries included.", func(s engine.Stats) uint64 { return s.Requests }),
+	counter("store_retries_total", "Object-store requests that retried a failed one.", func(s engine.Stats) uint64 { return s.Retries }),
+	counter("fence_checks_total", "Reads of the writer object before deletes.", func(s engine.Stats) uint64 { return s.FenceChecks }),
+	counter("sweeps_total", "Orphan sweeps run.", func(s engine.Stats) uint64 { return s.Sweeps }),
+	counter("orphans_swept_total", "Orphaned or fenced segments deleted by sweeps.", func(s engine.Stats) uint64 { return s.OrphansSwept }),
+	counter("wal_syncs_total", "Disk WAL group commits (fsyncs) that succeeded.", func(s engine.Stats) uint64 { return s.WALSyncs }),
+	counter("wal_sync_failures_total", "Disk WAL writes or fsyncs that failed.", func(s engine.Stats) uint64 { return s.WALSyncFailures }),
+	gauge("live_segments", "Committed segments not yet reclaimed.", func(s engine.Stats) int64 { return int64(s.LiveSegments) }),
+	gauge("segment_bytes", "Body bytes of the committed segments not yet reclaimed.", func(s engine.Stats) int64 { return s.SegmentBytes }),
+	gauge("wal_log_bytes", "Bytes in the disk WAL's log segments (0 with the S3 WAL).", func(s engine.Stats) int64 { return s.WALLogBytes }),
+	gauge("memory_pool_bytes", "The engine's memory pool.", func(s engine.Stats) int64 { return s.PoolBytes }),
+	gauge("admission_limit_bytes", "Admission's share of the pool.", func(s engine.Stats) int64 { return s.AdmissionBytes }),
+	gauge("admission_used_bytes", "Bytes of units held against admission.", func(s engine.Stats) int64 { return s.HeldBytes }),
+	gauge("body_cache_limit_bytes", "The body cache's share of the pool.", func(s engine.Stats) int64 { return s.CacheBytesMax }),
+	gauge("body_cache_used_bytes", "Bytes the body cache holds or has reserved.", func(s engine.Stats) int64 { return s.CacheBytes }),
+}
+
+// nsMetric is one per-namespace counter.
+type nsMetric struct {
+	desc  *prometheus.Desc
+	value func(engine.NamespaceStats) uint64
+}
+
+var nsMetrics = []nsMetric{
+	{desc("units_submitted_total", "Units submitted, per namespace.", "namespace"), func(n engine.NamespaceStats) uint64 { return n.UnitsSubmitted }},
+	{desc("rows_submitted_total", "Rows submitted, per namespace.", "namespace"), func(n engine.NamespaceStats) uint64 { return n.RowsSubmitted }},
+	{desc("units_acked_total", "Units acked, per namespace.", "namespace"), func(n engine.NamespaceStats) uint64 { return n.UnitsAcked }},
+	{desc("rows_acked_total", "Rows acked, per namespace.", "namespace"), func(n engine.NamespaceStats) uint64 { return n.RowsAcked }},
+	{desc("jobs_applied_total", "Compaction jobs applied to sinks, per namespace.", "namespace"), func(n engine.NamespaceStats) uint64 { return n.JobsApplied }},
+	{desc("rows_applied_total", "Rows applied to sinks, per namespace.", "namespace"), func(n engine.NamespaceStats) uint64 { return n.RowsApplied }},
+}
+
+var (
+	descAlerts   = desc("alerts_total", "Engine alerts raised, by kind.", "kind")
+	descAckDelay = desc("ack_delay_seconds", "Submit-to-ack time of acked units.")
+	descPersist  = desc("persist_seconds", "Persist time of one segment, seal to commit.")
+	descS3       = desc("s3_requests_total", "S3 requests by operation and outcome.", "op", "outcome")
+	descStatsUp  = desc("engine_stats_up", "1 if this scrape read the engine's stats, 0 if its loop did not answer in time.")
+)
+
+// Describe implements prometheus.Collector.
+func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, m := range statMetrics {
+		ch <- m.desc
+	}
+	for _, m := range nsMetrics {
+		ch <- m.desc
+	}
+	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp} {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
+	if s3, ok := c.d.s3Stats(); ok {
+		collectS3(ch, s3)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), adminQueryWait)
+	defer cancel()
+	st, err := c.d.host.Stats(ctx)
+	if err != nil {
+		ch <- prometheus.MustNewConstMetric(descStatsUp, prometheus.GaugeValue, 0)
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(descStatsUp, prometheus.GaugeValue, 1)
+	for _, m := range statMetrics {
+		ch <- prometheus.MustNewConstMetric(m.desc, m.kind, m.value(st))
+	}
+	for _, ns := range st.Namespaces {
+		for _, m := range nsMetrics {
+			ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(m.value(ns)), ns.Namespace)
+		}
+	}
+	for _, k := range engine.AlertKinds() {
+		ch <- prometheus.MustNewConstMetric(descAlerts, prometheus.CounterValue, float64(st.AlertsByKind[k]), k.String())
+	}
+	ch <- histogram(descAckDelay, st.AckDelay)
+	ch <- histogram(descPersist, st.Persist)
+}
+
+// collectS3 exports every (operation, outcome) pair, zeros included, so
+// a rate over a pair that starts failing has a series to start from.
+func collectS3(ch chan<- prometheus.Metric, s3 storage.S3Stats) {
+	for _, op := range storage.S3Ops() {
+		for _, out := range storage.S3Outcomes() {
+			ch <- prometheus.MustNewConstMetric(descS3, prometheus.CounterValue, float64(s3.Count(op, out)), op.String(), out.String())
+		}
+	}
+}
+
+// histogram converts an engine histogram (per-bucket counts) into
+// Prometheus's cumulative buckets, in seconds.
+func histogram(d *prometheus.Desc, h engine.Histogram) prometheus.Metric {
+	buckets := make(map[float64]uint64, len(engine.LatencyBounds))
+	var cum uint64
+	for i, bound := range engine.LatencyBounds {
+		cum += h.Buckets[i]
+		buckets[bound.Seconds()] = cum
+	}
+	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum.Seconds(), buckets)
+}
