@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
@@ -441,4 +442,21 @@ func callLoop[T any](ctx context.Context, l *Loop, start func(done func(T)), wit
 		return zero, why
 	}
 	return zero, fmt.Errorf("%w: %w", ErrUnanswered, why)
+}
+
+// Tape returns the engine's live segments as an operator's view draws
+// them (engine.Engine.Tape).
+func (h *Host) Tape(ctx context.Context) ([]engine.TapeSegment, error) {
+	return query(ctx, h, h.eng.Tape)
+}
+
+// FlushDelay is the engine's adaptive flush delay and its bounds.
+type FlushDelay struct{ Now, Lower, Upper time.Duration }
+
+// FlushDelay returns the adaptive flush delay now and its bounds.
+func (h *Host) FlushDelay(ctx context.Context) (FlushDelay, error) {
+	return query(ctx, h, func() FlushDelay {
+		now, lo, hi := h.eng.FlushDelay()
+		return FlushDelay{now, lo, hi}
+	})
 }

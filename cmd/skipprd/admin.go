@@ -64,6 +64,9 @@ func serveAdmin(ln net.Listener, d *daemon) *admin {
 		fmt.Fprintln(w, "ok") // the process runs and serves: alive
 	})
 	mux.HandleFunc("GET /readyz", d.readyz)
+	live := &liveView{d: d, started: time.Now()}
+	mux.HandleFunc("GET /{$}", live.page)
+	mux.HandleFunc("GET /api/live", live.api)
 	a := &admin{ln: ln, log: d.log, srv: &http.Server{Handler: mux, ReadHeaderTimeout: adminReadHeaderWait}}
 	go func() {
 		if err := a.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -71,7 +74,7 @@ func serveAdmin(ln net.Listener, d *daemon) *admin {
 		}
 	}()
 	base := "http://" + ln.Addr().String()
-	d.log.Info("admin listening", "addr", ln.Addr().String(),
+	d.log.Info("admin listening", "addr", ln.Addr().String(), "live_view", base+"/",
 		"metrics", base+"/metrics", "healthz", base+"/healthz", "readyz", base+"/readyz")
 	return a
 }

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	_ "embed"
+	"encoding/json"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+)
+
+// The live WAL view: one page (web/live.html, embedded: no asset is
+// fetched from anywhere else) that polls /api/live twice a second and
+// draws the segment tape, each live segment's completion bitmap, ACK
+// delay against the persist EMA and the adaptive delay's bounds, the
+// memory pool and the alert feed.
+
+//go:embed web/live.html
+var livePage []byte
+
+// liveReclaimedMax bounds the reclaimed segments the tape keeps showing.
+const liveReclaimedMax = 24
+
+// liveState is what one poll of the page gets.
+type liveState struct {
+	UptimeS      float64           `json:"uptime_s"`
+	AckedRows    uint64            `json:"acked_rows"`
+	AppliedRows  uint64            `json:"applied_rows"`
+	Segments     []liveSegment     `json:"segments"`
+	Reclaimed    []string          `json:"reclaimed"` // newest last
+	AckDelayMs   float64           `json:"ack_delay_ms"`
+	PersistEMAMs float64           `json:"persist_ema_ms"`
+	FlushDelayMs float64           `json:"flush_delay_ms"`
+	DelayLowerMs float64           `json:"delay_lower_ms"`
+	DelayUpperMs float64           `json:"delay_upper_ms"`
+	Memory       liveMemory        `json:"memory"`
+	Alerts       []liveAlert       `json:"alerts"`     // newest last
+	Namespaces   map[string]uint64 `json:"namespaces"` // rows acked
+}
+
+type liveSegment struct {
+	ID    string     `json:"id"`
+	State string     `json:"state"` // committed | applying | reclaiming | kept
+	Parts []livePart `json:"parts"`
+}
+
+type livePart struct {
+	Namespace string `json:"ns"`
+	Bytes     int64  `json:"bytes"`
+	Rows      int64  `json:"rows"`
+	Applied   bool   `json:"applied"`
+}
+
+type liveMemory struct {
+	Pool           int64 `json:"pool"`
+	AdmissionLimit int64 `json:"admission_limit"`
+	Held           int64 `json:"held"`
+	CacheLimit     int64 `json:"cache_limit"`
+	Cached         int64 `json:"cached"`
+}
+
+type liveAlert struct {
+	Seq    uint64 `json:"seq"`
+	Kind   string `json:"kind"`
+	Reason string `json:"reason"`
+}
+
+// liveView remembers the segments the last poll saw, so a segment that
+// disappears is shown as reclaimed.
+type liveView struct {
+	d         *daemon
+	started   time.Time
+	mu        sync.Mutex
+	seen      []string
+	reclaimed []string
+}
+
+func (v *liveView) page(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_, _ = w.Write(livePage)
+}
+
+func (v *liveView) api(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), adminQueryWait)
+	defer cancel()
+	s, err := v.read(ctx)
+	if err != nil {
+		http.Error(w, "the engine did not answer: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_ = json.NewEncoder(w).Encode(s)
+}
+
+// read gathers one liveState from the host.
+func (v *liveView) read(ctx context.Context) (liveState, error) {
+	h := v.d.host
+	tape, err := h.Tape(ctx)
+	if err != nil {
+		return liveState{}, err
+	}
+	st, err := h.Stats(ctx)
+	if err != nil {
+		return liveState{}, err
+	}
+	fd, err := h.FlushDelay(ctx)
+	if err != nil {
+		return liveState{}, err
+	}
+	alerts, _, err := h.AlertsSince(ctx, 0)
+	if err != nil {
+		return liveState{}, err
+	}
+	s := liveState{
+		UptimeS: time.Since(v.started).Seconds(), AckDelayMs: millis(st.AckDelayEMA), PersistEMAMs: millis(st.PersistEMA),
+		FlushDelayMs: millis(fd.Now), DelayLowerMs: millis(fd.Lower), DelayUpperMs: millis(fd.Upper),
+		Memory: liveMemory{Pool: st.PoolBytes, AdmissionLimit: st.AdmissionBytes, Held: st.HeldBytes,
+			CacheLimit: st.CacheBytesMax, Cached: st.CacheBytes},
+		AckedRows: st.RowsAcked, AppliedRows: st.RowsApplied, Namespaces: map[string]uint64{},
+	}
+	for _, ns := range st.Namespaces {
+		s.Namespaces[ns.Namespace] = ns.RowsAcked
+	}
+	for _, a := range alerts[max(0, len(alerts)-20):] {
+		s.Alerts = append(s.Alerts, liveAlert{a.Seq, a.Kind.String(), a.Err.Error()})
+	}
+	s.Segments = liveSegments(tape)
+	s.Reclaimed = v.reclaim(tape)
+	return s, nil
+}
+
+func liveSegments(tape []engine.TapeSegment) []liveSegment {
+	out := make([]liveSegment, 0, len(tape))
+	for _, t := range tape {
+		seg := liveSegment{ID: t.ID, State: "committed"}
+		switch {
+		case t.Kept:
+			seg.State = "kept"
+		case t.Reclaiming:
+			seg.State = "reclaiming"
+		case t.Applied > 0:
+			seg.State = "applying"
+		}
+		for _, p := range t.Parts {
+			seg.Parts = append(seg.Parts, livePart{p.Namespace, p.Bytes, p.Rows, p.Applied})
+		}
+		out = append(out, seg)
+	}
+	return out
+}
+
+// reclaim notes the segments gone since the last poll and returns the
+// most recent ones.
+func (v *liveView) reclaim(tape []engine.TapeSegment) []string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	now := make([]string, len(tape))
+	for i, t := range tape {
+		now[i] = t.ID
+	}
+	for _, id := range v.seen {
+		if !slices.Contains(now, id) {
+			v.reclaimed = append(v.reclaimed, id)
+		}
+	}
+	v.reclaimed = v.reclaimed[max(0, len(v.reclaimed)-liveReclaimedMax):]
+	v.seen = now
+	return slices.Clone(v.reclaimed)
+}
+
+// millis is d in milliseconds, for JSON.
+func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
