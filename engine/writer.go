@@ -35,7 +35,8 @@ import (
 // sealed[e]. The recovering writer claims its epoch, waits FenceWait (so
 // every marker that landed before the claim is listed), lists, and seals
 // each older epoch at the highest sequence it saw. A superseded writer
-// checks the epoch after every marker lands and before acking (fence.go):
+// checks the epoch after every marker lands and before acking
+// (fenceThenCommit, persist.go):
 // if its marker landed after the claim it does not ack (and the marker
 // may or may not be valid — nobody was told it was committed); if it
 // landed before the claim, the new writer's listing saw it, so the seal
