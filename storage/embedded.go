@@ -108,7 +108,7 @@ func StartEmbeddedS3(path, bucket string, logger *slog.Logger) (*EmbeddedS3, err
 		bucket:   bucket,
 		db:       db,
 		srv: &http.Server{
-			Handler:           gofakes3.New(backend).Server(),
+			Handler:           gofakes3.New(newBoltBackend(backend)).Server(),
 			ReadHeaderTimeout: embeddedHeaderTimeout,
 			ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
 		},
