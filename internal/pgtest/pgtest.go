@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/skipprd/skipprd/internal/pgurl"
 )
 
 // DefaultURL is the server the project's machines run.
@@ -28,11 +30,23 @@ func ServerURL() string {
 	return DefaultURL
 }
 
+// Probe connects to the server and reads its wal_level: what decides
+// which Postgres tests run.
+func Probe(ctx context.Context) (walLevel string, err error) {
+	conn, err := pgx.Connect(ctx, ServerURL())
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close(context.Background())
+	err = conn.QueryRow(ctx, "SHOW wal_level").Scan(&walLevel)
+	return walLevel, err
+}
+
 // Unreachable skips t (or fails it under CI=true) because no server
 // answered.
 func Unreachable(t testing.TB, err error) {
 	t.Helper()
-	msg := fmt.Sprintf("PostgreSQL at %s does not answer (%v): start it (see README, Postgres) or set SKIPPR_TEST_PG_URL", redact(ServerURL()), err)
+	msg := fmt.Sprintf("PostgreSQL at %s does not answer (%v): start it (see README, Postgres) or set SKIPPR_TEST_PG_URL", pgurl.Redact(ServerURL()), err)
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("CI=true and %s", msg)
 	}
@@ -88,18 +102,9 @@ func RequireLogical(t testing.TB) {
 	if level == "logical" {
 		return
 	}
-	msg := fmt.Sprintf("the server at %s runs with wal_level=%s; logical replication needs wal_level=logical (make pg-setup applies it and restarts the server)", redact(ServerURL()), level)
+	msg := fmt.Sprintf("the server at %s runs with wal_level=%s; logical replication needs wal_level=logical (make pg-setup applies it and restarts the server)", pgurl.Redact(ServerURL()), level)
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("CI=true and %s", msg)
 	}
 	t.Skipf("SKIPPING: %s", msg)
-}
-
-// redact hides a password in a URL.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(an unparsable URL)"
-	}
-	return u.Redacted()
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/internal/pgtest"
+	"github.com/skipprd/skipprd/internal/pgurl"
 )
 
 // testTimeout bounds every call a test makes to the server.
@@ -50,7 +51,7 @@ func openServer(t testing.TB, dbURL, checkURL string, maxConns int32) *server {
 	t.Cleanup(db.Close)
 	conn, err := pgx.Connect(ctx, checkURL)
 	if err != nil {
-		t.Fatalf("connect %s: %v", redactURL(checkURL), err)
+		t.Fatalf("connect %s: %v", pgurl.Redact(checkURL), err)
 	}
 	t.Cleanup(func() { _ = conn.Close(context.Background()) })
 	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'"); err != nil {

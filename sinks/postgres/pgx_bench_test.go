@@ -14,6 +14,7 @@ import (
 
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/internal/pgtest"
+	"github.com/skipprd/skipprd/internal/pgurl"
 )
 
 // The benchmark job: benchRows rows of six columns in batches of
@@ -120,7 +121,7 @@ func benchServer(b *testing.B) *server {
 	defer func() {
 		if b.Skipped() {
 			fmt.Fprintf(os.Stderr, "SKIPPING %s: PostgreSQL at %s does not answer; start it or set SKIPPR_TEST_PG_URL (-v shows why)\n",
-				b.Name(), redactURL(pgtest.ServerURL()))
+				b.Name(), pgurl.Redact(pgtest.ServerURL()))
 		}
 	}()
 	return newServer(b, 2)

@@ -3,12 +3,12 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skipprd/skipprd/internal/pgurl"
 )
 
 // PGX is the DB of a real PostgreSQL server, through pgx: a bounded pool
@@ -51,7 +51,7 @@ const (
 // the schema, and creates the applied-jobs table if it is missing. Its
 // errors never show the URL's password.
 func OpenPGX(ctx context.Context, rawURL string, opts PGXOptions) (*PGX, error) {
-	redacted := redactURL(rawURL)
+	redacted := pgurl.Redact(rawURL)
 	if opts.MaxConns < 1 || opts.MaxConns > PGXConnsMax {
 		return nil, fmt.Errorf("postgres: MaxConns %d, want 1 to %d", opts.MaxConns, PGXConnsMax)
 	}
@@ -63,12 +63,12 @@ func OpenPGX(ctx context.Context, rawURL string, opts PGXOptions) (*PGX, error) 
 	}
 	pool, err := newPool(rawURL, configure, opts.MaxConns)
 	if err != nil {
-		return nil, fmt.Errorf("postgres: the URL %s does not parse (%s)", redacted, redactedCause(err, rawURL))
+		return nil, fmt.Errorf("postgres: the URL %s does not parse (%s)", redacted, pgurl.Scrub(err.Error(), rawURL))
 	}
 	p := &PGX{pool: pool, schema: opts.Schema}
 	if err := p.prepare(ctx); err != nil {
 		p.Close()
-		return nil, fmt.Errorf("postgres: %s: %s", redacted, redactedCause(err, rawURL))
+		return nil, fmt.Errorf("postgres: %s: %s", redacted, pgurl.Scrub(err.Error(), rawURL))
 	}
 	return p, nil
 }
@@ -141,32 +141,4 @@ func (p *PGX) Close() { p.pool.Close() }
 // ident quotes table in the sink's schema.
 func (p *PGX) ident(table string) string {
 	return pgx.Identifier{p.schema, table}.Sanitize()
-}
-
-// redactURL shows a URL without its password (url.URL.Redacted); a
-// string that does not parse as a URL is not shown at all.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil || u.Scheme == "" {
-		return "(a connection string that is not a URL, not shown)"
-	}
-	return u.Redacted()
-}
-
-// redactedCause is err's message with the URL's password, if any,
-// replaced: pgx redacts its own messages, but only on a best-effort
-// basis, and a message must never carry the secret.
-func redactedCause(err error, rawURL string) string {
-	msg := err.Error()
-	u, perr := url.Parse(rawURL)
-	if perr != nil || u.User == nil {
-		return msg
-	}
-	if pw, ok := u.User.Password(); ok && pw != "" {
-		msg = strings.ReplaceAll(msg, pw, "xxxxx")
-		if esc := url.QueryEscape(pw); esc != pw {
-			msg = strings.ReplaceAll(msg, esc, "xxxxx")
-		}
-	}
-	return msg
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/internal/pgurl"
 )
 
 // Commit's errors: the server refusing (ERROR) or a commit that rolled
@@ -108,14 +109,17 @@ func TestOpenPGXHidesPassword(t *testing.T) {
 		"postgres://u:" + secret + "@127.0.0.1:1/db?sslmode=disable&connect_timeout=2",
 		"postgres://u:" + secret + "@[::1/db",
 		"postgres://u:" + secret + "@127.0.0.1:1/db?sslmode=bogus",
+		"postgres://u@127.0.0.1:1/db?password=" + secret + "&connect_timeout=2",
+		"postgres://u@127.0.0.1:1/db?password=" + secret + "&sslmode=bogus",
+		"host=127.0.0.1 port=1 user=u password=" + secret + " sslmode=bogus",
 	} {
 		db, err := OpenPGX(ctx, url, PGXOptions{MaxConns: 1})
 		if err == nil {
 			db.Close()
-			t.Fatalf("OpenPGX succeeded against %s", redactURL(url))
+			t.Fatalf("OpenPGX succeeded against %s", pgurl.Redact(url))
 		}
 		if strings.Contains(err.Error(), secret) {
-			t.Errorf("the error shows the password: %v", err)
+			t.Errorf("%s: the error shows the password: %v", pgurl.Redact(url), err)
 		}
 	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/skipprd/skipprd/internal/pgurl"
 )
 
 // proxy is a TCP proxy between pgx and the server that, once armed, cuts
@@ -47,7 +49,7 @@ func newProxy(t testing.TB, dbURL string) *proxy {
 	t.Helper()
 	u, err := url.Parse(dbURL)
 	if err != nil {
-		t.Fatalf("parse %s: %v", redactURL(dbURL), err)
+		t.Fatalf("parse %s: %v", pgurl.Redact(dbURL), err)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/skipprd/skipprd/internal/pgurl"
 )
 
 // sessionParams are the settings of both connections. Values travel in
@@ -113,7 +115,7 @@ func statusInterval(ctx context.Context, conn *pgx.Conn, cfg time.Duration) (tim
 func connect(ctx context.Context, cfg Config) (*pgx.Conn, error) {
 	cc, err := pgx.ParseConfig(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the URL does not parse: %v", ErrSetup, err)
+		return nil, fmt.Errorf("%w: the URL does not parse: %s", ErrSetup, pgurl.Scrub(err.Error(), cfg.URL))
 	}
 	withParams(&cc.Config, cfg)
 	ctx, cancel := context.WithTimeout(ctx, connectTimeout)
@@ -129,7 +131,7 @@ func connect(ctx context.Context, cfg Config) (*pgx.Conn, error) {
 func connectReplication(ctx context.Context, cfg Config) (*pgconn.PgConn, error) {
 	pc, err := pgconn.ParseConfig(cfg.URL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: the URL does not parse: %v", ErrSetup, err)
+		return nil, fmt.Errorf("%w: the URL does not parse: %s", ErrSetup, pgurl.Scrub(err.Error(), cfg.URL))
 	}
 	withParams(pc, cfg)
 	pc.RuntimeParams["replication"] = "database"

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/internal/pgurl"
 )
 
 // IngestFunc submits a unit and blocks until it is answered: nil means
@@ -129,7 +130,7 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 		s.cfg.Logger.Warn("postgrescdc: no HostOffsets: after a crash of a host that replays its log, a chunk may be stored twice",
 			"slot", s.cfg.Slot)
 	}
-	url, _ := redactURL(s.cfg.URL)
+	url := pgurl.Redact(s.cfg.URL)
 	s.cfg.Logger.Info("postgrescdc: starting", "url", url, "slot", s.cfg.Slot, "publication", s.cfg.Publication,
 		"offsets", len(s.pos))
 	backoff := retryBase
