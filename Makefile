@@ -34,8 +34,10 @@ pg-setup:
 	./scripts/pg-setup
 
 # Unit, property and golden tests, fuzz seed corpora, the engine lint.
+# pgcheck says first whether the Postgres tests will run or skip.
 test:
 	$(GO) vet ./...
+	@$(GO) run ./internal/pgtest/pgcheck
 	$(GO) test ./...
 
 # Benchmarks with their baselines in the same run, then the ratios.
