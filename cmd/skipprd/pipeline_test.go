@@ -603,3 +603,33 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// The daemon itself on a bad pipeline file: exit 2, every problem logged
+// with the file and line, nothing created under DATA_DIR; a file that
+// does not exist is named.
+func TestPipelineBadFileExits2(t *testing.T) {
+	path := writePipeline(t, doc(
+		"sinks:",
+		"  lake: {kind: parquet-dir, path: lake, colour: red}",
+		"sources:",
+		"  - {name: Api, kind: http, sink: nowhere}",
+	))
+	dataDir := filepath.Join(t.TempDir(), "data")
+	code, logs := runPipelineEnv(t, map[string]string{envPipelineFile: path, envDataDir: dataDir})
+	if code != 2 {
+		t.Fatalf("exit %d, want 2; logs:\n%s", code, logs)
+	}
+	for _, want := range []string{`skipprd.yaml:2`, `unknown key \"colour\"`, `skipprd.yaml:4`, `name \"Api\"`, `sink \"nowhere\" is not defined`} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the logs do not say %s:\n%s", want, logs)
+		}
+	}
+	if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+		t.Errorf("DATA_DIR was touched before the file was checked: %v", err)
+	}
+	missing := filepath.Join(t.TempDir(), "nope.yaml")
+	code, logs = runPipelineEnv(t, map[string]string{envPipelineFile: missing, envDataDir: dataDir})
+	if code != 2 || !strings.Contains(logs, missing) {
+		t.Errorf("a missing file: exit %d, logs:\n%s", code, logs)
+	}
+}
