@@ -64,12 +64,12 @@ type Config struct {
 	// retry later than that is a new unit. Its buckets' names depend on
 	// it: keep it across restarts.
 	IdempotencyWindow time.Duration
-	// OffsetsViewMax bounds the offset keys (source offsets and
-	// idempotency keys) the engine remembers, so that every offsets
-	// checkpoint object can always hold its share (at most all of them):
-	// a unit that would grow the view past it is refused
-	// (ErrResourceExhausted) until keys expire. 0 means
-	// segment.CheckpointEntriesMax, also its upper limit.
+	// OffsetsViewMax bounds the source offset keys the engine remembers
+	// (idempotency keys live in the key store and are bounded by memory
+	// instead, keystore.go), so that the one _offsets checkpoint object
+	// can always hold them all: a unit that would grow the view past it
+	// is refused (ErrResourceExhausted). Source offsets do not expire.
+	// 0 means segment.CheckpointEntriesMax, also its upper limit.
 	OffsetsViewMax int
 	// StreamChunkBytes: a body larger than the cache is streamed in
 	// ranged reads of this size.
