@@ -14,7 +14,8 @@ import (
 // A Postgres sink or source that cannot start says why at start-up —
 // the variable that is not set, the server that does not answer, the
 // schema that does not exist — exits 1, and never prints the URL's
-// password. With a reachable server the same file starts.
+// password. (TestDaemonPostgresRefusesAnIncompatibleColumn starts a sink
+// that reaches the server.)
 func TestPostgresStartupErrors(t *testing.T) {
 	const secret = "s3cret-pw"
 	closed := "postgres://u:" + secret + "@127.0.0.1:1/db?connect_timeout=2"
