@@ -6,7 +6,6 @@ import (
 	"io"
 	"io/fs"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -21,13 +20,13 @@ import (
 )
 
 // verdict is chaos mode's judgement of the lake against what was
-// acknowledged.
+// acknowledged, record id by record id.
 type verdict struct {
 	Acked      uint64 // records the committed offsets say were acked
-	FoundOnce  uint64 // record ids the lake holds exactly once
-	Duplicates uint64 // extra copies in the lake
+	FoundOnce  uint64 // acked records the lake holds exactly once
+	Duplicates uint64 // extra copies in the lake of acked records
 	Missing    uint64 // acked records the lake lacks
-	Unexpected uint64 // records the lake holds beyond what was acked
+	Unexpected uint64 // copies in the lake of records never acked
 }
 
 // clean: every acked record is in the lake exactly once, and nothing
@@ -45,50 +44,74 @@ func (v verdict) String() string {
 		word, v.Acked, v.FoundOnce, v.Duplicates, v.Missing, v.Unexpected)
 }
 
-// judge compares the records acked per namespace with the copies of each
-// record id the lake holds per namespace. Generator ids are distinct per
-// record, so distinct ids count records.
-func judge(acked map[string]uint64, lake map[string]map[string]uint64) verdict {
+// judge compares, per namespace, the ids of the acked records with the
+// copies of each id the lake holds. Generator ids are distinct per
+// record, so an id stands for its record.
+func judge(acked map[string][]string, lake map[string]map[string]uint64) verdict {
 	var v verdict
-	names := make([]string, 0, len(acked)+len(lake))
-	for ns := range acked {
-		names = append(names, ns)
-	}
-	for ns := range lake {
-		names = append(names, ns)
-	}
-	slices.Sort(names)
-	for _, ns := range slices.Compact(names) {
-		want, ids := acked[ns], lake[ns]
-		v.Acked += want
-		for _, copies := range ids {
-			if copies == 1 {
-				v.FoundOnce++
-			}
-			v.Duplicates += copies - 1
+	for ns, ids := range lake {
+		want := map[string]bool{}
+		for _, id := range acked[ns] {
+			want[id] = true
 		}
-		if distinct := uint64(len(ids)); distinct < want {
-			v.Missing += want - distinct
-		} else {
-			v.Unexpected += distinct - want
+		for id, copies := range ids {
+			if !want[id] {
+				v.Unexpected += copies
+			}
+		}
+	}
+	for ns, ids := range acked {
+		for _, id := range ids {
+			v.Acked++
+			switch copies := lake[ns][id]; copies {
+			case 0:
+				v.Missing++
+			case 1:
+				v.FoundOnce++
+			default:
+				v.FoundOnce++
+				v.Duplicates += copies - 1
+			}
 		}
 	}
 	return v
 }
 
-// ackedByNamespace sums the generator's committed offsets per namespace:
-// a partition at offset n has had records [0, n) acked.
-func ackedByNamespace(offsets segment.Offsets) map[string]uint64 {
-	out := map[string]uint64{}
+// ackedIDs regenerates, per namespace, the ids of the records the
+// generator's committed offsets say were acked: a partition at offset n
+// has had records [0, n) acked, and a record is a pure function of its
+// offset. Offsets of other sources are not the judge's.
+func ackedIDs(offsets segment.Offsets) (map[string][]string, error) {
+	gen := generator.New(generator.Config{})
+	out := map[string][]string{}
+	const chunk = 10_000
 	for _, o := range offsets {
 		rest, ok := strings.CutPrefix(o.Key, generator.DefaultKeyPrefix+"/")
 		if !ok {
 			continue
 		}
-		ns, _, _ := strings.Cut(rest, "/")
-		out[ns] += o.Value
+		ns, p, _ := strings.Cut(rest, "/")
+		part, err := strconv.Atoi(p)
+		if err != nil {
+			return nil, fmt.Errorf("offset key %q: %w", o.Key, err)
+		}
+		for from := uint64(0); from < o.Value; from += chunk {
+			rec, err := gen.Records(ns, part, from, int(min(chunk, o.Value-from)))
+			if err != nil {
+				return nil, fmt.Errorf("offset %s=%d: %w", o.Key, o.Value, err)
+			}
+			ids := map[string]uint64{}
+			err = addIDs(rec.Column(0), ids)
+			rec.Release()
+			if err != nil {
+				return nil, err
+			}
+			for id := range ids {
+				out[ns] = append(out[ns], id)
+			}
+		}
 	}
-	return out
+	return out, nil
 }
 
 // lakeRecordIDs reads every Parquet file under lake/{namespace}/… and counts
@@ -165,7 +188,12 @@ func (d *daemon) judge(stdout io.Writer, pf *pipelineFile) int {
 		d.log.Error("chaos mode: reading the lake", "dir", lake, "err", err)
 		return 1
 	}
-	v := judge(ackedByNamespace(offsets), ids)
+	acked, err := ackedIDs(offsets)
+	if err != nil {
+		d.log.Error("chaos mode: regenerating the acked records", "err", err)
+		return 1
+	}
+	v := judge(acked, ids)
 	fmt.Fprintln(stdout, v)
 	if !v.clean() {
 		d.log.Error("chaos mode: the lake does not hold every acked record exactly once", "verdict", v.String())
