@@ -82,7 +82,14 @@ func TestCompactionAppliesThenReclaims(t *testing.T) {
 			r.until(func() bool { return last.done }, "ack")
 		}
 	}
-	r.until(func() bool { return last.done && r.eng.Drained() && len(r.walKeys()) == 0 }, "drain")
+	var pinnedPeak int64 // bodies pinned while their jobs run, none after
+	r.until(func() bool {
+		pinnedPeak = max(pinnedPeak, r.eng.Stats().CachePinnedBytes)
+		return last.done && r.eng.Drained() && len(r.walKeys()) == 0
+	}, "drain")
+	if st := r.eng.Stats(); pinnedPeak == 0 || st.CachePinnedBytes != 0 || st.CachePinnedBytes > st.CacheBytes {
+		t.Fatalf("pinned bytes peaked at %d, %d after the drain (cache %d)", pinnedPeak, st.CachePinnedBytes, st.CacheBytes)
+	}
 	got := destValues(dest)
 	var wantEvents, wantOrders []int64
 	for i := range 30 {

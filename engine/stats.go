@@ -62,6 +62,9 @@ type Stats struct {
 	HeldBytes      int64 // bytes of units held (appended, not yet committed) against AdmissionBytes
 	CacheBytesMax  int64 // the body cache's share of the pool
 	CacheBytes     int64 // bytes the body cache holds or has reserved
+	// CachePinnedBytes: of CacheBytes, bodies a running job reads
+	// (pinned: never evicted, so they can outgrow a shrunk share).
+	CachePinnedBytes int64
 
 	// Namespaces are the per-namespace counters, sorted by name.
 	Namespaces []NamespaceStats
@@ -132,6 +135,7 @@ func (e *Engine) Stats() Stats {
 	s.PoolBytes, s.AdmissionBytes, s.CacheBytesMax = e.budget.pool, e.budget.admission, e.budget.cache
 	s.HeldBytes = e.held
 	s.CacheBytes = e.cache.used + e.cache.reserved
+	s.CachePinnedBytes = e.cache.pinnedBytes()
 	s.Namespaces = make([]NamespaceStats, 0, len(e.namespaces))
 	//engine:orderless — sorted right below
 	for _, ns := range e.namespaces {

@@ -66,7 +66,7 @@ func TestAdminMetricsAndProbes(t *testing.T) {
 		}
 		return true
 	})
-	for _, name := range []string{"skipprd_live_segments", "skipprd_memory_pool_bytes", "skipprd_admission_limit_bytes",
+	for _, name := range []string{"skipprd_live_segments", "skipprd_memory_pool_bytes", "skipprd_admission_limit_bytes", "skipprd_body_cache_pinned_bytes",
 		"skipprd_alerts_total{kind=\"fenced\"}", "skipprd_engine_stats_up", "go_goroutines", "process_start_time_seconds"} {
 		if _, ok := second[name]; !ok && second.sum(name) == 0 {
 			t.Errorf("%s missing from the scrape", name)

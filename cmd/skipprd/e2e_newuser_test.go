@@ -17,7 +17,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/skipprd/skipprd/internal/duckdb"
+	"github.com/skipprd/skipprd/internal/nodetest"
 )
 
 // What a new user does, as the README says it: the five-line pipeline
@@ -74,7 +74,7 @@ func TestDaemonNewUser(t *testing.T) {
 	for ns, want := range map[string][]map[string]string{"events": newUserEvents, "drops": newUserDrops} {
 		// DuckDB reads the p_year=/p_month=/p_day= folders as columns too.
 		sql := fmt.Sprintf("SELECT * EXCLUDE (p_year, p_month, p_day) FROM read_parquet('%s/%s/**/*.parquet', union_by_name = true)", lake, ns)
-		checkRows(t, ns+" (DuckDB)", duckRows(duckdb.Query(t, sql)), want)
+		checkRows(t, ns+" (DuckDB)", duckRows(nodetest.DuckDB(t, sql)), want)
 	}
 }
 

@@ -60,6 +60,7 @@ type liveMemory struct {
 	Held           int64 `json:"held"`
 	CacheLimit     int64 `json:"cache_limit"`
 	Cached         int64 `json:"cached"`
+	Pinned         int64 `json:"pinned"` // of Cached, bodies running jobs read
 }
 
 type liveAlert struct {
@@ -119,7 +120,7 @@ func (v *liveView) read(ctx context.Context) (liveState, error) {
 		UptimeS: time.Since(v.started).Seconds(), AckDelayMs: millis(st.AckDelayEMA), PersistEMAMs: millis(st.PersistEMA),
 		FlushDelayMs: millis(fd.Now), DelayLowerMs: millis(fd.Lower), DelayUpperMs: millis(fd.Upper),
 		Memory: liveMemory{Pool: st.PoolBytes, AdmissionLimit: st.AdmissionBytes, Held: st.HeldBytes,
-			CacheLimit: st.CacheBytesMax, Cached: st.CacheBytes},
+			CacheLimit: st.CacheBytesMax, Cached: st.CacheBytes, Pinned: st.CachePinnedBytes},
 		AckedRows: st.RowsAcked, AppliedRows: st.RowsApplied, Namespaces: map[string]uint64{},
 	}
 	for _, ns := range st.Namespaces {
@@ -154,7 +155,7 @@ func liveSegments(tape []engine.TapeSegment) []liveSegment {
 }
 
 // reclaim notes the segments gone since the last poll and returns the
-// most recent ones.
+// most recent ones, in commit order.
 func (v *liveView) reclaim(tape []engine.TapeSegment) []string {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -167,6 +168,7 @@ func (v *liveView) reclaim(tape []engine.TapeSegment) []string {
 			v.reclaimed = append(v.reclaimed, id)
 		}
 	}
+	slices.Sort(v.reclaimed) // snapshot ids sort in commit order; reclaims come in any
 	v.reclaimed = v.reclaimed[max(0, len(v.reclaimed)-liveReclaimedMax):]
 	v.seen = now
 	return slices.Clone(v.reclaimed)

@@ -61,6 +61,7 @@ var statMetrics = []statMetric{
 	gauge("admission_used_bytes", "Bytes of units held against admission.", func(s engine.Stats) int64 { return s.HeldBytes }),
 	gauge("body_cache_limit_bytes", "The body cache's share of the pool.", func(s engine.Stats) int64 { return s.CacheBytesMax }),
 	gauge("body_cache_used_bytes", "Bytes the body cache holds or has reserved.", func(s engine.Stats) int64 { return s.CacheBytes }),
+	gauge("body_cache_pinned_bytes", "Of the body cache's bytes, the bodies running jobs read (never evicted).", func(s engine.Stats) int64 { return s.CachePinnedBytes }),
 }
 
 // nsMetric is one per-namespace counter.

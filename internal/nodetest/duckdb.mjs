@@ -1,6 +1,6 @@
 // Runs one SQL statement in an in-memory DuckDB and prints its rows as a
 // JSON array of objects on stdout (DuckDB's own JSON forms: BIGINT and
-// DOUBLE as numbers or strings, timestamps as text). Used by duckdb.go.
+// DOUBLE as numbers or strings, timestamps as text). Used by nodetest.go.
 import { DuckDBInstance } from '@duckdb/node-api';
 
 const sql = process.argv[2];

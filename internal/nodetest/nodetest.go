@@ -1,0 +1,90 @@
+// Package nodetest runs what the tests need from Node.js: DuckDB (the
+// @duckdb/node-api package), to read what skipprd wrote the way a user's
+// reader would — e.g. read_parquet('lake/events/**/*.parquet',
+// union_by_name=true) — and Playwright (playwright-core) driving a real
+// Chromium on the live WAL view. Install them with
+// `npm ci --prefix internal/nodetest` (.ci/run does). Where Node.js or
+// the packages are missing a test is skipped with a loud message —
+// unless CI=true, where it fails.
+package nodetest
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"testing"
+)
+
+// DuckDB runs sql in an in-memory DuckDB and returns its rows, each
+// column by name (numbers as json.Number).
+func DuckDB(t testing.TB, sql string) []map[string]any {
+	t.Helper()
+	out := node(t, "@duckdb/node-api", nil, "duckdb.mjs", sql)
+	var rows []map[string]any
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	if err := dec.Decode(&rows); err != nil {
+		t.Fatalf("duckdb: %s: its output does not decode: %v\n%.2000s", sql, err, out)
+	}
+	return rows
+}
+
+// Page is what the live view showed at one moment.
+type Page struct {
+	Status                                string
+	Acked, SinceOpen, Polls               uint64
+	TapeSegments, SegDivs, Parts          int
+	Bits, BitRows, ChartLines, MemoryBars int
+	Memory, Alerts                        string
+}
+
+// LiveView opens url in chromium (a browser binary), reads the page twice
+// in the same tab, waitMs apart, and saves a screenshot to shot. outside
+// lists the requests the page made to any other origin.
+func LiveView(t testing.TB, chromium, url, shot string, waitMs int) (first, second Page, outside []string) {
+	t.Helper()
+	env := []string{"CHROMIUM=" + chromium, "WAIT_MS=" + itoa(waitMs)}
+	out := node(t, "playwright-core", env, "browser.mjs", url, shot)
+	var got struct {
+		First, Second Page
+		Outside       []string
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("browser: its output does not decode: %v\n%.2000s", err, out)
+	}
+	return got.First, got.Second, got.Outside
+}
+
+func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
+
+// node runs script (in this directory) with args once pkg is installed,
+// and returns its stdout.
+func node(t testing.TB, pkg string, env []string, script string, args ...string) []byte {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	dir := filepath.Dir(file)
+	why := ""
+	if _, err := exec.LookPath("node"); err != nil {
+		why = "Node.js is not installed"
+	} else if _, err := os.Stat(filepath.Join(dir, "node_modules", filepath.FromSlash(pkg))); err != nil {
+		why = pkg + " is not installed (npm ci --prefix internal/nodetest)"
+	}
+	if why != "" {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("CI=true and %s: this test needs it", why)
+		}
+		t.Skipf("SKIPPING: %s: this test needs it", why)
+	}
+	cmd := exec.Command("node", append([]string{filepath.Join(dir, script)}, args...)...)
+	cmd.Env = append(os.Environ(), env...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s %v: %v\n%s", script, args, err, stderr.String())
+	}
+	return out
+}
