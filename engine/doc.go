@@ -103,7 +103,10 @@
 //
 // # Where things are
 //
+//   - engine.go: the Engine, New, its loop-facing methods and Close.
 //   - ports.go, errors.go: the ports and their contracts; sentinels.
+//   - counting.go: the object-store port wrapped to count every request
+//     (retries included), so that recovery's cost can be stated.
 //   - assert.go: how invariants are checked (fail closed with
 //     ErrInvariant, or panic) and the checks that need more than a line.
 //   - ingest.go, accumulator.go: Submit, admission, duplicates, the live
@@ -128,7 +131,8 @@
 //     offsets checkpoint; the orphan sweeper.
 //   - compact.go, apply.go, reclaim.go, cache.go, memory.go: compaction
 //     jobs and lanes, body loading (cache, GET, stream), completion
-//     bitmaps, reclaim, the memory pool.
+//     bitmaps, reclaim, the memory pool; stream.go: a body larger than
+//     the cache read in verified ranged chunks.
 //   - checkpoint.go: the offsets checkpoint's coalesced write rounds
 //     (_offsets, then the key store), recovery reads, the bucket sweeper.
 //   - keystore.go, keystore_io.go, keystore_lookup.go, keystore_merge.go:
@@ -140,4 +144,6 @@
 //     counters (totals, per namespace in name order, latency histograms
 //     of fixed buckets, the memory pool's use).
 //   - alerts.go: the alert queue and its kinds.
+//   - tape.go: a read-only picture of the live segments, their PARTs and
+//     the flush delay, for the operator's live view.
 package engine
