@@ -68,9 +68,12 @@ func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func(
 			return
 		}
 		if err != nil {
+			e.failing(troubleSink(j.sinkRef, j.namespace), fmt.Errorf("job %s of segment %s: %w", j.id, j.seg.ID, err))
 			e.retryJob(j) // sink down or flaky: the segment waits, nothing is lost
 			return
 		}
+		e.succeeded(troubleSink(j.sinkRef, j.namespace))
+		e.succeeded(troubleRead(j.sinkRef, j.namespace))
 		e.stats.JobsApplied++
 		e.stats.RowsApplied += uint64(rows)
 		c := e.namespace(j.namespace)
@@ -93,6 +96,7 @@ func (e *Engine) jobFailed(j *job, err error) {
 		e.refuseJob(j, fmt.Errorf("%w: compaction job %s of segment %s refused: %w", ErrCorrupt, j.id, j.seg.ID, err))
 		return
 	}
+	e.failing(troubleRead(j.sinkRef, j.namespace), fmt.Errorf("job %s of segment %s: %w", j.id, j.seg.ID, err))
 	e.retryJob(j)
 }
 

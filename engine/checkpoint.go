@@ -136,12 +136,14 @@ func (e *Engine) writeCheckpoint(attempt int) {
 
 func (e *Engine) roundDone(attempt int, ok bool) {
 	if !ok {
+		e.failing(troubleCheckpoint, fmt.Errorf("checkpoint round attempt %d did not land (the store's own troubles say why)", attempt+1))
 		// A merge may be what the round lacks (a bucket's manifest full).
 		e.mergeKeys(func() {
 			e.p.Timers.AfterFunc(e.backoff(min(attempt, AttemptsMax)), func() { e.writeCheckpoint(attempt + 1) })
 		})
 		return
 	}
+	e.succeeded(troubleCheckpoint)
 	waiting := e.ckptWaiters
 	e.ckptWaiters = nil
 	var again []checkpointWaiter

@@ -98,6 +98,12 @@ type Config struct {
 	OrphanGrace time.Duration
 	// RecoveryConcurrency bounds marker reads in flight during recovery.
 	RecoveryConcurrency int
+	// RecoveryGiveUp: how long recovery may keep failing (each attempt's
+	// failure is a trouble event, trouble.go) before the engine stops
+	// with ErrRecoveryGaveUp and the last failure, for a supervisor to
+	// restart it or an operator to see; 0: never (keep retrying). A
+	// refusal that no retry changes (ErrRefused) stops it at once.
+	RecoveryGiveUp time.Duration
 
 	// Disk, if set, makes the WAL the local disk (WAL_STORAGE=disk):
 	// units are acked at the group-commit fsync, and memtable generations
@@ -158,6 +164,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: config: fence wait %v and orphan grace %v must not be negative", c.FenceWait, c.OrphanGrace)
 	case c.LiveSegmentsMax < 1:
 		return fmt.Errorf("engine: config: live segments max %d must be at least 1", c.LiveSegmentsMax)
+	case c.RecoveryGiveUp < 0:
+		return fmt.Errorf("engine: config: recovery give-up %v is negative", c.RecoveryGiveUp)
 	case c.RecoveryConcurrency <= 0:
 		return fmt.Errorf("engine: config: recovery concurrency %d must be positive", c.RecoveryConcurrency)
 	case c.OffsetsViewMax < 0 || c.OffsetsViewMax > segment.CheckpointEntriesMax:

@@ -99,6 +99,8 @@ const (
 	MarkWALPrepared         // a unit prepared off the loop (PrepareUnit) was taken as prepared
 	MarkWALReplayJoined     // a retry of a replayed unit was answered when its generation committed
 	MarkWALFlushedPartly    // recovery found a generation's flushed record in some of its partitions only: logged it again
+	// Recovery giving up (recovery.go).
+	MarkRecoveryGaveUp // recovery stopped: refused for good, or failing for Config.RecoveryGiveUp
 	NumMarks
 )
 
@@ -123,6 +125,7 @@ var markNames = [NumMarks]string{
 	"wal-valve-size", "wal-halted-keep", "wal-torn-tail", "wal-corrupt", "wal-replayed-sealed",
 	"wal-replayed-live", "wal-stale-discarded", "wal-owned-flushed", "wal-prepared",
 	"wal-replay-joined", "wal-flushed-partly",
+	"recovery-gave-up",
 }
 
 // String returns the mark's name.

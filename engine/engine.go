@@ -83,8 +83,9 @@ type Engine struct {
 	// answering counts unit answers scheduled and not yet delivered.
 	// INVARIANT: answering ≥ 0.
 	answering      int
-	alerts         []Alert // the alert queue, oldest first; INVARIANT: len ≤ AlertsMax (alerts.go)
-	marks          Marks   // coverage marks passed (coverage.go)
+	alerts         []Alert  // the alert queue, oldest first; INVARIANT: len ≤ AlertsMax (alerts.go)
+	trouble        troubles // what is failing and being retried (trouble.go)
+	marks          Marks    // coverage marks passed (coverage.go)
 	closeDone      func(error)
 	closeGraceOver bool // the close no longer waits for reclaims
 	stats          Stats
@@ -133,7 +134,7 @@ func New(cfg Config, p Ports) (*Engine, error) {
 	}
 	e.cache = newBodyCache(0, &e.marks)
 	e.cache.inv, e.committed.inv, e.keys.inv = e.failClosed, e.failClosed, e.failClosed
-	e.p.Store = countingStore{ObjectStore: p.Store, n: &e.stats.Requests}
+	e.p.Store = countingStore{ObjectStore: p.Store, e: e}
 	e.refreshBudget()
 	return e, nil
 }

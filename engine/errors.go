@@ -20,6 +20,12 @@ var (
 	ErrTooLarge = errors.New("object exceeds read limit")
 	// ErrExists: Disk.Open with Create found the path already present.
 	ErrExists = errors.New("already exists")
+	// ErrRefused: the store refused the request for a reason no retry
+	// changes until an operator acts — access denied (401, 403), a
+	// missing bucket. It did not take effect. The engine keeps retrying
+	// it where it holds data (nothing is lost, nothing acked), but
+	// recovery, which holds nothing yet, gives up on it at once.
+	ErrRefused = errors.New("refused by the store")
 )
 
 // Engine errors returned to callers.
@@ -48,4 +54,9 @@ var (
 	// invariant and the values involved; a restart recovers from the
 	// store, which never depended on the state that broke (assert.go).
 	ErrInvariant = errors.New("engine: invariant broken")
+	// ErrRecoveryGaveUp: recovery could not make progress — the store
+	// refused it for good (ErrRefused), or it kept failing for
+	// Config.RecoveryGiveUp — and the engine stopped, naming the last
+	// failure. Nothing was acked; a restart tries again.
+	ErrRecoveryGaveUp = errors.New("engine: recovery gave up")
 )

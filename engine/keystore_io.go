@@ -304,10 +304,10 @@ func (e *Engine) expireKeys() {
 			e.mark(MarkIdempotencyExpired)
 		}
 		if b.etag != "" {
-			e.p.Store.DeleteObject(e.layout.IdemBucketKey(b.num), func(error) {})
+			e.bestEffort().DeleteObject(e.layout.IdemBucketKey(b.num), func(error) {})
 		}
 		for _, r := range b.runs {
-			e.p.Store.DeleteObject(e.layout.IdemRunKey(b.num, r.ref.Epoch, r.ref.Seq), func(error) {})
+			e.bestEffort().DeleteObject(e.layout.IdemRunKey(b.num, r.ref.Epoch, r.ref.Seq), func(error) {})
 		}
 	}
 }

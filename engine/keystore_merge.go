@@ -145,7 +145,7 @@ func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()
 // sweeper deletes what is left once the bucket expires).
 func (e *Engine) dropRuns(num int64, runs []*keyRun) {
 	for _, r := range runs {
-		e.p.Store.DeleteObject(e.layout.IdemRunKey(num, r.ref.Epoch, r.ref.Seq), func(error) {})
+		e.bestEffort().DeleteObject(e.layout.IdemRunKey(num, r.ref.Epoch, r.ref.Seq), func(error) {})
 	}
 }
 

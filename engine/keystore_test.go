@@ -288,3 +288,40 @@ func TestLookupFollowsAMergedRun(t *testing.T) {
 		t.Fatalf("idem-block-gone %d, %d rows", r.eng.Marks()[engine.MarkIdemBlockGone], len(destValues(dest)["http"]))
 	}
 }
+
+// A run object a manifest lists but that is gone (deleted behind the
+// engine's back) is dropped at recovery with a mark, not a halt: the
+// other runs' keys are still recognised, and the lost run's keys are new
+// units again — the one loss no engine can avoid once its store lost an
+// object, and the mark says where.
+func TestManifestListsALostRun(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.CheckpointDelay = 0
+	withSink(r)
+	r.start()
+	keys := r.answerAll(2, "req")
+	l := r.eng.Layout()
+	var runs []string
+	for _, k := range r.store.Keys(l.IdemBucketsPrefix()) {
+		if b, ok := l.ParseIdemBucketKey(k); ok && k != l.IdemBucketKey(b) {
+			runs = append(runs, k)
+		}
+	}
+	if len(runs) != 2 {
+		t.Fatalf("runs %v, want one a round", runs)
+	}
+	r.deleteObject(runs[0])
+	eng := r.start()
+	if eng.Marks()[engine.MarkIdemRunLost] == 0 {
+		t.Fatal("idem-run-lost not marked")
+	}
+	known := 0
+	for _, k := range keys {
+		if eng.IdempotencyKeyKnown(k) {
+			known++
+		}
+	}
+	if known != 1 {
+		t.Fatalf("%d of the 2 keys known after one of their runs was lost, want the other one", known)
+	}
+}

@@ -295,6 +295,7 @@ func (e *Engine) commit(s *snapshot) {
 		return // failing closed answered its units
 	}
 	e.lastCommit = s.id
+	e.succeeded(troublePersist)
 	e.persistEMA = time.Duration(ema(float64(e.persistEMA), float64(e.now()-s.startedAt)))
 	e.stats.Persist.observe(e.now() - s.startedAt)
 	e.mergeCommitted(s.content.offsets)
@@ -362,11 +363,12 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 	}
 	e.stats.PersistFailures++
 	e.mark(MarkPersistFailed)
+	e.failing(troublePersist, fmt.Errorf("segment %s: %w", s.id, err))
 	if s.uploadID != "" {
 		e.mark(MarkUploadAborted)
-		e.p.Store.AbortMultipartUpload(e.key(s, KindBody), s.uploadID, func(error) {})
+		e.bestEffort().AbortMultipartUpload(e.key(s, KindBody), s.uploadID, func(error) {})
 	}
-	e.p.Store.DeleteObject(e.key(s, KindBody), func(error) {})
+	e.bestEffort().DeleteObject(e.key(s, KindBody), func(error) {})
 	older := s.content
 	for _, q := range e.queue {
 		q.content.prepend(older)
@@ -390,7 +392,6 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 		e.flushDue = true
 		e.maybeSeal()
 	})
-	_ = err // counted; the retry is the handling
 }
 
 // mergeBatches concatenates each part's batches into one, so a PART is

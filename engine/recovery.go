@@ -127,6 +127,7 @@ func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed wr
 		done(ErrClosed) // Close was called during recovery
 		return
 	}
+	e.succeeded(troubleRecovery)
 	e.open(r)
 	if e.state == stateFailed {
 		done(e.err) // a check failed while registering: no sweep, no compaction
@@ -191,6 +192,16 @@ func validMarkers(listing []*listedSegment, w writerRecord) []*listedSegment {
 func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 	err = fmt.Errorf("recovery: %w", err)
 	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrFenced) || errors.Is(err, ErrInvariant) {
+		e.failClosed(err)
+		done(err)
+		return
+	}
+	lasted, _ := e.troubleFor(troubleRecovery)
+	giveUp := errors.Is(err, ErrRefused) || e.cfg.RecoveryGiveUp > 0 && lasted >= e.cfg.RecoveryGiveUp
+	e.recordFailure(troubleRecovery, err, !giveUp) // the give-up's error says this one
+	if giveUp {
+		e.mark(MarkRecoveryGaveUp)
+		err = fmt.Errorf("%w after %d attempts over %v: %w", ErrRecoveryGaveUp, round+1, lasted, err)
 		e.failClosed(err)
 		done(err)
 		return

@@ -93,7 +93,7 @@ func (in *Injector) decide(k Kind, inWindow bool, draw func(r *sim.Rand) int64) 
 		param = d.Param
 	} else {
 		rate := in.plan.Rate[k]
-		if k == SinkOutage || k == StoreOutage {
+		if k == SinkOutage || k == StoreOutage || k == StoreRefused {
 			if rate == 0 || !inWindow {
 				return 0, false
 			}

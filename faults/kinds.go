@@ -42,6 +42,7 @@ const (
 	SinkRefuse                    // a sink says a job can never be applied (the lane halts)
 	UploadLost                    // a multipart upload is aborted under its writer (a lifecycle rule)
 	FsyncErrorKill                // SIGKILL right after a log fsync error, sparing the machine (its page cache)
+	StoreRefused                  // every write is refused for good (403) for a window of time: credentials lost write access
 	NumKinds
 )
 
@@ -53,6 +54,7 @@ var kindNames = [NumKinds]string{
 	"restart", "store-outage", "ambiguous-marker", "ambiguous-bitmap", "ambiguous-delete",
 	"ambiguous-control", "read-timeout", "corrupt-read", "corrupt-at-rest", "zombie",
 	"source-rewind", "sink-refuse", "mpu-lost", "fsync-error-kill",
+	"store-refused",
 }
 
 func (k Kind) String() string {

@@ -15,7 +15,7 @@ import (
 // parameters of the kinds that need them. Rates are probabilities per
 // decision: per request for store kinds, per step for Crash and Zombie,
 // per apply for sink kinds, per resume for SourceRewind. 0 disables a
-// kind. Window kinds (SinkOutage, StoreOutage) fire on every decision
+// kind. Window kinds (SinkOutage, StoreOutage, StoreRefused) fire on every decision
 // that falls inside one of their windows.
 type Plan struct {
 	Name          string
@@ -25,6 +25,7 @@ type Plan struct {
 	SpikeMax      time.Duration // extra latency of a spike
 	// Windows: down for Length every Period, starting at Phase.
 	SinkOutage, StoreOutage Window
+	StoreRefused            Window        // writes refused (ErrRefused) inside it
 	PauseMax                time.Duration // how long a zombie stays paused, at most
 	RewindMax               uint64        // how many units a rewinding source replays, at most
 }
@@ -143,7 +144,7 @@ func rateBounds(k Kind) (lo, hi float64) {
 		return completeRateMin, completeRateMax
 	case FsyncErrorKill:
 		return fsyncKillRateMin, fsyncKillRateMax
-	case SinkOutage, StoreOutage:
+	case SinkOutage, StoreOutage, StoreRefused:
 		return 1, 1 // every decision inside a window
 	}
 	return rateMin, rateMax
@@ -163,6 +164,9 @@ func (p *Plan) drawParams(r *sim.Rand) {
 	if p.Rate[StoreOutage] > 0 {
 		// Long enough, in some seeds, that every retry of a step runs out.
 		p.StoreOutage = drawWindow(r, 5*time.Second)
+	}
+	if p.Rate[StoreRefused] > 0 {
+		p.StoreRefused = drawWindow(r, 2*time.Second)
 	}
 	if p.Rate[Zombie] > 0 {
 		p.PauseMax = r.Duration(time.Second, pauseCap)
@@ -199,13 +203,14 @@ func Named(name string, r *sim.Rand) (Plan, error) {
 		return Plan{Name: name, Rate: [NumKinds]float64{Crash: crashRateMax}}, nil
 	case "flaky", "all":
 		p := Plan{Name: name, ListLagMax: time.Second, ListLingerMax: time.Second, SpikeMax: 2 * time.Second,
-			SinkOutage:  Window{Period: time.Minute, Length: 10 * time.Second},
-			StoreOutage: Window{Period: 3 * time.Minute, Length: 15 * time.Second, Phase: time.Minute},
-			PauseMax:    30 * time.Second, RewindMax: 8}
+			SinkOutage:   Window{Period: time.Minute, Length: 10 * time.Second},
+			StoreOutage:  Window{Period: 3 * time.Minute, Length: 15 * time.Second, Phase: time.Minute},
+			StoreRefused: Window{Period: 4 * time.Minute, Length: 10 * time.Second, Phase: 2 * time.Minute},
+			PauseMax:     30 * time.Second, RewindMax: 8}
 		for k := range NumKinds {
 			p.Rate[k] = 0.02
 		}
-		p.Rate[SinkOutage], p.Rate[StoreOutage], p.Rate[SourceRewind] = 1, 1, 0.2
+		p.Rate[SinkOutage], p.Rate[StoreOutage], p.Rate[StoreRefused], p.Rate[SourceRewind] = 1, 1, 1, 0.2
 		p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie], p.Rate[CorruptAtRest], p.Rate[SinkRefuse] = 0, 0, 0, 0, 0, 0
 		if name == "all" {
 			p.Rate[Crash], p.Rate[CrashPoint], p.Rate[Restart], p.Rate[Zombie] = 1e-4, 0.01, 1e-4, 1e-4
@@ -307,6 +312,7 @@ type planJSON struct {
 	SpikeMax      time.Duration      `json:"spike_max,omitempty"`
 	SinkOutage    Window             `json:"sink_outage,omitzero"`
 	StoreOutage   Window             `json:"store_outage,omitzero"`
+	StoreRefused  Window             `json:"store_refused,omitzero"`
 	PauseMax      time.Duration      `json:"pause_max,omitempty"`
 	RewindMax     uint64             `json:"rewind_max,omitempty"`
 }
@@ -314,7 +320,7 @@ type planJSON struct {
 // MarshalJSON implements json.Marshaler.
 func (p Plan) MarshalJSON() ([]byte, error) {
 	j := planJSON{Name: p.Name, Rates: map[string]float64{}, ListLagMax: p.ListLagMax, ListLingerMax: p.ListLingerMax,
-		SpikeMax: p.SpikeMax, SinkOutage: p.SinkOutage, StoreOutage: p.StoreOutage, PauseMax: p.PauseMax, RewindMax: p.RewindMax}
+		SpikeMax: p.SpikeMax, SinkOutage: p.SinkOutage, StoreOutage: p.StoreOutage, StoreRefused: p.StoreRefused, PauseMax: p.PauseMax, RewindMax: p.RewindMax}
 	for k := range NumKinds {
 		if p.Rate[k] > 0 {
 			j.Rates[k.String()] = p.Rate[k]
@@ -330,7 +336,7 @@ func (p *Plan) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("faults: plan: %w", err)
 	}
 	*p = Plan{Name: j.Name, ListLagMax: j.ListLagMax, ListLingerMax: j.ListLingerMax, SpikeMax: j.SpikeMax,
-		SinkOutage: j.SinkOutage, StoreOutage: j.StoreOutage, PauseMax: j.PauseMax, RewindMax: j.RewindMax}
+		SinkOutage: j.SinkOutage, StoreOutage: j.StoreOutage, StoreRefused: j.StoreRefused, PauseMax: j.PauseMax, RewindMax: j.RewindMax}
 	names := make([]string, 0, len(j.Rates))
 	for n := range j.Rates {
 		names = append(names, n)

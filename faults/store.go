@@ -9,10 +9,11 @@ import (
 
 // Decide implements sim.StoreFaults. Every kind that applies to the
 // request is asked, in a fixed order, and the most severe one that fired
-// decides the outcome: an outage, then throttling, then definite errors,
+// decides the outcome: an outage, then writes refused for good, then throttling, then definite errors,
 // then timeouts and ambiguous outcomes. A latency spike adds to any.
 func (in *Injector) Decide(op sim.Op, key string, now time.Duration, _ *sim.Rand) (sim.Outcome, time.Duration) {
 	outage, down := in.decide(StoreOutage, in.plan.StoreOutage.In(now), pickOutcome(sim.Fail, sim.AmbiguousLost, sim.Throttle))
+	_, refused := in.decide(StoreRefused, op.Mutates() && in.plan.StoreRefused.In(now), nil)
 	spike, _ := in.decide(LatencySpike, false, func(r *sim.Rand) int64 { return int64(r.Duration(0, in.plan.SpikeMax)) })
 	throttle := in.fires(Throttle)
 	failed, failure := in.opFailure(op)
@@ -21,6 +22,8 @@ func (in *Injector) Decide(op sim.Op, key string, now time.Duration, _ *sim.Rand
 	switch {
 	case down:
 		outcome = sim.Outcome(outage)
+	case refused:
+		outcome = sim.Refused
 	case throttle:
 		outcome = sim.Throttle
 	case failed:

@@ -426,3 +426,15 @@ func TestOracleReclaimAheadOfCheckpoint(t *testing.T) {
 		wantViolation(t, w, "_offsets holds src/a=0, below its 5")
 	}
 }
+
+func TestOracleTroublesAfterConvergence(t *testing.T) {
+	w := testWorld(t)
+	w.oracle.checkTroubles([]engine.Trouble{{Op: "store list-uploads", Attempts: 1, Err: ErrInjected}})
+	if len(w.oracle.violations) != 0 {
+		t.Fatalf("a store request kind that has not run again is not a violation: %v", w.oracle.violations)
+	}
+	w.oracle.checkTroubles([]engine.Trouble{{Op: "sink lake/events", Attempts: 3, Err: ErrInjected}})
+	if len(w.oracle.violations) != 1 || !strings.Contains(w.oracle.violations[0], "sink lake/events") {
+		t.Fatalf("violations %v, want the sink lane's trouble", w.oracle.violations)
+	}
+}

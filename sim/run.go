@@ -218,6 +218,7 @@ func (w *World) finish() {
 			}
 		default:
 			w.oracle.checkFinal(w.eng)
+			w.oracle.checkTroubles(w.eng.Troubles())
 			w.oracle.checkNoSilentRot()
 		}
 	}
@@ -295,6 +296,12 @@ func (w *World) startIncarnation() {
 	w.eng, w.recovering, w.recStart, w.rec = eng, true, w.sched.Now(), recoveryStats{}
 	w.progress = progress{since: w.sched.Now()}
 	eng.Start(func(err error) {
+		if errors.Is(err, engine.ErrRecoveryGaveUp) {
+			// The process exits non-zero naming why (cmd/skipprd); its
+			// supervisor — the world — starts another.
+			w.endProcess(false)
+			return
+		}
 		if errors.Is(err, engine.ErrInvariant) {
 			w.oracle.fail("recovery failed closed on a broken invariant (an engine bug): %v", err)
 			return

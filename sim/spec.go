@@ -86,6 +86,11 @@ const (
 func DrawWorld(r *Rand, dests []string) WorldSpec {
 	s := WorldSpec{Version: SpecVersion, PageSize: 2 + int(logUniform(r, 1, 999)), PartSizeMin: s3PartMin}
 	s.Engine = drawEngine(r.Split("engine"))
+	if g := r.Split("recovery-give-up"); g.Chance(0.3) {
+		// A recovery that keeps failing stops the process, as the
+		// daemon does; the world, its supervisor, starts another.
+		s.Engine.RecoveryGiveUp = g.Duration(2*time.Second, 30*time.Second)
+	}
 	if d := r.Split("disk-wal"); d.Chance(diskWALShare) {
 		s.Engine.Disk = drawDiskWAL(d)
 		if k := r.Split("kill-only"); k.Chance(0.5) {

@@ -73,10 +73,13 @@ const (
 	// or Complete: it is aborted now and the request fails with
 	// engine.ErrNoSuchUpload. Other operations treat it as OK.
 	UploadGone
+	// Refused: the store refuses the request for good (engine.ErrRefused:
+	// a 403 of credentials that lost write access); no effect.
+	Refused
 	numOutcomes
 )
 
-var outcomeNames = [numOutcomes]string{"ok", "fail", "throttle", "ambiguous-applied", "ambiguous-lost", "upload-gone"}
+var outcomeNames = [numOutcomes]string{"ok", "fail", "throttle", "ambiguous-applied", "ambiguous-lost", "upload-gone", "refused"}
 
 // String returns the outcome's name.
 func (o Outcome) String() string {

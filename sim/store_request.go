@@ -2,6 +2,7 @@ package sim
 
 import (
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
@@ -103,6 +104,8 @@ func (s *Store) completeRequest(req *request, apply func() error, deliver func(e
 			s.finishUpload(u) // aborted by someone else just before
 		}
 		err = engine.ErrNoSuchUpload
+	case Refused:
+		err = fmt.Errorf("sim: access denied: %w", engine.ErrRefused)
 	}
 	if s.cfg.Response == (Latency{}) {
 		s.deliver(req, deliver, err)
@@ -182,6 +185,8 @@ func errCode(err error) uint64 {
 		return 8
 	case errors.Is(err, ErrInvalidRange):
 		return 9
+	case errors.Is(err, engine.ErrRefused):
+		return 10
 	}
 	return 255
 }

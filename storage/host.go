@@ -290,6 +290,26 @@ func (h *Host) AlertsSince(ctx context.Context, seq uint64) ([]engine.Alert, uin
 	return v.alerts, v.dropped, err
 }
 
+// Troubles returns what the engine is failing at and retrying now
+// (engine.Engine.Troubles).
+func (h *Host) Troubles(ctx context.Context) ([]engine.Trouble, error) {
+	return query(ctx, h, func() []engine.Trouble { return h.eng.Troubles() })
+}
+
+// TroubleEventsSince returns the engine's trouble events after seq and
+// how many its bounded queue dropped (engine.Engine.TroubleEventsSince).
+func (h *Host) TroubleEventsSince(ctx context.Context, seq uint64) ([]engine.TroubleEvent, uint64, error) {
+	type since struct {
+		events  []engine.TroubleEvent
+		dropped uint64
+	}
+	v, err := query(ctx, h, func() since {
+		ev, d := h.eng.TroubleEventsSince(seq)
+		return since{ev, d}
+	})
+	return v.events, v.dropped, err
+}
+
 // Segments returns the owned (committed) segments in id order. The slice
 // is the caller's; the Index values are shared with the engine and must
 // be treated as read-only.

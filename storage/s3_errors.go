@@ -34,13 +34,17 @@ func s3Error(op, key string, err error) error {
 //     404 is NoSuchKey, NoSuchUpload or NoSuchBucket. A missing bucket must
 //     never read as a missing key — recovery would conclude that a commit
 //     marker is absent and re-commit its units (a double delivery). So
-//     NoSuchBucket is a definite error without a sentinel. (A HEAD has no
+//     NoSuchBucket is engine.ErrRefused: definite, and no retry changes
+//     it. (A HEAD has no
 //     body, so a HEAD against a missing bucket is indistinguishable from a
 //     missing key; S3Store.CheckBucket exists for the start-up check.)
 //   - 503 means the store refused the request before doing it (SlowDown,
 //     ServiceUnavailable): ErrThrottled, a definite "did not happen".
 //   - Any other 5xx may come after the store acted: ErrAmbiguous.
-//   - Any other 4xx is a definite rejection: no sentinel.
+//   - 401 and 403 (access denied, a bad key or signature, a clock too
+//     far off) are engine.ErrRefused: definite, and no retry changes them
+//     until an operator acts. Any other 4xx is a definite rejection: no
+//     sentinel.
 //   - A 2xx/3xx that still failed (an undecodable body, S3's "200 with an
 //     error inside" on CompleteMultipartUpload) may have taken effect:
 //     ErrAmbiguous.
@@ -54,7 +58,7 @@ func s3Sentinel(err error) error {
 	case code == "NoSuchUpload":
 		return engine.ErrNoSuchUpload
 	case code == "NoSuchBucket":
-		return nil
+		return engine.ErrRefused
 	case code == "NoSuchKey" || code == "NotFound" || status == 404:
 		return engine.ErrNotFound
 	case code == "PreconditionFailed" || status == 412:
@@ -63,6 +67,8 @@ func s3Sentinel(err error) error {
 		return engine.ErrThrottled
 	case status >= 500:
 		return engine.ErrAmbiguous
+	case status == 401 || status == 403:
+		return engine.ErrRefused
 	case status >= 400:
 		return nil
 	case status != 0:

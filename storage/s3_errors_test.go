@@ -72,8 +72,10 @@ func TestS3StatusMapping(t *testing.T) {
 		{"412 is a failed precondition", 412, "PreconditionFailed", engine.ErrPreconditionFailed},
 		{"404 NoSuchUpload", 404, "NoSuchUpload", engine.ErrNoSuchUpload},
 		{"404 NoSuchKey", 404, "NoSuchKey", engine.ErrNotFound},
-		{"403 is definite", 403, "AccessDenied", nil},
-		{"404 NoSuchBucket is definite, not a missing key", 404, "NoSuchBucket", nil},
+		{"403 is refused for good", 403, "AccessDenied", engine.ErrRefused},
+		{"401 is refused for good", 401, "Unauthorized", engine.ErrRefused},
+		{"404 NoSuchBucket is refused for good, not a missing key", 404, "NoSuchBucket", engine.ErrRefused},
+		{"400 is definite", 400, "InvalidArgument", nil},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			srv, requests := s3ErrorServer(t, c.status, c.code)
@@ -98,7 +100,7 @@ func TestS3StatusMapping(t *testing.T) {
 func checkSentinel(t *testing.T, err, want error) {
 	t.Helper()
 	for _, s := range []error{engine.ErrAmbiguous, engine.ErrNotFound, engine.ErrPreconditionFailed,
-		engine.ErrThrottled, engine.ErrNoSuchUpload, engine.ErrTooLarge} {
+		engine.ErrThrottled, engine.ErrNoSuchUpload, engine.ErrTooLarge, engine.ErrRefused} {
 		if errors.Is(err, s) != (s == want) {
 			t.Fatalf("error %q: wraps %q = %v, want only %v", err, s, errors.Is(err, s), want)
 		}

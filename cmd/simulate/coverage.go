@@ -44,6 +44,8 @@ var optionalMarks = map[engine.Mark]string{
 	engine.MarkWALFlushedPartly: "a power loss between the fsyncs of one generation's flushed records in two log " +
 		"partitions: 36 worlds of 500 in a sweep, too few for TestSweep's short one; engine " +
 		"TestDiskFlushedInOnePartitionOnly reaches it",
+	engine.MarkIdemRunLost: "a manifest listing a run whose object is gone: a zombie's merge deleting it between a " +
+		"recovery's manifest read and its run read; a few worlds of a hundred; engine TestManifestListsALostRun reaches it",
 	engine.MarkMarkerExists: "a marker key is taken only if two writers share an epoch, which claims prevent (an unheard " +
 		"marker PUT is read, never PUT again); engine TestForeignMarkerFailsClosed reaches it",
 }
