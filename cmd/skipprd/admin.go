@@ -104,7 +104,11 @@ func (d *daemon) readyz(w http.ResponseWriter, r *http.Request) {
 	case h.Failed != nil:
 		http.Error(w, fmt.Sprintf("not ready: failed closed (restart to recover): %v", h.Failed), http.StatusServiceUnavailable)
 	case !h.Ready:
-		http.Error(w, "not ready: recovering or shutting down", http.StatusServiceUnavailable)
+		msg := "not ready: recovering or shutting down"
+		if ts, err := d.host.Troubles(ctx); err == nil && len(ts) > 0 {
+			msg += " (failing: " + troubleText(ts) + ")"
+		}
+		http.Error(w, msg, http.StatusServiceUnavailable)
 	default:
 		fmt.Fprintln(w, "ready")
 	}

@@ -89,7 +89,9 @@ const (
 //     process and its server are gone, and bolt's file lock keeps a second
 //     one out — but the engine uses one FenceWait for both purposes.)
 //   - Real S3 keeps S3Store's 30 s default (large parts over a slow
-//     uplink), with DeriveConfig's 35 s fence.
+//     uplink), with DeriveConfig's 35 s fence. SKIPPR_S3_REQUEST_TIMEOUT_SECONDS
+//     changes it (a store on the local network answers far sooner); the
+//     fence is then the timeout and a quarter.
 //
 // The local segment store (WAL_STORAGE=disk without a bucket) has no
 // request timeout and needs no fence: every request of it is disk calls
@@ -113,10 +115,12 @@ type config struct {
 	BufferThresholdBytes int64
 	MaxDelay             time.Duration
 	IngestThreads        int
-	Bucket               string // WAL_STORAGE=s3; with disk, the segments' bucket ("" for the local store)
-	PathStyle            bool   // with Bucket
-	AdminAddr            string // the admin listener's host:port; "" when SKIPPR_ADMIN_ADDR=off
-	LogFormat            string // "text" or "json" (read by main before run; checked here)
+	Bucket               string        // WAL_STORAGE=s3; with disk, the segments' bucket ("" for the local store)
+	PathStyle            bool          // with Bucket
+	AdminAddr            string        // the admin listener's host:port; "" when SKIPPR_ADMIN_ADDR=off
+	LogFormat            string        // "text" or "json" (read by main before run; checked here)
+	RecoveryGiveUp       time.Duration // 0: never give up (SKIPPR_RECOVERY_GIVE_UP_SECONDS=0)
+	S3RequestTimeout     time.Duration // with a bucket: one request's lifetime (SKIPPR_S3_REQUEST_TIMEOUT_SECONDS)
 	// Disk is the local-disk WAL's tuning; parsed (and checked) in every
 	// mode, used with WAL_STORAGE=disk only.
 	Disk engine.DiskWAL
@@ -148,6 +152,8 @@ func parseConfig(getenv func(string) string) (config, error) {
 		Disk:                 *engine.DefaultDiskWAL(),
 		AdminAddr:            defaultAdminAddr,
 		LogFormat:            logText,
+		RecoveryGiveUp:       defaultRecoveryGiveUp,
+		S3RequestTimeout:     s3RequestTimeout,
 	}
 	get := func(name string) (string, bool) {
 		v := strings.TrimSpace(getenv(name))
@@ -217,6 +223,20 @@ func parseOps(get func(string) (string, bool), c *config) error {
 			return &configError{envLogFormat, v, "want text (the default) or json"}
 		}
 		c.LogFormat = f
+	}
+	if v, ok := get(envRecoveryGiveUp); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 || n > recoveryGiveUpSecondsMax {
+			return &configError{envRecoveryGiveUp, v, fmt.Sprintf("want whole seconds in 0..%d (0: keep retrying), e.g. 120", recoveryGiveUpSecondsMax)}
+		}
+		c.RecoveryGiveUp = time.Duration(n) * time.Second
+	}
+	if v, ok := get(envS3RequestTimeout); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > s3RequestTimeoutSecondsMax {
+			return &configError{envS3RequestTimeout, v, fmt.Sprintf("want whole seconds in 1..%d, e.g. 30", s3RequestTimeoutSecondsMax)}
+		}
+		c.S3RequestTimeout = time.Duration(n) * time.Second
 	}
 	return nil
 }
@@ -351,7 +371,7 @@ func (c config) requestTimeout() time.Duration {
 	if c.WALStorage == walEmbedded {
 		return embeddedRequestTimeout
 	}
-	return s3RequestTimeout
+	return c.S3RequestTimeout
 }
 
 // engineConfig derives the engine's configuration (docs/DESIGN.md §6.2): the
@@ -367,10 +387,13 @@ func (c config) engineConfig() engine.Config {
 		ec.FenceWait = embeddedRequestTimeout + embeddedRequestTimeout/4
 	case c.localSegments():
 		ec.FenceWait = localFenceWait
+	case c.S3RequestTimeout != s3RequestTimeout:
+		ec.FenceWait = c.S3RequestTimeout + c.S3RequestTimeout/4
 	}
 	if c.WALStorage == walDisk {
 		d := c.Disk
 		ec.Disk = &d
 	}
+	ec.RecoveryGiveUp = c.RecoveryGiveUp
 	return ec
 }

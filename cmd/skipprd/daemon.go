@@ -81,6 +81,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 		log.Error("invalid configuration", "err", err)
 		return 2
 	}
+	logAdjustments(log, cfg.adjustments(getenv))
 	ln, err := listenAdmin(cfg.AdminAddr)
 	if err != nil {
 		log.Error("start-up failed", "err", err)
@@ -283,7 +284,10 @@ func openS3(ctx context.Context, cfg config, loop *storage.Loop, log *slog.Logge
 // serve recovers, runs the source and prints progress until ctx ends
 // (the first signal) or the source fails, then shuts down gracefully.
 func (d *daemon) serve(ctx context.Context, stdout io.Writer, started time.Time) int {
-	d.log.Info("recovering the WAL", "fence_wait", d.ecfg.FenceWait)
+	stopTroubles := make(chan struct{})
+	troublesLogged := d.watchTroubles(stopTroubles)
+	defer func() { close(stopTroubles); <-troublesLogged }()
+	d.log.Info("recovering the WAL", "fence_wait", d.ecfg.FenceWait, "give_up_after", d.ecfg.RecoveryGiveUp)
 	if err := d.host.Start(ctx); err != nil {
 		if ctx.Err() != nil {
 			d.log.Info("stopped during recovery")

@@ -170,7 +170,7 @@ func cleanEnv() []string {
 		case envDataDir, envWALStorage, envBufferBytes, envMaxDelay, envIngestThreads,
 			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle,
 			envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions,
-			envAdminAddr, envLogFormat:
+			envAdminAddr, envLogFormat, envRecoveryGiveUp, envS3RequestTimeout:
 			continue
 		}
 		if strings.HasPrefix(name, "AWS_") {

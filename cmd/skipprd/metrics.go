@@ -84,6 +84,7 @@ var (
 	descAckDelay = desc("ack_delay_seconds", "Submit-to-ack time of acked units.")
 	descPersist  = desc("persist_seconds", "Persist time of one segment, seal to commit.")
 	descS3       = desc("s3_requests_total", "S3 requests by operation and outcome.", "op", "outcome")
+	descFailing  = desc("failing_seconds", "How long each operation the engine is retrying has been failing (absent when it works).", "op")
 	descStatsUp  = desc("engine_stats_up", "1 if this scrape read the engine's stats, 0 if its loop did not answer in time.")
 )
 
@@ -95,7 +96,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range nsMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp} {
+	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp, descFailing} {
 		ch <- d
 	}
 }
@@ -126,6 +127,11 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- histogram(descAckDelay, st.AckDelay)
 	ch <- histogram(descPersist, st.Persist)
+	if ts, err := c.d.host.Troubles(ctx); err == nil {
+		for _, t := range ts {
+			ch <- prometheus.MustNewConstMetric(descFailing, prometheus.GaugeValue, t.Lasted.Seconds(), t.Op)
+		}
+	}
 }
 
 // collectS3 exports every (operation, outcome) pair, zeros included, so
