@@ -149,7 +149,12 @@ func (r *snapshotRead) settle(ctx context.Context) (bool, error) {
 		s.cfg.Logger.Info("postgrescdc: the host holds the snapshot done", "slot", s.cfg.Slot, "table", t.name.String(), "offset", host)
 		return true, nil
 	}
-	return false, r.resumeFrom(ctx, host)
+	if err := r.resumeFrom(ctx, host); err != nil {
+		return false, err
+	}
+	s.cfg.Logger.Info("postgrescdc: snapshot resumes from the host's replayed units", "slot", s.cfg.Slot, "table", t.name.String(),
+		"by_key", r.keyed, "after", r.after(), "attempt", r.attempt)
+	return false, nil
 }
 
 // submit ingests a unit of the snapshot (its chunks' batches are
