@@ -168,7 +168,7 @@ func cleanEnv() []string {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
 		case envDataDir, envWALStorage, envBufferBytes, envMaxDelay, envIngestThreads,
-			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle,
+			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle, envS3Timeout,
 			envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions,
 			envAdminAddr, envLogFormat:
 			continue
