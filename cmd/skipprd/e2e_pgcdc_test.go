@@ -58,7 +58,7 @@ func TestDaemonPostgresCDCKills(t *testing.T) {
 	pgtest.RequireLogical(t)
 	srcURL, dstURL := pgtest.Database(t), pgtest.Database(t)
 	src := connectPG(t, srcURL)
-	seedCDCSource(t, src)
+	seedCDCSource(t, src, cdcLedger)
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
 	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
@@ -84,7 +84,7 @@ sources:
 		return findLine(lines, streamingLine+slotA) != "" && findLine(lines, streamingLine+slotB) != ""
 	})
 	checkSnapshotResumed(t, p.stderrLines(), "public.ledger")
-	w := startCDCWorkload(t, srcURL)
+	w := startCDCWorkload(t, srcURL, cdcLedger)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	for kill := range 4 {
 		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
@@ -187,7 +187,9 @@ func dropSlots(t *testing.T, conn *pgx.Conn, slots ...string) {
 	}
 }
 
-func seedCDCSource(t *testing.T, conn *pgx.Conn) {
+// seedCDCSource creates the workload's tables, fills them (ledger with
+// ledgerRows rows) and publishes them as e2e.
+func seedCDCSource(t *testing.T, conn *pgx.Conn, ledgerRows int) {
 	t.Helper()
 	ctx := context.Background()
 	stmts := []string{}
@@ -198,7 +200,7 @@ func seedCDCSource(t *testing.T, conn *pgx.Conn) {
 		"INSERT INTO branches VALUES (1, 0, 'main branch')",
 		"INSERT INTO tellers SELECT g, 1, 0 FROM generate_series(1, 10) g",
 		fmt.Sprintf("INSERT INTO accounts SELECT g, 1, 0, repeat('x', 40) FROM generate_series(1, %d) g", cdcAccounts),
-		fmt.Sprintf("INSERT INTO ledger SELECT g, g %% 1000, repeat('m', 30) FROM generate_series(1, %d) g", cdcLedger),
+		fmt.Sprintf("INSERT INTO ledger SELECT g, g %% 1000, repeat('m', 30) FROM generate_series(1, %d) g", ledgerRows),
 		"CREATE PUBLICATION e2e FOR TABLE branches, tellers, accounts, history, ledger")
 	for _, s := range stmts {
 		if _, err := conn.Exec(ctx, s); err != nil {
@@ -216,13 +218,15 @@ type cdcWorkload struct {
 	done     chan error
 }
 
-func startCDCWorkload(t *testing.T, url string) *cdcWorkload {
+// startCDCWorkload runs cdcTransaction on the database at url, whose
+// ledger has ledgerRows rows, until stopped.
+func startCDCWorkload(t *testing.T, url string, ledgerRows int) *cdcWorkload {
 	conn := connectPG(t, url)
 	w := &cdcWorkload{done: make(chan error, 1)}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	go func() {
 		for !w.stopping.Load() {
-			n, err := cdcTransaction(conn, rng)
+			n, err := cdcTransaction(conn, rng, ledgerRows)
 			if err != nil {
 				w.done <- err
 				return
@@ -250,7 +254,7 @@ func (w *cdcWorkload) stop(t *testing.T) int64 {
 // row; now and then a history row deleted, or an account deleted and
 // inserted again with the same key in one transaction; and a ledger row
 // updated, anywhere in its key range.
-func cdcTransaction(conn *pgx.Conn, rng *rand.Rand) (int64, error) {
+func cdcTransaction(conn *pgx.Conn, rng *rand.Rand, ledgerRows int) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	aid, tid, delta := 1+rng.IntN(cdcAccounts), 1+rng.IntN(10), rng.IntN(10001)-5000
@@ -259,7 +263,7 @@ func cdcTransaction(conn *pgx.Conn, rng *rand.Rand) (int64, error) {
 		fmt.Sprintf("UPDATE tellers SET tbalance = tbalance + %d WHERE tid = %d", delta, tid),
 		fmt.Sprintf("UPDATE branches SET bbalance = bbalance + %d WHERE bid = 1", delta),
 		fmt.Sprintf("INSERT INTO history (tid, aid, delta) VALUES (%d, %d, %d)", tid, aid, delta),
-		fmt.Sprintf("UPDATE ledger SET amount = amount + %d WHERE lid = %d", delta, 1+rng.IntN(cdcLedger)),
+		fmt.Sprintf("UPDATE ledger SET amount = amount + %d WHERE lid = %d", delta, 1+rng.IntN(ledgerRows)),
 	}
 	switch rng.IntN(10) {
 	case 0:
