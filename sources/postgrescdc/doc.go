@@ -140,7 +140,8 @@
 //     time; the chunking offset rides on one unit at a time.
 //   - Offsets only advance, and only on an ack (Source.acked panics on a
 //     value not above the source's own) or to the host's own value
-//     (which must not be below what the source acked: checked).
+//     (max-merged; a snapshot's settle also refuses a host value below
+//     what the source acked: ErrInvariant).
 //   - A snapshot by key reads keys in strictly increasing order, each
 //     within ±(2^61−1) (both checked: ErrInvariant), so its units'
 //     values strictly increase, above every redo value.

@@ -111,7 +111,9 @@ func intKeyColumn(sh *shape) int {
 // keysFit reports whether every key the snapshot reads lies within the
 // by-key scheme: always for int2 and int4; for int8, the least and
 // greatest (the key's index gives them at once; under a row filter they
-// may take a scan). An empty table fits.
+// may take a scan), read in the snapshot's transaction — its first
+// statement, so the cursor reads the very rows they bound. An empty
+// table fits.
 func (r *snapshotRead) keysFit(ctx context.Context) (bool, error) {
 	if r.sh.kinds[r.keyCol] != kindInt64 {
 		return true, nil
