@@ -50,7 +50,7 @@ const (
 // the WAL held (its tables are keyed by integers).
 func TestDaemonPostgresCDCKills(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the daemon and streams a Postgres workload through kills (about 45 s)")
+		t.Skip("builds the daemon and streams a Postgres workload through kills (about 20 s)")
 	}
 	if runtime.GOOS == "windows" {
 		t.Skip("stops the daemon with SIGINT")
