@@ -27,6 +27,7 @@ const (
 	envWALBucket      = "SKIPPR_WAL_S3_BUCKET"
 	envBucket         = "SKIPPR_S3_BUCKET"
 	envS3PathStyle    = "SKIPPR_S3_PATH_STYLE"
+	envS3Timeout      = "SKIPPR_S3_REQUEST_TIMEOUT_SECONDS"
 	envAdminAddr      = "SKIPPR_ADMIN_ADDR"
 	envLogFormat      = "SKIPPR_LOG_FORMAT"
 	defaultDataDir    = "./data"
@@ -90,8 +91,8 @@ const (
 //     one out — but the engine uses one FenceWait for both purposes.)
 //   - Real S3 keeps S3Store's 30 s default (large parts over a slow
 //     uplink), with DeriveConfig's 35 s fence. SKIPPR_S3_REQUEST_TIMEOUT_SECONDS
-//     changes it (a store on the local network answers far sooner); the
-//     fence is then the timeout and a quarter.
+//     sets another timeout T (a store nearby answers far sooner), and
+//     the fence is then T + T/6, the same ratio (30 s → 35 s).
 //
 // The local segment store (WAL_STORAGE=disk without a bucket) has no
 // request timeout and needs no fence: every request of it is disk calls
@@ -103,6 +104,7 @@ const (
 const (
 	embeddedRequestTimeout = 5 * time.Second
 	s3RequestTimeout       = 30 * time.Second
+	s3RequestTimeoutMax    = 600 // seconds: a request longer than 10 minutes is stuck
 	localFenceWait         = 0
 )
 
@@ -120,7 +122,9 @@ type config struct {
 	AdminAddr            string        // the admin listener's host:port; "" when SKIPPR_ADMIN_ADDR=off
 	LogFormat            string        // "text" or "json" (read by main before run; checked here)
 	RecoveryGiveUp       time.Duration // 0: never give up (SKIPPR_RECOVERY_GIVE_UP_SECONDS=0)
-	S3RequestTimeout     time.Duration // with a bucket: one request's lifetime (SKIPPR_S3_REQUEST_TIMEOUT_SECONDS)
+	// S3Timeout is the bucket's request timeout, 0 for s3RequestTimeout
+	// (parsed in every mode, used with a bucket).
+	S3Timeout time.Duration
 	// Disk is the local-disk WAL's tuning; parsed (and checked) in every
 	// mode, used with WAL_STORAGE=disk only.
 	Disk engine.DiskWAL
@@ -153,7 +157,6 @@ func parseConfig(getenv func(string) string) (config, error) {
 		AdminAddr:            defaultAdminAddr,
 		LogFormat:            logText,
 		RecoveryGiveUp:       defaultRecoveryGiveUp,
-		S3RequestTimeout:     s3RequestTimeout,
 	}
 	get := func(name string) (string, bool) {
 		v := strings.TrimSpace(getenv(name))
@@ -231,13 +234,6 @@ func parseOps(get func(string) (string, bool), c *config) error {
 		}
 		c.RecoveryGiveUp = time.Duration(n) * time.Second
 	}
-	if v, ok := get(envS3RequestTimeout); ok {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 1 || n > s3RequestTimeoutSecondsMax {
-			return &configError{envS3RequestTimeout, v, fmt.Sprintf("want whole seconds in 1..%d, e.g. 30", s3RequestTimeoutSecondsMax)}
-		}
-		c.S3RequestTimeout = time.Duration(n) * time.Second
-	}
 	return nil
 }
 
@@ -260,6 +256,13 @@ func parseAdminAddr(v string) (string, error) {
 // parseWALStorage reads WAL_STORAGE and the bucket and addressing it
 // uses: s3 needs a bucket, disk takes one for its segments if given.
 func parseWALStorage(get func(string) (string, bool), c *config) error {
+	if v, ok := get(envS3Timeout); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > s3RequestTimeoutMax {
+			return &configError{envS3Timeout, v, fmt.Sprintf("want a whole number of seconds in 1..%d, e.g. 30 (the default)", s3RequestTimeoutMax)}
+		}
+		c.S3Timeout = time.Duration(n) * time.Second
+	}
 	v, _ := get(envWALStorage)
 	switch strings.ToLower(v) {
 	case "", string(walDisk):
@@ -368,10 +371,13 @@ func (c config) localSegments() bool { return c.WALStorage == walDisk && c.Bucke
 // requestTimeout is the S3 store's per-request timeout (none is used for
 // the local segment store).
 func (c config) requestTimeout() time.Duration {
-	if c.WALStorage == walEmbedded {
+	switch {
+	case c.WALStorage == walEmbedded:
 		return embeddedRequestTimeout
+	case c.S3Timeout > 0:
+		return c.S3Timeout
 	}
-	return c.S3RequestTimeout
+	return s3RequestTimeout
 }
 
 // engineConfig derives the engine's configuration (docs/DESIGN.md §6.2): the
@@ -387,8 +393,8 @@ func (c config) engineConfig() engine.Config {
 		ec.FenceWait = embeddedRequestTimeout + embeddedRequestTimeout/4
 	case c.localSegments():
 		ec.FenceWait = localFenceWait
-	case c.S3RequestTimeout != s3RequestTimeout:
-		ec.FenceWait = c.S3RequestTimeout + c.S3RequestTimeout/4
+	case c.S3Timeout > 0: // a bucket's, set by the operator
+		ec.FenceWait = c.S3Timeout + c.S3Timeout/6
 	}
 	if c.WALStorage == walDisk {
 		d := c.Disk

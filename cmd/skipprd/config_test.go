@@ -89,6 +89,11 @@ func TestParseConfigDiskWAL(t *testing.T) {
 		{map[string]string{envWALStorage: "embedded"}, walEmbedded, false, false, embeddedRequestTimeout * 5 / 4},
 		{map[string]string{envWALStorage: "embedded", envBucket: "ignored"}, walEmbedded, false, false, embeddedRequestTimeout * 5 / 4},
 		{map[string]string{envWALStorage: "s3", envBucket: "b"}, walS3, false, false, 35 * time.Second},
+		{map[string]string{envWALStorage: "s3", envBucket: "b", envS3Timeout: "30"}, walS3, false, false, 35 * time.Second},
+		{map[string]string{envWALStorage: "s3", envBucket: "b", envS3Timeout: "6"}, walS3, false, false, 7 * time.Second},
+		{map[string]string{envWALStorage: "disk", envBucket: "b", envS3Timeout: "12"}, walDisk, true, false, 14 * time.Second},
+		{map[string]string{envWALStorage: "embedded", envS3Timeout: "60"}, walEmbedded, false, false, embeddedRequestTimeout * 5 / 4},
+		{map[string]string{envS3Timeout: "60"}, walDisk, true, true, 0},
 	}
 	for _, tc := range cases {
 		c, err := parseConfig(envOf(tc.env))
@@ -161,6 +166,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{"partitions words", map[string]string{envWALPartitions: "two"}, envWALPartitions, "whole number"},
 		{"s3 without bucket", map[string]string{envWALStorage: "s3"}, envWALBucket, envBucket},
 		{"bad path style", map[string]string{envWALStorage: "s3", envBucket: "b", envS3PathStyle: "sometimes"}, envS3PathStyle, "true or false"},
+		{"request timeout zero", map[string]string{envWALStorage: "s3", envBucket: "b", envS3Timeout: "0"}, envS3Timeout, "1..600"},
+		{"request timeout beyond 10 minutes", map[string]string{envS3Timeout: "601"}, envS3Timeout, "1..600"},
+		{"request timeout with a unit", map[string]string{envS3Timeout: "5s"}, envS3Timeout, "whole number of seconds"},
 		{"buffer not a number", map[string]string{envBufferBytes: "8MiB"}, envBufferBytes, "bytes"},
 		{"buffer zero", map[string]string{envBufferBytes: "0"}, envBufferBytes, "positive"},
 		{"buffer negative", map[string]string{envBufferBytes: "-1"}, envBufferBytes, "positive"},
@@ -209,6 +217,7 @@ func TestRunExitsTwoOnInvalidEnvironment(t *testing.T) {
 func TestEngineConfigFenceExceedsRequestTimeout(t *testing.T) {
 	for _, env := range []map[string]string{
 		{envWALStorage: "embedded"}, {envWALStorage: "s3", envBucket: "b"}, {envWALStorage: "disk", envBucket: "b"},
+		{envWALStorage: "s3", envBucket: "b", envS3Timeout: "1"}, {envWALStorage: "disk", envBucket: "b", envS3Timeout: "600"},
 	} {
 		c, err := parseConfig(envOf(env))
 		if err != nil {

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/skipprd/skipprd/internal/pgtest"
 	"github.com/skipprd/skipprd/sinks"
+	"github.com/skipprd/skipprd/sources/postgrescdc"
 )
 
 // The tables of the pgbench-style workload, with their key and the
@@ -26,19 +29,28 @@ var cdcTables = []struct{ name, create, key, cols string }{
 	{"tellers", "CREATE TABLE tellers (tid int PRIMARY KEY, bid int NOT NULL, tbalance bigint NOT NULL)", "tid", "tid, bid, tbalance"},
 	{"accounts", "CREATE TABLE accounts (aid int PRIMARY KEY, bid int NOT NULL, abalance bigint NOT NULL, filler text)", "aid", "aid, bid, abalance, filler"},
 	{"history", "CREATE TABLE history (hid bigserial PRIMARY KEY, tid int, aid int, delta int, mtime timestamptz NOT NULL DEFAULT now())", "hid", "hid, tid, aid, delta, mtime"},
+	{"ledger", "CREATE TABLE ledger (lid bigint PRIMARY KEY, amount bigint NOT NULL, memo text)", "lid", "lid, amount, memo"},
 }
 
-const cdcAccounts = 500
+// cdcAccounts and cdcLedger are the rows of accounts and ledger; the
+// ledger's snapshot takes several units (of postgrescdc.DefaultUnitRows).
+const (
+	cdcAccounts = 500
+	cdcLedger   = 8 * postgrescdc.DefaultUnitRows
+)
 
-// TestDaemonPostgresCDCKills streams a Postgres database's changes —
-// a pgbench-style workload of updates, inserts and deletes, including
-// deletes and re-inserts of the same keys — through the daemon's WAL
-// into a second database and a Parquet lake, SIGKILLing the daemon
-// several times mid-stream. Then the destination tables equal the
-// source's row for row, and the lake holds every change exactly once.
+// TestDaemonPostgresCDCKills streams a Postgres database's tables and
+// changes — a pgbench-style workload of updates, inserts and deletes,
+// including deletes and re-inserts of the same keys — through the
+// daemon's WAL into a second database and a Parquet lake, SIGKILLing the
+// daemon once in the middle of the snapshot of a table of several units
+// (ledger) and several times mid-stream. Then the destination tables
+// equal the source's row for row, and the lake holds every snapshot row
+// and every change exactly once: the snapshot resumed after the last key
+// the WAL held (its tables are keyed by integers).
 func TestDaemonPostgresCDCKills(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds the daemon and streams a Postgres workload through kills (about 40 s)")
+		t.Skip("builds the daemon and streams a Postgres workload through kills (about 20 s)")
 	}
 	if runtime.GOOS == "windows" {
 		t.Skip("stops the daemon with SIGINT")
@@ -46,7 +58,7 @@ func TestDaemonPostgresCDCKills(t *testing.T) {
 	pgtest.RequireLogical(t)
 	srcURL, dstURL := pgtest.Database(t), pgtest.Database(t)
 	src := connectPG(t, srcURL)
-	seedCDCSource(t, src)
+	seedCDCSource(t, src, cdcLedger)
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
 	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
@@ -62,14 +74,17 @@ sources:
 	env := []string{envPipelineFile + "=" + pipeline, "E2E_SRC=" + srcURL, "E2E_DST=" + dstURL}
 
 	p := startDaemon(t, bin, dataDir, env...)
-	// The snapshot is acked before the first kill: a snapshot cut short
-	// is taken again, and its rows would be in the lake twice.
-	initial := cdcAccounts + 10 + 1
-	p.waitStdout(t, "the snapshot acked", func(lines []string) bool {
-		pr, ok := parseProgress(last(lines))
-		return ok && pr["acked"] >= uint64(2*initial)
+	initial := cdcAccounts + 10 + 1 + cdcLedger
+	killMidSnapshot(t, p, "ledger", 2*cdcLedger)
+	p = startDaemon(t, bin, dataDir, env...)
+	// Both sources stream once every snapshot is acked; the workload
+	// starts then, so the lake's records are the snapshot rows and the
+	// workload's changes.
+	p.waitStderr(t, "both sources streaming", func(lines []string) bool {
+		return findLine(lines, streamingLine+slotA) != "" && findLine(lines, streamingLine+slotB) != ""
 	})
-	w := startCDCWorkload(t, srcURL)
+	checkSnapshotResumed(t, p.stderrLines(), "public.ledger")
+	w := startCDCWorkload(t, srcURL, cdcLedger)
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))
 	for kill := range 4 {
 		time.Sleep(time.Second + time.Duration(rng.Int64N(int64(1500*time.Millisecond))))
@@ -92,6 +107,52 @@ sources:
 	if len(records) != initial+int(changes) {
 		t.Fatalf("the lake holds %d CDC records; the snapshot had %d rows and the workload made %d changes", len(records), initial, changes)
 	}
+}
+
+// streamingLine opens the log line of a source that streams, before its
+// slot's name.
+const streamingLine = `msg="postgrescdc: streaming" slot=`
+
+// killMidSnapshot SIGKILLs p once the sources have acked about half the
+// total rows of namespace ns's snapshots (read from the admin listener's
+// metrics every few milliseconds): in the middle of them.
+func killMidSnapshot(t *testing.T, p *proc, ns string, total int) {
+	t.Helper()
+	var base string
+	p.waitStderr(t, "the admin listener", func(lines []string) bool {
+		_, addr, ok := strings.Cut(findLine(lines, `msg="admin listening"`), " addr=")
+		base, _, _ = strings.Cut(addr, " ")
+		return ok
+	})
+	series := fmt.Sprintf(`skipprd_rows_acked_total{namespace=%q}`, ns)
+	var acked float64
+	p.waitFor(t, "half the "+ns+" snapshot acked", func() bool {
+		code, body := get(t, "http://"+base+"/metrics")
+		acked = parseMetrics(t, body)[series]
+		return code == http.StatusOK && acked >= float64(total/2)
+	})
+	p.kill(t)
+	if acked >= float64(total) {
+		t.Fatalf("the %s snapshots were acked whole (%v rows) before the kill; make the table larger", ns, acked)
+	}
+	t.Logf("killed with %v of %d %s snapshot rows acked", acked, total, ns)
+}
+
+// checkSnapshotResumed requires the log of a daemon started after a
+// kill mid-snapshot to show table's snapshot resumed by key after a key
+// for at least one source: from the offsets it recovered, or from the
+// host's once its first unit was answered.
+func checkSnapshotResumed(t *testing.T, lines []string, table string) {
+	t.Helper()
+	resumed := regexp.MustCompile(`msg="postgrescdc: snapshot (starts|resumes from the host's replayed units)" slot=\S+ table=` +
+		regexp.QuoteMeta(table) + ` by_key=true after=(\d+)`)
+	for _, l := range lines {
+		if m := resumed.FindStringSubmatch(l); m != nil && m[2] != "0" {
+			t.Logf("resumed: %s", l)
+			return
+		}
+	}
+	t.Fatalf("no source resumed the snapshot of %s by key after a key; the log:\n%s", table, strings.Join(lines, "\n"))
 }
 
 func connectPG(t *testing.T, url string) *pgx.Conn {
@@ -126,7 +187,9 @@ func dropSlots(t *testing.T, conn *pgx.Conn, slots ...string) {
 	}
 }
 
-func seedCDCSource(t *testing.T, conn *pgx.Conn) {
+// seedCDCSource creates the workload's tables, fills them (ledger with
+// ledgerRows rows) and publishes them as e2e.
+func seedCDCSource(t *testing.T, conn *pgx.Conn, ledgerRows int) {
 	t.Helper()
 	ctx := context.Background()
 	stmts := []string{}
@@ -137,7 +200,8 @@ func seedCDCSource(t *testing.T, conn *pgx.Conn) {
 		"INSERT INTO branches VALUES (1, 0, 'main branch')",
 		"INSERT INTO tellers SELECT g, 1, 0 FROM generate_series(1, 10) g",
 		fmt.Sprintf("INSERT INTO accounts SELECT g, 1, 0, repeat('x', 40) FROM generate_series(1, %d) g", cdcAccounts),
-		"CREATE PUBLICATION e2e FOR TABLE branches, tellers, accounts, history")
+		fmt.Sprintf("INSERT INTO ledger SELECT g, g %% 1000, repeat('m', 30) FROM generate_series(1, %d) g", ledgerRows),
+		"CREATE PUBLICATION e2e FOR TABLE branches, tellers, accounts, history, ledger")
 	for _, s := range stmts {
 		if _, err := conn.Exec(ctx, s); err != nil {
 			t.Fatalf("%s: %v", s, err)
@@ -154,13 +218,15 @@ type cdcWorkload struct {
 	done     chan error
 }
 
-func startCDCWorkload(t *testing.T, url string) *cdcWorkload {
+// startCDCWorkload runs cdcTransaction on the database at url, whose
+// ledger has ledgerRows rows, until stopped.
+func startCDCWorkload(t *testing.T, url string, ledgerRows int) *cdcWorkload {
 	conn := connectPG(t, url)
 	w := &cdcWorkload{done: make(chan error, 1)}
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 5))
 	go func() {
 		for !w.stopping.Load() {
-			n, err := cdcTransaction(conn, rng)
+			n, err := cdcTransaction(conn, rng, ledgerRows)
 			if err != nil {
 				w.done <- err
 				return
@@ -186,8 +252,9 @@ func (w *cdcWorkload) stop(t *testing.T) int64 {
 // cdcTransaction runs one transaction and returns its row changes: the
 // pgbench update of an account, a teller and the branch plus a history
 // row; now and then a history row deleted, or an account deleted and
-// inserted again with the same key in one transaction.
-func cdcTransaction(conn *pgx.Conn, rng *rand.Rand) (int64, error) {
+// inserted again with the same key in one transaction; and a ledger row
+// updated, anywhere in its key range.
+func cdcTransaction(conn *pgx.Conn, rng *rand.Rand, ledgerRows int) (int64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	aid, tid, delta := 1+rng.IntN(cdcAccounts), 1+rng.IntN(10), rng.IntN(10001)-5000
@@ -196,6 +263,7 @@ func cdcTransaction(conn *pgx.Conn, rng *rand.Rand) (int64, error) {
 		fmt.Sprintf("UPDATE tellers SET tbalance = tbalance + %d WHERE tid = %d", delta, tid),
 		fmt.Sprintf("UPDATE branches SET bbalance = bbalance + %d WHERE bid = 1", delta),
 		fmt.Sprintf("INSERT INTO history (tid, aid, delta) VALUES (%d, %d, %d)", tid, aid, delta),
+		fmt.Sprintf("UPDATE ledger SET amount = amount + %d WHERE lid = %d", delta, 1+rng.IntN(ledgerRows)),
 	}
 	switch rng.IntN(10) {
 	case 0:
@@ -261,7 +329,8 @@ type cdcRecord struct {
 }
 
 // lakeCDC reads every CDC record of the lake and fails the test on a
-// record that is there twice (same table, identity and order token).
+// record that is there twice (same table, identity and order token): a
+// change, or a snapshot row (order token 0) of a table keyed by integers.
 func lakeCDC(t *testing.T, lake string) []cdcRecord {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(lake, "*", "p_year=*", "p_month=*", "p_day=*", "*.parquet"))
@@ -274,8 +343,8 @@ func lakeCDC(t *testing.T, lake string) []cdcRecord {
 		rel, _ := filepath.Rel(lake, path)
 		table := strings.Split(filepath.ToSlash(rel), "/")[0]
 		for _, r := range readCDC(t, path, table) {
-			if first, dup := seen[r]; dup && r.order != 0 {
-				t.Fatalf("%s: change %x at order %d is in the lake twice (%s and %s)", table, r.identity, r.order, first, rel)
+			if first, dup := seen[r]; dup {
+				t.Fatalf("%s: the record of %x at order %d is in the lake twice (%s and %s)", table, r.identity, r.order, first, rel)
 			}
 			seen[r] = rel
 			out = append(out, r)

@@ -168,9 +168,9 @@ func cleanEnv() []string {
 		name, _, _ := strings.Cut(kv, "=")
 		switch name {
 		case envDataDir, envWALStorage, envBufferBytes, envMaxDelay, envIngestThreads,
-			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle,
+			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle, envS3Timeout,
 			envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions,
-			envAdminAddr, envLogFormat, envRecoveryGiveUp, envS3RequestTimeout:
+			envAdminAddr, envLogFormat, envRecoveryGiveUp:
 			continue
 		}
 		if strings.HasPrefix(name, "AWS_") {

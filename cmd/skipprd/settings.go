@@ -44,12 +44,12 @@ func (c config) adjustments(getenv func(string) string) []adjusted {
 	}
 	switch {
 	case c.WALStorage == walEmbedded:
-		for _, name := range []string{envWALBucket, envBucket, envS3PathStyle, envS3RequestTimeout} {
+		for _, name := range []string{envWALBucket, envBucket, envS3PathStyle, envS3Timeout} {
 			ignored(name, "WAL_STORAGE=embedded keeps the WAL in its own store under DATA_DIR; set WAL_STORAGE=s3 to use a bucket")
 		}
 	case c.Bucket == "":
 		ignored(envS3PathStyle, "no bucket is configured")
-		ignored(envS3RequestTimeout, "no bucket is configured")
+		ignored(envS3Timeout, "no bucket is configured")
 	}
 	if c.WALStorage != walDisk {
 		for _, name := range []string{envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions} {
@@ -69,9 +69,7 @@ func logAdjustments(log *slog.Logger, adj []adjusted) {
 // The recovery give-up: how long recovery may keep failing before the
 // daemon exits 1 with the reason (engine.Config.RecoveryGiveUp).
 const (
-	envS3RequestTimeout        = "SKIPPR_S3_REQUEST_TIMEOUT_SECONDS"
-	s3RequestTimeoutSecondsMax = 300
-	envRecoveryGiveUp          = "SKIPPR_RECOVERY_GIVE_UP_SECONDS"
-	defaultRecoveryGiveUp      = 2 * time.Minute
-	recoveryGiveUpSecondsMax   = 24 * 60 * 60
+	envRecoveryGiveUp        = "SKIPPR_RECOVERY_GIVE_UP_SECONDS"
+	defaultRecoveryGiveUp    = 2 * time.Minute
+	recoveryGiveUpSecondsMax = 24 * 60 * 60
 )

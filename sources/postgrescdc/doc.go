@@ -36,16 +36,61 @@
 // READ transaction through a cursor (ChunkRows rows a fetch, the
 // publication's columns and row filter, ONLY the table itself), as
 // inserts of order token 0: below every streamed change, so a row the
-// stream has touched keeps the stream's version. Snapshot units carry
-// the key pgcdc/{slot}/snapshot/{schema}.{table} = attempt<<32 | unit
-// number, with bit 63 on the last unit (an empty table's is a unit of no
-// rows); a snapshot cut short is redone whole as the next attempt, above
-// every value of the one before. Streaming starts only once every
-// snapshot is acked. When the stream names a table the session does not
-// know but should capture (any table of the publication without a table
-// list, a listed one otherwise) — it joined the publication, or was
-// created again — the source sets up again, once per table, and that
-// session reads it from the catalog and snapshots it.
+// stream has touched keeps the stream's version. Snapshot units are
+// whole fetches, cut between rows, and carry the key
+// pgcdc/{slot}/snapshot/{schema}.{table}, whose value (position.go) has
+// bit 63 set on the last unit (an empty table's is a unit of no rows)
+// and follows one of two schemes. Streaming starts only once every
+// snapshot is acked.
+//
+// By key: a table whose replica identity key is one int2, int4 or int8
+// column (a serial or bigint primary key), every key within
+// ±(2^61−1) (for int8 the least and greatest are read first), is read
+// ORDER BY the key — its index serves that, without a sort — and a
+// unit's value holds the last key in it. A snapshot cut short (a crash,
+// a stop) resumes in a new REPEATABLE READ transaction that reads WHERE
+// key > last (and the row filter). That is exact. The slot was created
+// before the first attempt read anything, and nothing is confirmed to
+// it until every snapshot is acked (only streaming confirms, and it
+// starts after), so the stream carries every transaction the first
+// attempt's snapshot did not see. A row with a key at or below last was
+// delivered by the attempt that read it, once, as that attempt's
+// snapshot saw it; every later change to a key at or below last — an
+// update, a delete, an insert, a key changed to or from it — committed
+// after that snapshot and arrives through the stream with a higher
+// order token. The resumed read takes only keys above last, each unit's
+// above the one before (checked), so no snapshot row is delivered
+// twice, and the same holds of each later resumption. A row above
+// 2^61−1 that a resumed read meets was not in the snapshot that chose
+// to read by key, so the stream carries it: the cursor leaves it out.
+//
+// Redo: any other table — a text, uuid, numeric or composite key, or an
+// int8 key beyond ±(2^61−1) — is read whole as an attempt, value
+// attempt<<32 | unit number; a snapshot cut short is redone whole as the
+// next attempt, above every value of the one before. Its rows are then
+// delivered again: an append-only sink (the Parquet lake, one row per
+// CDC record) holds the rows the cut-short attempt had committed twice,
+// both with order token 0; a sink applying by identity and order
+// token (sinks/postgres) converges, as every change since either
+// snapshot is streamed above them. A snapshot by key of a table whose
+// key is no longer one integer column cannot resume: ErrSetup.
+//
+// After a crash the host may replay, pending until they commit, units
+// its offsets view does not yet show. A snapshot planned from that view
+// would deliver their rows again (by key) or number its attempt as
+// theirs and have its own units dropped as covered by them (redo: rows
+// lost). With HostOffsets the first unit of each table's snapshot in a
+// Run is therefore one row (by key) or none (redo): the host refuses it
+// while a replayed unit of its key is pending, then acks it, dropped as
+// covered or stored; the host's offset read after it is final, and the
+// snapshot resumes after its key, becomes the attempt after its, or, if
+// it is done, ends.
+//
+// When the stream names a table the session does not know but should
+// capture (any table of the publication without a table list, a listed
+// one otherwise) — it joined the publication, or was created again — the
+// source sets up again, once per table, and that session reads it from
+// the catalog and snapshots it.
 //
 // # Positions and chunks
 //
@@ -94,7 +139,12 @@
 //     within a flight, flights one at a time, snapshots one table at a
 //     time; the chunking offset rides on one unit at a time.
 //   - Offsets only advance, and only on an ack (Source.acked panics on a
-//     value not above the source's own) or to the host's own value.
+//     value not above the source's own) or to the host's own value
+//     (max-merged; a snapshot's settle also refuses a host value below
+//     what the source acked: ErrInvariant).
+//   - A snapshot by key reads keys in strictly increasing order, each
+//     within ±(2^61−1) (both checked: ErrInvariant), so its units'
+//     values strictly increase, above every redo value.
 //   - No chunk is stored twice: a chunk at or below its table's acked
 //     position is dropped, and, given HostOffsets, no unit spans the end
 //     of one the host replays after a restart.
@@ -116,19 +166,20 @@
 // ErrSetup (wal_level is not logical, the server is older than 15, a
 // table has no key or is missing from an existing publication, the slot
 // is of another kind or lost WAL, the slot is gone while the offsets show
-// the source used it, the chunk cut changed); ErrStream (a TRUNCATE of a
-// captured table; an update leaving a TOASTed value unchanged where the
-// message lacks the old row — REPLICA IDENTITY FULL sends it; a key that
-// is NULL or over 4096 bytes; a value with no Arrow form, such as a
-// ±infinity date or timestamp); ErrInvariant; a unit the host refuses
-// for good; an error of the server other than a lost connection, a
-// server starting or stopping, lack of resources, or a slot still held
-// by a previous connection — those start a new session after a backoff.
-// On ErrStream everything received before the change at fault is acked
-// first, and the slot confirmed up to the transaction before, where it
-// then rests. The unit
-// in flight when ctx ends is not abandoned: ingest runs without the
-// cancellation, and Run returns once the host has answered.
+// the source used it, the chunk cut changed, a snapshot cut short by key
+// on a table whose key is no longer one integer column); ErrStream (a
+// TRUNCATE of a captured table; an update leaving a TOASTed value
+// unchanged where the message lacks the old row — REPLICA IDENTITY FULL
+// sends it; a key that is NULL or over 4096 bytes; a value with no Arrow
+// form, such as a ±infinity date or timestamp); ErrInvariant; a unit the
+// host refuses for good; an error of the server other than a lost
+// connection, a server starting or stopping, lack of resources, or a
+// slot still held by a previous connection — those start a new session
+// after a backoff. On ErrStream everything received before the change at
+// fault is acked first, and the slot confirmed up to the transaction
+// before, where it then rests. The unit in flight when ctx ends is not
+// abandoned: ingest runs without the cancellation, and Run returns once
+// the host has answered.
 //
 // # Operating it
 //

@@ -9,7 +9,7 @@ import (
 // Offset keys of a source, all under "pgcdc/{slot}/":
 //
 //	pgcdc/{slot}/{schema}.{table}            a table's stream Position
-//	pgcdc/{slot}/snapshot/{schema}.{table}   its snapshot (attempt, unit, done)
+//	pgcdc/{slot}/snapshot/{schema}.{table}   its snapshot (last key or attempt and unit; done)
 //	pgcdc/{slot}/chunking                    the chunk cut (chunkingValue)
 //
 // Schema and table names follow the namespace rule (no '/' or '.'), and

@@ -82,6 +82,61 @@ func TestSnapshotValues(t *testing.T) {
 	if _, err := nextSnapshotAttempt(top); !errors.Is(err, ErrInvariant) {
 		t.Fatalf("attempt after the last: %v", err)
 	}
+	keyed, _ := snapshotKeyValue(1)
+	if _, err := nextSnapshotAttempt(keyed); !errors.Is(err, ErrInvariant) {
+		t.Fatalf("attempt after a value by key: %v", err)
+	}
+}
+
+// By-key values: each key comes back; values order as their keys do,
+// with snapshotBefore below all; every one lies above every redo value
+// (an upgrade from a version that had only the redo scheme, mid-snapshot)
+// and the redo and by-key values are told apart; done lies above every
+// value not done; keys outside the scheme are refused.
+func TestSnapshotKeyValues(t *testing.T) {
+	keys := []int64{snapshotKeyMin, snapshotKeyMin + 1, -1 << 40, -32768, -1, 0, 1, 2, 32767, 1<<31 - 1, 1 << 40,
+		1828822958374912000 /* a Snowflake id of 2024 */, snapshotKeyMax - 1, snapshotKeyMax}
+	topRedo, _ := snapshotValue(snapshotAttemptMax, snapshotUnitMax, false)
+	topRedoDone, _ := snapshotValue(snapshotAttemptMax, snapshotUnitMax, true)
+	if k, keyed := snapshotKeyOf(snapshotBefore); !keyed || k != -snapshotKeyBias {
+		t.Fatalf("snapshotBefore reads as key %d, keyed %v", k, keyed)
+	}
+	if snapshotBefore <= topRedo {
+		t.Fatalf("snapshotBefore %#x not above the top redo value %#x", snapshotBefore, topRedo)
+	}
+	prev := uint64(snapshotBefore)
+	for _, k := range keys {
+		v, err := snapshotKeyValue(k)
+		if err != nil {
+			t.Fatalf("key %d: %v", k, err)
+		}
+		if v <= prev || v <= topRedo || v&snapshotDone != 0 {
+			t.Fatalf("key %d: value %#x not above %#x and the redo values, or done", k, v, prev)
+		}
+		if got, keyed := snapshotKeyOf(v); !keyed || got != k {
+			t.Fatalf("key %d: value %#x reads as %d (keyed %v)", k, v, got, keyed)
+		}
+		if got, keyed := snapshotKeyOf(v | snapshotDone); !keyed || got != k {
+			t.Fatalf("key %d done: reads as %d (keyed %v)", k, got, keyed)
+		}
+		if v|snapshotDone <= topRedoDone {
+			t.Fatalf("key %d done: %#x not above the top redo value done %#x", k, v|snapshotDone, topRedoDone)
+		}
+		prev = v
+	}
+	if top, _ := snapshotKeyValue(snapshotKeyMax); top >= snapshotDone || top|snapshotDone <= top {
+		t.Fatalf("the top value by key %#x reaches the done bit", top)
+	}
+	for _, v := range []uint64{0, 1<<32 | 1, topRedo, topRedoDone} {
+		if _, keyed := snapshotKeyOf(v); keyed {
+			t.Fatalf("redo value %#x reads as by key", v)
+		}
+	}
+	for _, k := range []int64{snapshotKeyMin - 1, -1 << 63, snapshotKeyMax + 1, 1<<63 - 1} {
+		if _, err := snapshotKeyValue(k); !errors.Is(err, ErrInvariant) {
+			t.Fatalf("key %d outside the scheme: %v, want ErrInvariant", k, err)
+		}
+	}
 }
 
 func TestChunkingValue(t *testing.T) {

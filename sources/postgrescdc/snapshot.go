@@ -3,16 +3,10 @@ package postgrescdc
 import (
 	"context"
 	"fmt"
-	"strings"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
 )
-
-// snapshotCursor is the cursor a snapshot reads through.
-const snapshotCursor = "pgcdc_snapshot"
 
 // snapshot reads every table whose snapshot is not done, one at a time.
 // It runs after the slot exists and before streaming starts, so nothing
@@ -32,45 +26,52 @@ func (sess *session) snapshot(ctx context.Context) error {
 // snapshotTable reads t in one REPEATABLE READ transaction through a
 // cursor, ChunkRows rows a fetch, and ingests the rows as inserts of
 // order 0 — below every change the stream carries, so a row the stream
-// has touched keeps the stream's version — in units of whole fetches.
-// The last unit marks the snapshot done; an empty table's is a unit of
-// no rows.
+// has touched keeps the stream's version — in units of whole fetches:
+// by key, resuming after the recovered key, or redone whole (position.go,
+// planSnapshot). The last unit marks the snapshot done; an empty table's
+// is a unit of no rows. With HostOffsets, the first unit of each table
+// in a Run settles the host's offset first (settle).
 func (sess *session) snapshotTable(ctx context.Context, t *table) (err error) {
 	s := sess.src
-	recovered, _ := s.pos.Get(t.snapKey)
-	attempt, err := nextSnapshotAttempt(recovered)
-	if err != nil {
-		return err
-	}
 	sh, err := newShape(t.name, t.columns, t.keyNames)
 	if err != nil {
 		return err
 	}
-	s.cfg.Logger.Info("postgrescdc: snapshot starts", "slot", s.cfg.Slot, "table", t.name.String(), "attempt", attempt)
-	if err := sess.openCursor(ctx, t); err != nil {
-		return err
+	if _, err := sess.conn.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); err != nil {
+		return fmt.Errorf("begin the snapshot transaction: %w", err)
 	}
 	defer func() {
 		if _, rbErr := sess.conn.Exec(context.WithoutCancel(ctx), "ROLLBACK"); err == nil && rbErr != nil {
 			err = fmt.Errorf("end the snapshot transaction: %w", rbErr)
 		}
 	}()
-	next, err := sess.fetch(ctx, t, sh)
+	r, err := sess.planSnapshot(ctx, t, sh)
 	if err != nil {
 		return err
 	}
-	for n := uint64(1); ; n++ {
+	if s.cfg.HostOffsets != nil && !s.settled[t.snapKey] {
+		if done, err := r.settle(ctx); err != nil || done {
+			return err
+		}
+	}
+	next, err := r.fetch(ctx, s.cfg.ChunkRows)
+	if err != nil {
+		return err
+	}
+	for {
 		var unit []*chunk
-		unit, next, err = sess.fillUnit(ctx, t, sh, next)
+		unit, next, err = r.fillUnit(ctx, next)
 		if err != nil {
 			return err
 		}
 		done := next.rows() == 0
-		if err := sess.submitSnapshot(ctx, t, unit, attempt, n, done); err != nil {
+		if err := r.submit(ctx, unit, done); err != nil {
+			releaseChunks([]*chunk{next})
 			return err
 		}
 		if done {
-			s.cfg.Logger.Info("postgrescdc: snapshot done", "slot", s.cfg.Slot, "table", t.name.String(), "units", n)
+			releaseChunks([]*chunk{next})
+			s.cfg.Logger.Info("postgrescdc: snapshot done", "slot", s.cfg.Slot, "table", t.name.String(), "units", r.units)
 			return nil
 		}
 	}
@@ -79,13 +80,13 @@ func (sess *session) snapshotTable(ctx context.Context, t *table) (err error) {
 // fillUnit takes fetches, starting with next, into one unit until it is
 // full or the table is read; it returns the unit and the fetch after it
 // (of no rows when the table is read).
-func (sess *session) fillUnit(ctx context.Context, t *table, sh *shape, next *chunk) ([]*chunk, *chunk, error) {
-	cfg := sess.src.cfg
+func (r *snapshotRead) fillUnit(ctx context.Context, next *chunk) ([]*chunk, *chunk, error) {
+	cfg := r.sess.src.cfg
 	unit := []*chunk{next}
 	rows, bytes := next.rows(), next.bytes
-	for next.rows() == cfg.ChunkRows {
+	for !r.exhausted {
 		var err error
-		if next, err = sess.fetch(ctx, t, sh); err != nil {
+		if next, err = r.fetch(ctx, cfg.ChunkRows); err != nil {
 			releaseChunks(unit)
 			return nil, nil, err
 		}
@@ -96,74 +97,71 @@ func (sess *session) fillUnit(ctx context.Context, t *table, sh *shape, next *ch
 		rows, bytes = rows+next.rows(), bytes+next.bytes
 	}
 	// A short fetch is the last: what follows is an empty one.
-	empty, err := buildChunk(cfg, t.name, sh, nil, 0)
+	empty, err := r.fetch(ctx, 0)
 	return unit, empty, err
 }
 
-// openCursor begins the snapshot transaction and declares its cursor
-// over the published columns and rows (the publication's row filter).
-// ONLY: the stream reports each partition or child table as itself.
-func (sess *session) openCursor(ctx context.Context, t *table) error {
-	cols := make([]string, len(t.columns))
-	for i, c := range t.columns {
-		cols[i] = pgx.Identifier{c.name}.Sanitize()
-	}
-	q := "DECLARE " + snapshotCursor + " NO SCROLL CURSOR FOR SELECT " + strings.Join(cols, ", ") +
-		" FROM ONLY " + pgx.Identifier{t.name.schema, t.name.table}.Sanitize()
-	if t.rowFilter != "" {
-		q += " WHERE (" + t.rowFilter + ")"
-	}
-	if _, err := sess.conn.Exec(ctx, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); err != nil {
-		return fmt.Errorf("begin the snapshot transaction: %w", err)
-	}
-	if _, err := sess.conn.Exec(ctx, q); err != nil {
-		return fmt.Errorf("declare the snapshot cursor: %w", err)
-	}
-	return nil
-}
-
-// fetch reads the next ChunkRows rows in text form (the simple query
-// protocol) into a chunk of inserts of order 0.
-func (sess *session) fetch(ctx context.Context, t *table, sh *shape) (*chunk, error) {
-	cfg := sess.src.cfg
-	q := fmt.Sprintf("FETCH FORWARD %d FROM %s", cfg.ChunkRows, snapshotCursor)
-	results, err := sess.conn.PgConn().Exec(ctx, q).ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("fetch: %w", err)
-	}
-	if len(results) != 1 {
-		return nil, fmt.Errorf("fetch: %d results", len(results))
-	}
-	rows := make([]row, len(results[0].Rows))
-	for i, values := range results[0].Rows {
-		if len(values) != len(sh.names) {
-			return nil, invariantf("table %s: a snapshot row of %d values for %d columns", t.name, len(values), len(sh.names))
-		}
-		id, err := sh.identity(t.name, values)
-		if err != nil {
-			return nil, err
-		}
-		rows[i] = row{cdc: segment.CDCRow{Kind: segment.Insert, Identity: id}, values: values}
-	}
-	return buildChunk(cfg, t.name, sh, rows, 0)
-}
-
-// buildChunk turns rows of one shape into a chunk at value.
-func buildChunk(cfg Config, name tableName, sh *shape, rows []row, value uint64) (*chunk, error) {
-	c := &chunk{value: value, shape: sh}
-	for _, r := range rows {
-		c.bytes += r.bytes()
-	}
+// settle submits the first unit of t's snapshot in this Run and then
+// reads the host's offset for it, which is final for whatever the host
+// replayed from its log (a unit is refused while a replayed unit of its
+// key is pending): after a crash the view Run was given may lack units
+// the host replays, and this snapshot, planned from that view, would
+// deliver their rows again (by key) or number its attempt as theirs and
+// be dropped as covered by them (redo). By key, the first unit is one
+// row: dropped as covered if a replayed unit holds its key, stored if
+// none does; the snapshot then resumes after the host's key. Redo, it
+// is a unit of no rows; if the host's value is above it, the snapshot
+// becomes the attempt after the host's. It reports whether the host
+// holds the snapshot done.
+func (r *snapshotRead) settle(ctx context.Context) (bool, error) {
+	s, t := r.sess.src, r.t
+	var first *chunk
 	var err error
-	c.batch, c.cdc, err = buildBatch(cfg.Allocator, name, sh, rows)
-	return c, err
+	if r.keyed {
+		first, err = r.fetch(ctx, 1)
+	} else {
+		first, err = buildChunk(s.cfg, t.name, r.sh, nil, 0)
+	}
+	if err != nil {
+		return false, err
+	}
+	done := r.keyed && r.exhausted // nothing after the resume point
+	if err := r.submit(ctx, []*chunk{first}, done); err != nil {
+		return false, err
+	}
+	s.settled[t.snapKey] = true
+	if done {
+		return true, nil
+	}
+	acked, _ := s.pos.Get(t.snapKey)
+	host, err := s.hostOffset(ctx, t.snapKey)
+	if err != nil {
+		return false, err
+	}
+	switch {
+	case host < acked:
+		return false, invariantf("table %s: the host's snapshot offset %#x is below the unit it acked at %#x", t.name, host, acked)
+	case host == acked:
+		return false, nil
+	}
+	s.pos = s.pos.Advance(t.snapKey, host) // the host's own view
+	if host&snapshotDone != 0 {
+		s.cfg.Logger.Info("postgrescdc: the host holds the snapshot done", "slot", s.cfg.Slot, "table", t.name.String(), "offset", host)
+		return true, nil
+	}
+	if err := r.resumeFrom(ctx, host); err != nil {
+		return false, err
+	}
+	s.cfg.Logger.Info("postgrescdc: snapshot resumes from the host's replayed units", "slot", s.cfg.Slot, "table", t.name.String(),
+		"by_key", r.keyed, "after", r.after(), "attempt", r.attempt)
+	return false, nil
 }
 
-// submitSnapshot ingests unit n of attempt (its chunks' batches are
+// submit ingests a unit of the snapshot (its chunks' batches are
 // released, whatever the outcome) and records its offset once acked.
-func (sess *session) submitSnapshot(ctx context.Context, t *table, unit []*chunk, attempt, n uint64, done bool) error {
-	s := sess.src
-	value, err := snapshotValue(attempt, n, done)
+func (r *snapshotRead) submit(ctx context.Context, unit []*chunk, done bool) error {
+	s, t := r.sess.src, r.t
+	value, err := r.unitValue(unit, done)
 	if err != nil {
 		releaseChunks(unit)
 		return err
@@ -173,7 +171,7 @@ func (sess *session) submitSnapshot(ctx context.Context, t *table, unit []*chunk
 	if _, ok := s.pos.Get(chunkingKey(s.cfg.Slot)); !ok {
 		u = s.withChunking(u)
 	}
-	err = s.submit(ctx, sess.ingest, u)
+	err = s.submit(ctx, r.sess.ingest, u)
 	releaseUnit(u)
 	if err != nil {
 		return err
@@ -181,6 +179,26 @@ func (sess *session) submitSnapshot(ctx context.Context, t *table, unit []*chunk
 	s.acked(u)
 	s.stats.snapshotRows.Add(uint64(len(u.Sidecar.Rows)))
 	return nil
+}
+
+// unitValue is the offset of the next unit, holding unit's chunks: by
+// key, the last chunk's value (its last row's key, or where the read
+// resumed); redo, the attempt's next unit number.
+func (r *snapshotRead) unitValue(unit []*chunk, done bool) (uint64, error) {
+	r.units++
+	var v uint64
+	if r.keyed {
+		v = unit[len(unit)-1].value
+		if v&snapshotKeyed == 0 || v&snapshotDone != 0 {
+			return 0, invariantf("table %s: a snapshot unit by key at %#x", r.t.name, v)
+		}
+		if done {
+			v |= snapshotDone
+		}
+		return v, nil
+	}
+	r.n++
+	return snapshotValue(r.attempt, r.n, done)
 }
 
 func releaseChunks(cs []*chunk) {
@@ -201,8 +219,9 @@ func (s *Source) withChunking(u engine.Unit) engine.Unit {
 
 // acked advances the source's offsets by an acked unit's, each of which
 // must be above the source's: a unit never carries an offset the source
-// had (positions at or below it are dropped, a snapshot attempt is above
-// the last, the chunking offset is added only when absent).
+// had (positions at or below it are dropped, a snapshot unit is above
+// the last — a later key, a later unit or attempt —, the chunking offset
+// is added only when absent).
 func (s *Source) acked(u engine.Unit) {
 	for _, o := range u.Offsets {
 		if cur, ok := s.pos.Get(o.Key); ok && o.Value <= cur {
