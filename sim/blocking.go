@@ -27,6 +27,11 @@ import (
 // done never runs. A paused incarnation's work still runs (the request
 // was sent before the freeze); its done, and its workers, wait for Resume.
 //
+// A call may also run out of the port's time limit (TimeoutChance): its
+// ctx ends and done gets an error wrapping context.DeadlineExceeded —
+// and, as the contract says, its effect is as unknown as at a crash: the
+// work still lands (LandAfterDeath, drawn again) or never does.
+//
 // Deterministic: one goroutine, every delay and decision drawn from the
 // port's own stream in the order calls start.
 
@@ -44,6 +49,10 @@ type BlockingConfig struct {
 	// LandAfterDeath is the chance that a started call whose process dies
 	// before its work ran still runs it.
 	LandAfterDeath float64
+	// TimeoutChance is the chance that a started call runs out of the
+	// port's time limit: done sees context.DeadlineExceeded whether or not
+	// its work landed. 0: none does (the worlds recorded before it).
+	TimeoutChance float64
 }
 
 // DefaultBlockingConfig is a small connection pool near its database.
@@ -128,7 +137,32 @@ func (b *blockingPort) start(c *blockingCall) {
 	lands := b.rand.Chance(b.cfg.LandAfterDeath)
 	s := b.inc.sched
 	s.trace.Begin(s.now, KindBlockingStart).U("inc", b.inc.id).U("call", c.id).I("run", int64(run)).I("answer", int64(answer)).End()
+	if b.cfg.TimeoutChance > 0 && b.rand.Chance(b.cfg.TimeoutChance) {
+		b.timeOut(c, run, answer, b.rand.Chance(b.cfg.LandAfterDeath))
+		return
+	}
 	s.After(run, func() { b.run(c, answer, lands) })
+}
+
+// timeOut is a call that ran out of its time limit: its work lands at its
+// time or never, with its ctx ended, and done — if the process lives —
+// gets the deadline, never the work's own answer.
+func (b *blockingPort) timeOut(c *blockingCall, run, answer time.Duration, lands bool) {
+	s := b.inc.sched
+	s.After(run, func() {
+		if lands {
+			_ = c.work(stoppedCtx)
+		}
+		s.trace.Begin(s.now, KindBlockingTimeout).U("inc", b.inc.id).U("call", c.id).U("landed", boolWord(lands)).End()
+		if !b.inc.alive {
+			return
+		}
+		b.inc.After(answer, func() {
+			b.running--
+			b.startWaiting()
+			c.done(fmt.Errorf("sim: blocking call %d: %w", c.id, context.DeadlineExceeded))
+		})
+	})
 }
 
 // run runs the call's work, then schedules done on the loop — unless the
@@ -181,5 +215,15 @@ func drawBlocking(r *Rand) BlockingConfig {
 		Run:            Latency{Base: r.Duration(200*time.Microsecond, 5*time.Millisecond), Tail: r.Duration(0, 20*time.Millisecond)},
 		Answer:         Latency{Base: r.Duration(100*time.Microsecond, time.Millisecond), Tail: r.Duration(0, 5*time.Millisecond)},
 		LandAfterDeath: r.Float64(),
+		TimeoutChance:  timeoutChance(r),
 	}
+}
+
+// timeoutChance: in half the worlds some calls run out of time, up to one
+// in twenty.
+func timeoutChance(r *Rand) float64 {
+	if !r.Chance(0.5) {
+		return 0
+	}
+	return r.Float64() / 20
 }

@@ -146,3 +146,34 @@ func TestBlockingDeterministic(t *testing.T) {
 		t.Fatal("seeds 4 and 5 drew the same times")
 	}
 }
+
+// A call that runs out of its time limit: done gets the deadline, never
+// work's own answer, and the work landed (with its ctx ended) exactly
+// when the seed says — always with LandAfterDeath 1, never with 0.
+func TestBlockingTimeout(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		lands float64
+	}{{"lands", 1}, {"vanishes", 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSched(3)
+			inc := s.NewIncarnation()
+			b := newBlocking(inc, BlockingConfig{Workers: 2, LandAfterDeath: c.lands, TimeoutChance: 1})
+			runs := doCalls(s, b, 4)
+			s.Run(1 << 10)
+			for i, r := range runs {
+				switch {
+				case !r.done || !errors.Is(r.doneErr, context.DeadlineExceeded):
+					t.Fatalf("call %d: done %v with %v, want the deadline", i, r.done, r.doneErr)
+				case r.ran != (c.lands == 1):
+					t.Fatalf("call %d: ran %v with LandAfterDeath %v", i, r.ran, c.lands)
+				case r.ran && !r.ctxEnded:
+					t.Fatalf("call %d ran past its time limit with a live ctx", i)
+				}
+			}
+			if b.running != 0 || len(b.queue) != 0 {
+				t.Fatalf("idle port: %d running, %d queued", b.running, len(b.queue))
+			}
+		})
+	}
+}

@@ -40,7 +40,8 @@
 //     pool of workers in simulated time. A call's work lands as a world
 //     event after a seeded delay and its done follows on the loop; at a
 //     crash, done never runs and a started call's work still lands (its
-//     ctx ended) or never does, as the seed drew. Destinations get it
+//     ctx ended) or never does, as the seed drew; a call that runs out of
+//     the port's time limit answers the deadline, its work landed or not. Destinations get it
 //     with the incarnation's ports (SinkPorts).
 //   - Store (store*.go): one S3 bucket that outlives incarnations. Each
 //     request's effect applies at its completion as a world event (so a

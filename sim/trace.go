@@ -84,6 +84,7 @@ const (
 	KindBlockingRun
 	KindBlockingDrop
 	KindBlockingDone
+	KindBlockingTimeout
 	kindCount
 )
 
@@ -111,6 +112,7 @@ var kindNames = [kindCount]string{
 	KindBlockingRun:       "blocking.run",
 	KindBlockingDrop:      "blocking.drop",
 	KindBlockingDone:      "blocking.done",
+	KindBlockingTimeout:   "blocking.timeout",
 }
 
 // String returns the kind's name in the text dump.
