@@ -48,9 +48,14 @@ func s3Error(op, key string, err error) error {
 //   - A 2xx/3xx that still failed (an undecodable body, S3's "200 with an
 //     error inside" on CompleteMultipartUpload) may have taken effect:
 //     ErrAmbiguous.
-//   - No response at all: a transport failure (timeout, cancellation,
-//     reset, refused connection) is ErrAmbiguous — we cannot tell whether
-//     the request reached the store. Anything else without a response
+//   - No connection at all — the dial failed (refused, no route, a name
+//     that does not resolve) — is definite: nothing was sent. Telling it
+//     apart matters: an ambiguous commit marker is settled only after the
+//     store's request lifetime (35 s on S3), so a store that is simply
+//     down would hold ingest that long after it is back.
+//   - No response on a connection: a transport failure (timeout,
+//     cancellation, reset) is ErrAmbiguous — we cannot tell whether the
+//     request reached the store. Anything else without a response
 //     (bad parameters, no credentials) failed before sending: definite.
 func s3Sentinel(err error) error {
 	code, status := apiErrorCode(err), httpStatus(err)
@@ -73,6 +78,8 @@ func s3Sentinel(err error) error {
 		return nil
 	case status != 0:
 		return engine.ErrAmbiguous
+	case isDialFailure(err):
+		return nil
 	case isTransportFailure(err):
 		return engine.ErrAmbiguous
 	}
@@ -97,6 +104,14 @@ func httpStatus(err error) int {
 		return withStatus.HTTPStatusCode()
 	}
 	return 0
+}
+
+// isDialFailure reports a request that never had a connection: the dial
+// (or the name lookup before it) failed, so no byte of it was sent.
+func isDialFailure(err error) bool {
+	var opErr *net.OpError
+	var dnsErr *net.DNSError
+	return errors.As(err, &dnsErr) || errors.As(err, &opErr) && opErr.Op == "dial"
 }
 
 // isTransportFailure reports errors of the network or of the request's

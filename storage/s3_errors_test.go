@@ -3,6 +3,7 @@ package storage
 import (
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -146,14 +147,6 @@ func TestS3CloseCancelsInFlightAndRefusesLater(t *testing.T) {
 	checkSentinel(t, err, nil)
 }
 
-func TestS3ConnectionRefusedIsAmbiguous(t *testing.T) {
-	srv := httptest.NewServer(http.NotFoundHandler())
-	url := srv.URL
-	srv.Close() // nothing listens there any more
-	l, store := newTestStore(t, url, S3Options{RequestTimeout: 5 * time.Second})
-	checkSentinel(t, putErr(t, l, store, "k"), engine.ErrAmbiguous)
-}
-
 // streamingServer answers GETs with offered bytes of zeros, declaring
 // declaredLength as Content-Length (or none, sending the body chunked,
 // when it is negative), and reports how many bytes it managed to write
@@ -215,4 +208,32 @@ func TestS3GetOverLimitIsRefusedWithoutReadingTheBody(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A store that is down — nothing listens — refuses the connection: the
+// request was never sent, so the error is definite, not ambiguous (an
+// ambiguous marker would hold ingest for the store's request lifetime
+// after the store is back). A connection cut after the request was sent
+// stays ambiguous.
+func TestS3RefusedConnectionIsDefinite(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String()
+	ln.Close()
+	l, store := newTestStore(t, closed, S3Options{RequestTimeout: 5 * time.Second})
+	err = putErr(t, l, store, "k/1")
+	if err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("a put to a closed port: %v", err)
+	}
+	checkSentinel(t, err, nil)
+
+	cut := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, _, _ := w.(http.Hijacker).Hijack()
+		conn.Close()
+	}))
+	defer cut.Close()
+	l, store = newTestStore(t, cut.URL, S3Options{RequestTimeout: 5 * time.Second})
+	checkSentinel(t, putErr(t, l, store, "k/2"), engine.ErrAmbiguous)
 }

@@ -2,19 +2,25 @@
 // when its store misbehaves: a real gofakes3 store (in memory) behind a
 // reverse proxy whose mode a test switches — pass every request, refuse
 // writes with 403 AccessDenied (credentials that lost write access),
-// answer writes 500 (a store that fails them), or be down (every
-// connection cut). Test support only; the daemon reaches it through the
+// answer writes 500 (a store that fails them), or cut every connection
+// after the request arrived (an outcome unknown) — and it can stop
+// listening and start again on the same address (a store that is down:
+// connections refused). Test support only; the daemon reaches it through the
 // standard AWS variables like any S3-compatible store.
 package s3proxy
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -27,17 +33,20 @@ const (
 	Pass        Mode = iota // every request reaches the store
 	RefuseWrite             // PUT, POST and DELETE: 403 AccessDenied
 	FailWrite               // PUT, POST and DELETE: 500 InternalError
-	Down                    // every request: the connection is cut, no answer
+	Cut                     // every request: the connection is cut once it arrived, no answer
 )
 
 func (m Mode) String() string {
-	return [...]string{"pass", "refuse-writes", "fail-writes", "down"}[m]
+	return [...]string{"pass", "refuse-writes", "fail-writes", "cut"}[m]
 }
 
 // Proxy is a running endpoint.
 type Proxy struct {
-	URL  string
-	mode atomic.Int32
+	URL     string
+	mode    atomic.Int32
+	handler http.Handler
+	mu      sync.Mutex
+	srv     *http.Server // nil while stopped
 	// Refused counts the requests answered other than by the store.
 	Refused atomic.Int64
 }
@@ -55,15 +64,48 @@ func Start(t testing.TB, bucket string) *Proxy {
 	target, _ := url.Parse(store.URL)
 	p := &Proxy{}
 	rp := httputil.NewSingleHostReverseProxy(target)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	p.handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if p.answer(w, r) {
 			return
 		}
 		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	p.URL = srv.URL
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.URL = "http://" + ln.Addr().String()
+	p.serve(ln)
+	t.Cleanup(p.Stop)
 	return p
+}
+
+func (p *Proxy) serve(ln net.Listener) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.srv = &http.Server{Handler: p.handler, ReadHeaderTimeout: 10 * time.Second}
+	go func(srv *http.Server) { _ = srv.Serve(ln) }(p.srv)
+}
+
+// Stop closes the listener and every connection: the store is down, and
+// a client's connections are refused until Resume.
+func (p *Proxy) Stop() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.srv != nil {
+		_ = p.srv.Close()
+		p.srv = nil
+	}
+}
+
+// Resume listens on the same address again.
+func (p *Proxy) Resume(t testing.TB) {
+	t.Helper()
+	ln, err := net.Listen("tcp", strings.TrimPrefix(p.URL, "http://"))
+	if err != nil {
+		t.Fatalf("s3proxy: listen again on %s: %v", p.URL, err)
+	}
+	p.serve(ln)
 }
 
 // Set switches the mode.
@@ -85,7 +127,7 @@ func (p *Proxy) answer(w http.ResponseWriter, r *http.Request) bool {
 			s3Error(w, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again.")
 			return true
 		}
-	case Down:
+	case Cut:
 		p.Refused.Add(1)
 		if hj, ok := w.(http.Hijacker); ok {
 			if conn, _, err := hj.Hijack(); err == nil {
