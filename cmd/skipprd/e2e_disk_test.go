@@ -191,15 +191,7 @@ func TestDaemonDiskWALWithS3Segments(t *testing.T) {
 	t.Cleanup(func() { _ = emb.Close() })
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
-	missing := filepath.Join(t.TempDir(), "none")
-	p := startDaemon(t, bin, dataDir,
-		envWALStorage+"=disk", envWALBucket+"="+bucket, envS3PathStyle+"=true",
-		"AWS_ENDPOINT_URL_S3="+emb.Endpoint(), "AWS_REGION=us-east-1",
-		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-		// gofakes3 would store the SDK's default aws-chunked framing
-		// verbatim (storage.S3ClientOptions.ChecksumWhenRequired).
-		"AWS_REQUEST_CHECKSUM_CALCULATION=when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required",
-		"AWS_CONFIG_FILE="+missing, "AWS_SHARED_CREDENTIALS_FILE="+missing, "AWS_EC2_METADATA_DISABLED=true")
+	p := startDaemon(t, bin, dataDir, append(s3Env(t, emb.Endpoint()), envWALStorage+"=disk", envWALBucket+"="+bucket)...)
 	p.waitStderr(t, "the orders snapshot complete", func(lines []string) bool {
 		return findLine(lines, "generator: snapshot complete") != ""
 	})

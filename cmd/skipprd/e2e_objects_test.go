@@ -77,11 +77,7 @@ func testObjectsKill(t *testing.T, onS3 bool) {
 				t.Fatal(err)
 			}
 		}
-		missing := filepath.Join(t.TempDir(), "none")
-		env = append(env, envS3PathStyle+"=true", "AWS_ENDPOINT_URL_S3="+emb.Endpoint(), "AWS_REGION=us-east-1",
-			"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-			"AWS_REQUEST_CHECKSUM_CALCULATION=when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required",
-			"AWS_CONFIG_FILE="+missing, "AWS_SHARED_CREDENTIALS_FILE="+missing, "AWS_EC2_METADATA_DISABLED=true")
+		env = append(env, s3Env(t, emb.Endpoint())...)
 	}
 	pipeline := filepath.Join(conf, "skipprd.yaml")
 	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake}\nsources:\n"+source)

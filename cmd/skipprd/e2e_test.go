@@ -414,3 +414,16 @@ func appendIDs(t *testing.T, out []string, col arrow.Array, where string) []stri
 	}
 	return out
 }
+
+// s3Env is the environment that points the daemon's S3 client at a
+// bucket store this test serves, through the standard AWS variables and
+// nothing of the developer's.
+func s3Env(t *testing.T, endpoint string) []string {
+	missing := filepath.Join(t.TempDir(), "none")
+	return []string{envS3PathStyle + "=true", "AWS_ENDPOINT_URL_S3=" + endpoint, "AWS_REGION=us-east-1",
+		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
+		// gofakes3 would store the SDK's default aws-chunked framing
+		// verbatim (storage.S3ClientOptions.ChecksumWhenRequired).
+		"AWS_REQUEST_CHECKSUM_CALCULATION=when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required",
+		"AWS_CONFIG_FILE=" + missing, "AWS_SHARED_CREDENTIALS_FILE=" + missing, "AWS_EC2_METADATA_DISABLED=true"}
+}

@@ -29,13 +29,7 @@ const loudBucket = "skipprd-loud"
 // standard AWS variables, with a short request timeout (and so a short
 // recovery fence).
 func s3WALEnv(t *testing.T, endpoint string) []string {
-	missing := filepath.Join(t.TempDir(), "none")
-	return []string{
-		envWALStorage + "=s3", envWALBucket + "=" + loudBucket, envS3PathStyle + "=true", envS3Timeout + "=2",
-		"AWS_ENDPOINT_URL_S3=" + endpoint, "AWS_REGION=us-east-1", "AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",
-		"AWS_REQUEST_CHECKSUM_CALCULATION=when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required",
-		"AWS_CONFIG_FILE=" + missing, "AWS_SHARED_CREDENTIALS_FILE=" + missing, "AWS_EC2_METADATA_DISABLED=true",
-	}
+	return append(s3Env(t, endpoint), envWALStorage+"=s3", envWALBucket+"="+loudBucket, envS3Timeout+"=2")
 }
 
 // runUntilExit runs the daemon with env until it exits or wait passes
