@@ -28,7 +28,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	want := config{
 		DataDir: "./data", WALStorage: walDisk, Pipeline: "default", WALPrefix: "wal",
 		BufferThresholdBytes: 8 << 20, MaxDelay: 60 * time.Second, IngestThreads: runtime.NumCPU(),
-		Disk: *engine.DefaultDiskWAL(), AdminAddr: "127.0.0.1:9090", LogFormat: "text",
+		Disk: *engine.DefaultDiskWAL(), AdminAddr: "127.0.0.1:9090", LogFormat: "text", RecoveryGiveUp: 2 * time.Minute,
 	}
 	if c != want {
 		t.Fatalf("defaults %+v, want %+v", c, want)
@@ -115,7 +115,7 @@ func TestParseConfigValues(t *testing.T) {
 	c, err := parseConfig(envOf(map[string]string{
 		envDataDir: "/var/lib/skipprd", envBufferBytes: "33554432", envMaxDelay: "0.5",
 		envIngestThreads: "12", envPipeline: "orders-prod", envWALPrefix: "/tenant/ws/",
-		envWALStorage: "S3", envBucket: "shared", envS3PathStyle: "true",
+		envWALStorage: "S3", envBucket: "shared", envS3PathStyle: "true", envRecoveryGiveUp: "0",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -169,6 +169,8 @@ func TestParseConfigRejects(t *testing.T) {
 		{"request timeout zero", map[string]string{envWALStorage: "s3", envBucket: "b", envS3Timeout: "0"}, envS3Timeout, "1..600"},
 		{"request timeout beyond 10 minutes", map[string]string{envS3Timeout: "601"}, envS3Timeout, "1..600"},
 		{"request timeout with a unit", map[string]string{envS3Timeout: "5s"}, envS3Timeout, "whole number of seconds"},
+		{"give-up negative", map[string]string{envRecoveryGiveUp: "-1"}, envRecoveryGiveUp, "0..86400"},
+		{"give-up with a unit", map[string]string{envRecoveryGiveUp: "2m"}, envRecoveryGiveUp, "whole seconds"},
 		{"buffer not a number", map[string]string{envBufferBytes: "8MiB"}, envBufferBytes, "bytes"},
 		{"buffer zero", map[string]string{envBufferBytes: "0"}, envBufferBytes, "positive"},
 		{"buffer negative", map[string]string{envBufferBytes: "-1"}, envBufferBytes, "positive"},

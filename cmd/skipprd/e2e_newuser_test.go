@@ -54,6 +54,8 @@ func TestDaemonNewUser(t *testing.T) {
 	p := startDaemon(t, buildDaemon(t), dataDir, envPipelineFile+"="+filepath.Join(conf, "skipprd.yaml"))
 	p.waitStderr(t, "the HTTP source listening", func(lines []string) bool { return listenAddr(lines) != "" })
 	base := "http://" + listenAddr(p.stderrLines()) + "/v1/ingest/"
+	// Until recovery is done the source answers 503 with Retry-After.
+	p.waitStderr(t, "ready", func(lines []string) bool { return findLine(lines, "msg=ready") != "" })
 
 	if got := postJSONLines(t, base+"events", "order-42", strings.ReplaceAll(newUserBody, `\n`, "\n")); got != newUserAnswer {
 		t.Fatalf("the README's curl was answered %s, the README says %s", got, newUserAnswer)
