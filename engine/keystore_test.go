@@ -288,3 +288,40 @@ func TestLookupFollowsAMergedRun(t *testing.T) {
 		t.Fatalf("idem-block-gone %d, %d rows", r.eng.Marks()[engine.MarkIdemBlockGone], len(destValues(dest)["http"]))
 	}
 }
+
+// A manifest that lists a run whose object is missing — merged away
+// since the manifest was read, or lost — is read again; a run still
+// missing after every read is dropped and the manifest written again
+// without it, so the bucket's other runs stay listed and their keys
+// findable.
+func TestMissingRunIsDropped(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.CheckpointDelay = 0
+	withSink(r)
+	r.start()
+	keys := r.answerAll(3, "req")
+	manifests, _ := r.keyStore()
+	if len(manifests) != 1 {
+		t.Fatalf("manifests %v", manifests)
+	}
+	runs := r.store.Keys(manifests[0] + "/")
+	if len(runs) < 2 {
+		t.Fatalf("runs %v: the test needs two", runs)
+	}
+	r.deleteObject(runs[0])
+	r.start() // recovery reads the bucket
+	more := r.answerAll(1, "more")
+	if r.eng.Marks()[engine.MarkIdemRunLost] == 0 {
+		t.Fatal("idem-run-lost not marked")
+	}
+	_, held := r.keyStore() // fails if the manifest still lists the missing run
+	kept := 0
+	for _, k := range keys {
+		if holds(held, k) {
+			kept++
+		}
+	}
+	if !holds(held, more...) || kept != len(keys)-1 {
+		t.Fatalf("after dropping one of %d runs: %d of the %d keys kept, the new one held %v", len(runs), kept, len(keys), holds(held, more...))
+	}
+}

@@ -242,7 +242,9 @@ func (o *Oracle) digestBatch(m *markerInfo, job *RowDigest, run *unitRun, b arro
 		run.uid, run.rows = uid, run.rows+1
 		ph := xxh3.HashString(cols.Payload(i))
 		job.addRow(cols.UID(i), cols.Row(i), ph)
+		job.addOptional(cols, i)
 		run.d.addRow(cols.UID(i), cols.Row(i), ph)
+		run.d.addOptional(cols, i)
 		if cdc != nil {
 			job.addChange(cdc[i])
 			run.d.addChange(cdc[i])

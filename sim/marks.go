@@ -1,0 +1,24 @@
+package sim
+
+// World marks name the rare paths of the world's own sources — a CSV
+// body, a request the HTTP source refused, an object resumed mid-way —
+// counted as the engine counts its marks (engine/coverage.go), so that a
+// sweep can tell which of them its worlds reached (Result.WorldMarks;
+// cmd/simulate's coverage check). A mark never changes what a world does.
+const (
+	MarkHTTPCSV        = "http-csv"         // a CSV body answered 200
+	MarkHTTPCSVAsJSON  = "http-csv-as-json" // a unit due as CSV whose payloads could all read as numbers, sent as JSON lines
+	MarkHTTPExtraField = "http-extra-field" // a body with the extra field answered 200
+	MarkHTTPWidened    = "http-widened"     // a body whose score widened to float64 answered 200
+	MarkHTTPRefused400 = "http-refused-400" // an invalid first request refused 400 (malformed)
+	MarkHTTPRefused413 = "http-refused-413" // refused 413 (over the body cap)
+	MarkHTTPRefused415 = "http-refused-415" // refused 415 (unknown Content-Type)
+)
+
+// mark counts one pass of a world mark.
+func (w *World) mark(name string) {
+	if w.wmarks == nil {
+		w.wmarks = map[string]uint64{}
+	}
+	w.wmarks[name]++
+}
