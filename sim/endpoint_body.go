@@ -3,7 +3,6 @@ package sim
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"strings"
 
@@ -79,11 +78,14 @@ func jsonBody(in engine.Unit) ([]byte, error) {
 			return nil, err
 		}
 		for i := range cols.Len() {
-			payload, err := json.Marshal(cols.Payload(i))
+			payload, err := jsonString(cols.Payload(i))
 			if err != nil {
 				return nil, err
 			}
-			fmt.Fprintf(&buf, `{"uid":%d,"row":%d,"payload":%s`, cols.UID(i), cols.Row(i), payload)
+			b := buf.AvailableBuffer()
+			b = strconv.AppendInt(append(b, `{"uid":`...), cols.UID(i), 10)
+			b = strconv.AppendInt(append(b, `,"row":`...), int64(cols.Row(i)), 10)
+			buf.Write(append(append(b, `,"payload":`...), payload...))
 			switch tag, ok := cols.optional(i, fieldTag); {
 			case ok:
 				buf.WriteString(`,"tag":` + tag)
@@ -118,7 +120,9 @@ func csvBody(in engine.Unit) ([]byte, error) {
 			buf.WriteByte('\n')
 		}
 		for i := range cols.Len() {
-			fmt.Fprintf(&buf, "%d,%d,%s", cols.UID(i), cols.Row(i), cols.Payload(i))
+			b := strconv.AppendInt(buf.AvailableBuffer(), cols.UID(i), 10)
+			b = strconv.AppendInt(append(b, ','), int64(cols.Row(i)), 10)
+			buf.Write(append(append(b, ','), cols.Payload(i)...))
 			for _, name := range cols.optionalNames() {
 				v, _ := cols.optional(i, name)
 				buf.WriteString("," + v)
@@ -127,6 +131,17 @@ func csvBody(in engine.Unit) ([]byte, error) {
 		}
 	}
 	return buf.Bytes(), nil
+}
+
+// jsonString is s as a JSON string: quoted as it is when it holds only
+// letters and digits (every pool payload), else as encoding/json spells it.
+func jsonString(s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') {
+			return json.Marshal(s)
+		}
+	}
+	return []byte(`"` + s + `"`), nil
 }
 
 // optionalNames are the optional fields cols has, in the order a CSV

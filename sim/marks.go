@@ -13,6 +13,14 @@ const (
 	MarkHTTPRefused400 = "http-refused-400" // an invalid first request refused 400 (malformed)
 	MarkHTTPRefused413 = "http-refused-413" // refused 413 (over the body cap)
 	MarkHTTPRefused415 = "http-refused-415" // refused 415 (unknown Content-Type)
+
+	MarkPrefixJSONL     = "prefix-jsonl"      // a JSON-lines object ingested to its end
+	MarkPrefixCSV       = "prefix-csv"        // a CSV object ingested to its end
+	MarkPrefixRowGroups = "prefix-row-groups" // a Parquet object of several row groups ingested to its end
+	MarkPrefixSpan      = "prefix-span"       // a unit of several row groups acked
+	MarkPrefixMidObject = "prefix-mid-object" // a unit starting mid-object acked: an object in several units
+	MarkPrefixResumed   = "prefix-resumed"    // such a unit where a recovery's offsets left the object: resumed mid-object
+	MarkPrefixSkipped   = "prefix-skipped"    // an object that cannot be ingested skipped (on_error skip)
 )
 
 // mark counts one pass of a world mark.

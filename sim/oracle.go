@@ -109,15 +109,22 @@ func (o *Oracle) produced(uid UID, b arrow.RecordBatch, sidecar *segment.Sidecar
 	if _, ok := o.units[uid]; ok {
 		return
 	}
-	u := &unitInfo{firstSeen: o.w.sched.Now()}
+	var d RowDigest
 	var rows []segment.CDCRow
 	if sidecar != nil {
 		rows = sidecar.Rows
 	}
-	if err := u.digest.AddBatch(b, rows); err != nil {
+	if err := d.AddBatch(b, rows); err != nil {
 		panic(fmt.Sprintf("sim: unit %s: %v", uid, err))
 	}
-	o.units[uid] = u
+	o.producedDigest(uid, d)
+}
+
+// producedDigest records a unit of rows digesting to d (the first time).
+func (o *Oracle) producedDigest(uid UID, d RowDigest) {
+	if _, ok := o.units[uid]; !ok {
+		o.units[uid] = &unitInfo{digest: d, firstSeen: o.w.sched.Now()}
+	}
 }
 
 // onApply sees every mutation land in the store.
@@ -279,9 +286,10 @@ func (o *Oracle) unitCommitted(m *markerInfo, uid UID, got RowDigest) {
 // unit's key present — else a recovery that finds this segment last
 // resumes a source below what was acked, or forgets a key.
 func (o *Oracle) checkCovers(m *markerInfo, uid UID) {
-	spec := o.w.sources[uid.source()].spec
+	src := o.w.sources[uid.source()]
+	spec := src.spec
 	if spec.Replayable {
-		key, want := offsetOf(spec, uid)
+		key, want := src.offsetOf(uid)
 		if v, _ := m.offsets.Get(key); v < want {
 			o.fail("marker %s holds unit %s, but its offsets say %s=%d", m.key, uid, key, v)
 		}
@@ -363,7 +371,7 @@ func (o *Oracle) onAck(uid UID) {
 		o.walAcked(uid)
 		if !o.acked[uid] {
 			o.acked[uid] = true
-			o.ledger.add(uid, o.w.sources[uid.source()].spec, "", o.units[uid].firstSeen)
+			o.ledger.add(uid, o.w.sources[uid.source()], "", o.units[uid].firstSeen)
 		}
 		return
 	}
@@ -382,7 +390,7 @@ func (o *Oracle) onAck(uid UID) {
 			m = c
 		}
 	}
-	o.ledger.add(uid, o.w.sources[uid.source()].spec, m.key, u.firstSeen)
+	o.ledger.add(uid, o.w.sources[uid.source()], m.key, u.firstSeen)
 }
 
 // checkCommits: no unit is in two markers that count, and every acked

@@ -44,14 +44,19 @@ type source struct {
 	endpoint HTTPEndpoint
 	// refused: units whose invalid first request the endpoint judged.
 	refused map[uint64]bool
-	// A prefix source (prefix.go): its current run, and how far every
-	// object it dropped (newSeq) is known acked.
+	// A prefix source (prefix.go): its current run, the objects it
+	// dropped (newSeq of them; by offset key in objKeys), how many of
+	// them cannot be ingested, and how far every object is known done.
 	run       *prefixRun
+	objects   []*objectLayout
+	objKeys   map[string]int
+	corrupt   int
 	ackedUpTo uint64
 }
 
 func newSource(w *World, idx int, spec SourceSpec) *source {
-	s := &source{w: w, idx: idx, spec: spec, rand: w.root.Split("source/" + spec.Name), pending: map[uint64]bool{}, refused: map[uint64]bool{}}
+	s := &source{w: w, idx: idx, spec: spec, rand: w.root.Split("source/" + spec.Name), pending: map[uint64]bool{}, refused: map[uint64]bool{},
+		objKeys: map[string]int{}}
 	if !spec.Replayable && w.cfg.HTTP != nil {
 		s.endpoint = w.cfg.HTTP(HTTPOptions{Sink: spec.sinkRef(), Ready: func() bool { return w.eng != nil && w.eng.Ready() }, BodyCap: spec.BodyCap})
 	}
@@ -296,6 +301,9 @@ func (s *source) unit(uid UID) engine.Unit {
 // unitContent is unit uid's batch — with its optional fields (shape.go)
 // — and, for a CDC source, its changes.
 func unitContent(spec SourceSpec, uid UID) (arrow.RecordBatch, *segment.Sidecar) {
+	if spec.Prefix && spec.Formats != "" {
+		return pieceContent(spec, uid), nil
+	}
 	rows := unitRows(spec, uid)
 	batch := withShape(unitBatch(spec, uid, rows), uid, shapeOf(spec, uid))
 	if !spec.CDC {

@@ -45,6 +45,18 @@ type SourceSpec struct {
 	// Prefix: objects dropped under a prefix of the store, read by the
 	// real objects source (prefix.go); Replayable, without partitions.
 	Prefix bool `json:"prefix,omitempty"`
+	// Formats (prefix): FormatsMixed drops JSON lines, CSV and Parquet
+	// objects (of one or several row groups), chosen per object; ""
+	// drops Parquet objects of one row group, one unit each (the worlds
+	// recorded before). See prefix_objects.go.
+	Formats string `json:"formats,omitempty"`
+	// ChunkBytes (prefix) bounds the text or row groups of one unit of
+	// the objects source; 0: its default (8 MiB, above any object).
+	ChunkBytes int64 `json:"chunk_bytes,omitempty"`
+	// CorruptPermille (prefix): this many thousandths of the objects
+	// cannot be ingested, and the source skips such objects (on_error
+	// "skip"). 0: none, and the source stops on one (on_error "stop").
+	CorruptPermille int `json:"corrupt_permille,omitempty"`
 	// Keys (CDC) is the size of the namespace's key space: each change
 	// names one of Keys identities, with an order token that units
 	// deliver out of order (cdc.go). 0: the rule of the worlds recorded
@@ -107,6 +119,12 @@ func (s SourceSpec) summary() string {
 	}
 	if s.Encoding != "" {
 		kind += "/" + s.Encoding
+	}
+	if s.Formats != "" {
+		kind += "/" + s.Formats + "/chunk=" + strconv.FormatInt(s.ChunkBytes, 10)
+	}
+	if s.CorruptPermille > 0 {
+		kind += fmt.Sprintf("/corrupt=%d‰", s.CorruptPermille)
 	}
 	if s.ExtraField {
 		kind += "+extra"
@@ -201,6 +219,7 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 		last := &out[len(out)-1]
 		last.RowsMax = last.RowsMin + pr.Intn(200)
 		last.PayloadMax = last.PayloadMin + pr.Intn(448)
+		drawObjects(r.Split("prefix-objects"), last)
 	}
 	out = append(out, drawBulk(r.Split("bulk"), s, len(out)))
 	if r.Chance(0.4) {
@@ -252,6 +271,28 @@ func sinkKindOf(s WorldSpec, ref string) string {
 		}
 	}
 	return ""
+}
+
+// drawObjects draws what a prefix source's producer drops: in most
+// worlds objects of every format under a chunk bound that cuts many of
+// them into several units (a typical object is a sixth to about one
+// chunk, so the larger ones are several), never below two of its
+// longest records (a record longer than a chunk is an error of the
+// object); in half of those some objects it cannot ingest. A chunk
+// takes a commit round trip, so such worlds drop fewer objects.
+func drawObjects(r *Rand, spec *SourceSpec) {
+	if !r.Chance(0.85) {
+		return
+	}
+	spec.Formats = FormatsMixed
+	lo, hi := spec.payloadBounds()
+	line := float64((lo+hi)/2 + 48)
+	typical := line * float64(spec.RowsMin+spec.RowsMax) / 2
+	spec.ChunkBytes = max(int64(logUniform(r, typical/6, typical*1.2)), 2*int64(hi+96))
+	spec.Units = 10 + spec.Units/2
+	if r.Chance(0.5) {
+		spec.CorruptPermille = 20 + r.Intn(150)
+	}
 }
 
 // drawBulk is the bulk load: Partitions × unit bytes ≈ ¾–2½ segment

@@ -19,6 +19,13 @@ var worldMarks = []worldMark{
 	{sim.MarkHTTPRefused400, refusingClient},
 	{sim.MarkHTTPRefused415, refusingClient},
 	{sim.MarkHTTPRefused413, func(s sim.SourceSpec) bool { return refusingClient(s) && s.BodyCap > 0 }},
+	{sim.MarkPrefixJSONL, mixedObjects},
+	{sim.MarkPrefixCSV, mixedObjects},
+	{sim.MarkPrefixRowGroups, mixedObjects},
+	{sim.MarkPrefixSpan, mixedObjects},
+	{sim.MarkPrefixMidObject, mixedObjects},
+	{sim.MarkPrefixResumed, mixedObjects},
+	{sim.MarkPrefixSkipped, func(s sim.SourceSpec) bool { return s.Prefix && s.CorruptPermille > 0 }},
 }
 
 // optionalWorldMarks are the world marks an ordinary sweep need not
@@ -39,6 +46,8 @@ func csvClient(s sim.SourceSpec) bool {
 }
 
 func refusingClient(s sim.SourceSpec) bool { return !s.Replayable && s.RefusePermille > 0 }
+
+func mixedObjects(s sim.SourceSpec) bool { return s.Prefix && s.Formats != "" }
 
 // markCounts counts, per world mark, the worlds that could reach it,
 // the worlds that did and the times it was passed.
