@@ -11,8 +11,12 @@ const (
 	MarkHTTPExtraField = "http-extra-field" // a body with the extra field answered 200
 	MarkHTTPWidened    = "http-widened"     // a body whose score widened to float64 answered 200
 	MarkHTTPRefused400 = "http-refused-400" // an invalid first request refused 400 (malformed)
-	MarkHTTPRefused413 = "http-refused-413" // refused 413 (over the body cap)
 	MarkHTTPRefused415 = "http-refused-415" // refused 415 (unknown Content-Type)
+	// MarkHTTPRefused413 and …Chunked: refused 413, over the body cap —
+	// by its Content-Length, or (none sent) by the decoder reading past
+	// the cap.
+	MarkHTTPRefused413        = "http-refused-413"
+	MarkHTTPRefused413Chunked = "http-refused-413-chunked"
 
 	MarkPrefixJSONL     = "prefix-jsonl"      // a JSON-lines object ingested to its end
 	MarkPrefixCSV       = "prefix-csv"        // a CSV object ingested to its end

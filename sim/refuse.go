@@ -98,11 +98,11 @@ func buildInvalid(k invalidKind, spec SourceSpec, uid UID, valid requestText) in
 			ct, body = jsonLines, []byte(`{"uid":0,"row":0,"payload":"x"}`+"\n")
 		}
 		body = append(body, bytes.Repeat([]byte{'\n'}, int(spec.BodyCap)+1-len(body)+int(h%64))...)
-		length := int64(len(body))
+		req := invalidRequest{ctype: ct, body: body, length: int64(len(body)), want: http.StatusRequestEntityTooLarge, mark: MarkHTTPRefused413}
 		if (h>>8)%2 == 0 {
-			length = -1 // chunked: the source finds out as it reads
+			req.length, req.mark = -1, MarkHTTPRefused413Chunked // the source finds out as it reads
 		}
-		return invalidRequest{ctype: ct, body: body, length: length, want: http.StatusRequestEntityTooLarge, mark: MarkHTTPRefused413}
+		return req
 	}
 	ct, body := malformed(valid, uid, h)
 	return invalidRequest{ctype: ct, body: body, length: int64(len(body)), want: http.StatusBadRequest, mark: MarkHTTPRefused400}

@@ -73,7 +73,8 @@ func TestHTTPEndpointWorld(t *testing.T) {
 	if res.Acks == 0 {
 		t.Fatal("nothing acked")
 	}
-	for _, m := range []string{sim.MarkHTTPCSV, sim.MarkHTTPExtraField, sim.MarkHTTPWidened, sim.MarkHTTPRefused400, sim.MarkHTTPRefused413, sim.MarkHTTPRefused415} {
+	for _, m := range []string{sim.MarkHTTPCSV, sim.MarkHTTPExtraField, sim.MarkHTTPWidened, sim.MarkHTTPRefused400,
+		sim.MarkHTTPRefused413, sim.MarkHTTPRefused413Chunked, sim.MarkHTTPRefused415} {
 		if res.WorldMarks[m] == 0 {
 			t.Errorf("no %s in the world (marks %v)", m, res.WorldMarks)
 		}
@@ -191,5 +192,24 @@ func TestHTTPEndpointOracles(t *testing.T) {
 				t.Fatalf("violations %q, want one saying %q", res.Violations, c.want)
 			}
 		})
+	}
+}
+
+// A world whose cap is below the bodies its clients build fails loudly:
+// its invalid requests would not be what they say, nor its valid ones.
+func TestHTTPWorldChecksItsCap(t *testing.T) {
+	j, err := drawJob(11, 5000, "none")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range j.spec.Sources {
+		if !j.spec.Sources[i].Replayable {
+			j.spec.Sources[i].BodyCap = 64
+		}
+	}
+	cfg, _ := j.config()
+	res := sim.NewWorld(cfg).Run(time.Now)
+	if !strings.Contains(strings.Join(res.Violations, "\n"), "over its own cap") {
+		t.Fatalf("violations %q", res.Violations)
 	}
 }

@@ -182,10 +182,10 @@ func (p ported) Run(b sim.Blocking, offsets segment.Offsets) error {
 
 // The world catches a source that skips an object (the run never
 // converges: the object is never done), one that ingests under an offset
-// other than its rows' end, one that drops a unit's first row, one that
-// skips an object it could have read, one that ingests one it could not,
-// one that stops on an object it cannot read, and one that ignores the
-// offsets it resumes from.
+// other than its rows' end, one that drops a unit's first row or all its
+// rows, one that skips an object it could have read, one that ingests
+// one it could not, one that stops on an object it cannot read, and one
+// that ignores the offsets it resumes from.
 func TestPrefixSourceOracles(t *testing.T) {
 	for _, c := range []struct {
 		name    string
@@ -196,6 +196,7 @@ func TestPrefixSourceOracles(t *testing.T) {
 		{"skips an object", "none", over(func(s objects.Store) objects.Store { return hiding{s, "0000000002."} }, nil, nil), "did not converge"},
 		{"wrong offset", "none", over(nil, func(b sim.Blocking) sim.Blocking { return offsetShifter{b} }, nil), "ingested with offset"},
 		{"drops a row", "none", over(nil, func(b sim.Blocking) sim.Blocking { return rowDropper{b} }, nil), "rows skipped, split or sent twice"},
+		{"sends no rows", "none", over(nil, func(b sim.Blocking) sim.Blocking { return emptier{b} }, nil), "a unit whose rows cannot be read (0 runs)"},
 		{"skips a readable object", "none", over(func(s objects.Store) objects.Store { return garbling{s, ""} }, nil, nil),
 			"the world dropped"},
 		{"ingests an unreadable object", "none", over(func(s objects.Store) objects.Store { return renaming{s} }, nil, nil),
@@ -238,4 +239,12 @@ func (r rowDropper) Ingest(u engine.Unit) error {
 	defer b.Release()
 	u.Batches = append([]arrow.RecordBatch{b}, u.Batches[1:]...)
 	return r.Blocking.Ingest(u)
+}
+
+// emptier ingests every unit without its rows.
+type emptier struct{ sim.Blocking }
+
+func (e emptier) Ingest(u engine.Unit) error {
+	u.Batches = nil
+	return e.Blocking.Ingest(u)
 }

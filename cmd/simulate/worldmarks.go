@@ -18,7 +18,8 @@ var worldMarks = []worldMark{
 	{sim.MarkHTTPWidened, func(s sim.SourceSpec) bool { return !s.Replayable && s.WidenField }},
 	{sim.MarkHTTPRefused400, refusingClient},
 	{sim.MarkHTTPRefused415, refusingClient},
-	{sim.MarkHTTPRefused413, func(s sim.SourceSpec) bool { return refusingClient(s) && s.BodyCap > 0 }},
+	{sim.MarkHTTPRefused413, cappedClient},
+	{sim.MarkHTTPRefused413Chunked, cappedClient},
 	{sim.MarkPrefixJSONL, mixedObjects},
 	{sim.MarkPrefixCSV, mixedObjects},
 	{sim.MarkPrefixRowGroups, mixedObjects},
@@ -46,6 +47,8 @@ func csvClient(s sim.SourceSpec) bool {
 }
 
 func refusingClient(s sim.SourceSpec) bool { return !s.Replayable && s.RefusePermille > 0 }
+
+func cappedClient(s sim.SourceSpec) bool { return refusingClient(s) && s.BodyCap > 0 }
 
 func mixedObjects(s sim.SourceSpec) bool { return s.Prefix && s.Formats != "" }
 
