@@ -95,9 +95,10 @@
 //   - World marks (marks.go): the sources' rare paths (a CSV body, a
 //     refused request, an object resumed mid-way), counted for the
 //     coverage check (Result.WorldMarks).
-//   - Oracles (oracle.go, sinkoracle.go, ackledger.go, digest.go,
-//     wal_oracle.go for the local-disk WAL, reclaim_oracle.go for what a
-//     reclaim must leave durable): the
+//   - Oracles (oracle.go, recovery_oracle.go, bitmap_oracle.go,
+//     sinkoracle.go, ackledger.go, digest.go, wal_oracle.go for the
+//     local-disk WAL, reclaim_oracle.go for what a reclaim must leave
+//     durable; the sources' checks live with them, above): the
 //     guarantees, checked against the store's truth (the oracle decodes
 //     every segment whose marker lands and compares whole rows with what
 //     was produced, RowDigest), never against what the engine says of
