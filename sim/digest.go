@@ -84,6 +84,7 @@ const (
 	digestTag = 0x7461670000000000 + iota
 	digestScoreInt
 	digestScoreFloat
+	digestZip
 )
 
 // addOptional adds row i's optional fields that are not null. A null
@@ -93,6 +94,10 @@ func (d *RowDigest) addOptional(c Cols, i int) {
 	if c.tags != nil && c.tags.IsValid(i) {
 		d.word(digestTag)
 		d.word(uint64(c.tags.Value(i)))
+	}
+	if c.zips != nil && c.zips.IsValid(i) {
+		d.word(digestZip)
+		d.word(xxh3.HashString(c.zips.Value(i)))
 	}
 	switch {
 	case c.scoreInts != nil && c.scoreInts.IsValid(i):
@@ -104,8 +109,8 @@ func (d *RowDigest) addOptional(c Cols, i int) {
 	}
 }
 
-// Cols are a batch's uid, row and payload columns, and its optional tag
-// and score (shape.go), found by name: a unit sent as JSON lines comes
+// Cols are a batch's uid, row and payload columns, and its optional tag,
+// zip and score (shape.go), found by name: a unit sent as JSON lines comes
 // back with its fields sorted by name and its row numbers as int64 (the
 // HTTP source's inference), one sent as CSV in its header's order, one
 // sent as Arrow in the unit schema's order and types. All digest alike.
@@ -115,6 +120,7 @@ type Cols struct {
 	rows64      *array.Int64
 	payloads    *array.String
 	tags        *array.Int64
+	zips        *array.String
 	scoreInts   *array.Int64
 	scoreFloats *array.Float64
 }
@@ -148,6 +154,8 @@ func UnitColumns(b arrow.RecordBatch) (Cols, error) {
 			ok2 = c.setRows(col)
 		case fieldTag:
 			c.tags, ok = col.(*array.Int64)
+		case fieldZip:
+			c.zips, ok = col.(*array.String)
 		case fieldScore:
 			c.scoreInts, _ = col.(*array.Int64)
 			c.scoreFloats, _ = col.(*array.Float64)

@@ -92,6 +92,9 @@ func jsonBody(in engine.Unit) ([]byte, error) {
 			case cols.tags != nil && i%4 == 1:
 				buf.WriteString(`,"tag":null`)
 			}
+			if zip, ok := cols.optional(i, fieldZip); ok {
+				buf.WriteString(`,"zip":"` + zip + `"`)
+			}
 			if score, ok := cols.optional(i, fieldScore); ok {
 				buf.WriteString(`,"score":` + score)
 			}
@@ -151,6 +154,9 @@ func (c Cols) optionalNames() []string {
 	if c.tags != nil {
 		out = append(out, fieldTag)
 	}
+	if c.zips != nil {
+		out = append(out, fieldZip)
+	}
 	if c.scoreInts != nil || c.scoreFloats != nil {
 		out = append(out, fieldScore)
 	}
@@ -158,11 +164,14 @@ func (c Cols) optionalNames() []string {
 }
 
 // optional is row i's value of an optional field as text (JSON and CSV
-// spell numbers alike), and whether it is there and not null.
+// spell numbers alike; a zip is JSON's string unquoted), and whether it
+// is there and not null.
 func (c Cols) optional(i int, name string) (string, bool) {
 	switch {
 	case name == fieldTag && c.tags != nil && c.tags.IsValid(i):
 		return strconv.FormatInt(c.tags.Value(i), 10), true
+	case name == fieldZip && c.zips != nil && c.zips.IsValid(i):
+		return c.zips.Value(i), true // digits: no quoting or escaping
 	case name == fieldScore && c.scoreInts != nil && c.scoreInts.IsValid(i):
 		return strconv.FormatInt(c.scoreInts.Value(i), 10), true
 	case name == fieldScore && c.scoreFloats != nil && c.scoreFloats.IsValid(i):

@@ -1,6 +1,8 @@
 package sim
 
 import (
+	"fmt"
+
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -14,7 +16,9 @@ import (
 //
 //   - tag, an integer on the even rows of a unit that has it and null on
 //     the odd ones (absent from a JSON line, or null in it; an empty CSV
-//     cell), so the source infers int64 with nulls;
+//     cell), so the source infers int64 with nulls; and with it zip, five
+//     digits with a leading zero on every row, which CSV inference keeps
+//     as text (a number spelled so is a code, not the number);
 //   - score, an integer on every row (inferred int64), or — on a unit
 //     whose score widens — a half on the even rows and an integer on the
 //     odd ones (inferred float64, its integers converted exactly).
@@ -41,11 +45,12 @@ type unitShape struct {
 
 func (s unitShape) plain() bool { return !s.tag && s.score == scoreNone }
 
-// The optional fields' names: sorted after payload and row and before
-// uid, so a JSON body's columns (sorted by name) interleave them.
+// The optional fields' names: sorted among the unit schema's, so a JSON
+// body's columns (sorted by name) interleave them.
 const (
 	fieldTag   = "tag"
 	fieldScore = "score"
+	fieldZip   = "zip"
 )
 
 // shapeOf is unit uid's shape: plain unless its source evolves schemas
@@ -68,6 +73,11 @@ func shapeOf(spec SourceSpec, uid UID) unitShape {
 // tagOf is row r's tag, and whether it has one (not null).
 func tagOf(uid UID, r int) (int64, bool) {
 	return int64(mix64(uint64(uid)*31+uint64(r)) % 1_000_000), r%2 == 0
+}
+
+// zipOf is row r's zip: "0" and four digits.
+func zipOf(uid UID, r int) string {
+	return fmt.Sprintf("0%04d", mix64(uint64(uid)*41+uint64(r)+2)%10000)
 }
 
 // scoreOf is row r's score in a unit of kind k: an integer below 2^20,
@@ -104,6 +114,13 @@ func withShape(b arrow.RecordBatch, uid UID, s unitShape) arrow.RecordBatch {
 		fields = append(fields, arrow.Field{Name: fieldTag, Type: arrow.PrimitiveTypes.Int64, Nullable: true})
 		extra = append(extra, tb.NewArray())
 		tb.Release()
+		zb := array.NewStringBuilder(memory.DefaultAllocator)
+		for r := range rows {
+			zb.Append(zipOf(uid, r))
+		}
+		fields = append(fields, arrow.Field{Name: fieldZip, Type: arrow.BinaryTypes.String, Nullable: true})
+		extra = append(extra, zb.NewArray())
+		zb.Release()
 	}
 	if s.score != scoreNone {
 		f, a := scoreColumn(uid, rows, s.score)

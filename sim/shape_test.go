@@ -69,7 +69,8 @@ func TestShapes(t *testing.T) {
 }
 
 // The digest covers the optional fields: a changed tag, a tag made
-// null, or a score of another type all digest differently.
+// null, a zip without its leading zero, or a score of another type all
+// digest differently.
 func TestShapeDigest(t *testing.T) {
 	spec := evolving()
 	uid := findShape(t, spec, unitShape{tag: true, score: scoreFloat})
@@ -87,6 +88,17 @@ func TestShapeDigest(t *testing.T) {
 		if d := digestOf(t, replaceColumn(b, fieldTag, edit)); d == base {
 			t.Errorf("%s: same digest", name)
 		}
+	}
+	unzipped := replaceColumn(b, fieldZip, func(a arrow.Array) arrow.Array {
+		sb := array.NewStringBuilder(memory.DefaultAllocator)
+		defer sb.Release()
+		for i := range a.Len() {
+			sb.Append(strings.TrimLeft(a.(*array.String).Value(i), "0"))
+		}
+		return sb.NewArray()
+	})
+	if digestOf(t, unzipped) == base {
+		t.Error("zip without its leading zero: same digest")
 	}
 	asInt := replaceColumn(b, fieldScore, func(a arrow.Array) arrow.Array {
 		ib := array.NewInt64Builder(memory.DefaultAllocator)
@@ -160,7 +172,7 @@ func TestRequestBodies(t *testing.T) {
 		t.Fatalf("%+v %v", body, err)
 	}
 	lines := strings.Split(string(body.bytes), "\n")
-	if lines[0] != "uid,row,payload,tag,score" || !strings.HasSuffix(lines[1], ".5") || !strings.Contains(lines[2], ",,") {
+	if lines[0] != "uid,row,payload,tag,zip,score" || !strings.HasSuffix(lines[1], ".5") || !strings.Contains(lines[2], ",,") {
 		t.Fatalf("CSV body:\n%s", body.bytes)
 	}
 	spec.Encoding = EncodingJSON
