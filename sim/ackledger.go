@@ -40,15 +40,15 @@ func newAckLedger() ackLedger {
 // add records a unit's first ACK; seen is when it was first submitted.
 // marker is the segment holding it, "" if none yet (a disk-WAL unit is
 // acked from the log, and its segment added when its marker lands).
-func (l *ackLedger) add(uid UID, spec SourceSpec, marker string, seen time.Duration) {
+func (l *ackLedger) add(uid UID, s *source, marker string, seen time.Duration) {
 	if marker != "" {
 		l.addSeg(marker)
 	}
-	if !spec.Replayable {
-		l.idem = append(l.idem, idemAcked{uid, idemOffsetKey(spec.Name, uid), seen})
+	if !s.spec.Replayable {
+		l.idem = append(l.idem, idemAcked{uid, idemOffsetKey(s.spec.Name, uid), seen})
 		return
 	}
-	key, v := offsetOf(spec, uid)
+	key, v := s.offsetOf(uid)
 	cur, ok := l.maxSeq[key]
 	if !ok {
 		l.keys = append(l.keys, key)

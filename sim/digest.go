@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -49,8 +51,9 @@ func (d *RowDigest) AddChange(kind string, identity []byte, order uint64) {
 	d.word(order)
 }
 
-// AddBatch adds every row of a unit-schema batch, with its CDC rows when
-// sidecar is not nil (sidecar rows align with the batch's rows).
+// AddBatch adds every row of a unit-schema batch (and its optional
+// fields, shape.go), with its CDC rows when sidecar is not nil (sidecar
+// rows align with the batch's rows).
 func (d *RowDigest) AddBatch(b arrow.RecordBatch, sidecar []segment.CDCRow) error {
 	cols, err := UnitColumns(b)
 	if err != nil {
@@ -60,7 +63,7 @@ func (d *RowDigest) AddBatch(b arrow.RecordBatch, sidecar []segment.CDCRow) erro
 		return fmt.Errorf("sidecar has %d rows, batch %d", len(sidecar), cols.Len())
 	}
 	for i := range cols.Len() {
-		d.AddRow(cols.UID(i), cols.Row(i), cols.Payload(i))
+		d.AddCols(cols, i)
 		if sidecar != nil {
 			c := sidecar[i]
 			d.AddChange(c.Kind.String(), c.Identity, c.Order)
@@ -69,15 +72,57 @@ func (d *RowDigest) AddBatch(b arrow.RecordBatch, sidecar []segment.CDCRow) erro
 	return nil
 }
 
-// Cols are a batch's uid, row and payload columns, found by name: a unit
-// sent as JSON lines comes back with its fields sorted by name and its
-// row numbers as int64 (the HTTP source's inference), one sent as Arrow
-// in the unit schema's order and types. Both digest alike.
+// AddCols adds row i of cols: uid, row, payload and the optional fields.
+func (d *RowDigest) AddCols(c Cols, i int) {
+	d.AddRow(c.UID(i), c.Row(i), c.Payload(i))
+	d.addOptional(c, i)
+}
+
+// Words that name an optional field's value in a digest, by type, so
+// that a tag never digests like a score nor an integer like a float.
+const (
+	digestTag = 0x7461670000000000 + iota
+	digestScoreInt
+	digestScoreFloat
+	digestZip
+)
+
+// addOptional adds row i's optional fields that are not null. A null
+// adds nothing, as an absent field does: a JSON line without the field
+// and one with null decode alike.
+func (d *RowDigest) addOptional(c Cols, i int) {
+	if c.tags != nil && c.tags.IsValid(i) {
+		d.word(digestTag)
+		d.word(uint64(c.tags.Value(i)))
+	}
+	if c.zips != nil && c.zips.IsValid(i) {
+		d.word(digestZip)
+		d.word(xxh3.HashString(c.zips.Value(i)))
+	}
+	switch {
+	case c.scoreInts != nil && c.scoreInts.IsValid(i):
+		d.word(digestScoreInt)
+		d.word(uint64(c.scoreInts.Value(i)))
+	case c.scoreFloats != nil && c.scoreFloats.IsValid(i):
+		d.word(digestScoreFloat)
+		d.word(math.Float64bits(c.scoreFloats.Value(i)))
+	}
+}
+
+// Cols are a batch's uid, row and payload columns, and its optional tag,
+// zip and score (shape.go), found by name: a unit sent as JSON lines comes
+// back with its fields sorted by name and its row numbers as int64 (the
+// HTTP source's inference), one sent as CSV in its header's order, one
+// sent as Arrow in the unit schema's order and types. All digest alike.
 type Cols struct {
-	uids     *array.Int64
-	rows32   *array.Int32
-	rows64   *array.Int64
-	payloads *array.String
+	uids        *array.Int64
+	rows32      *array.Int32
+	rows64      *array.Int64
+	payloads    *array.String
+	tags        *array.Int64
+	zips        *array.String
+	scoreInts   *array.Int64
+	scoreFloats *array.Float64
 }
 
 func (c Cols) Len() int             { return c.uids.Len() }
@@ -90,31 +135,61 @@ func (c Cols) Row(i int) int32 {
 	return int32(c.rows64.Value(i))
 }
 
-// UnitColumns returns a batch's uid, row and payload columns.
+// UnitColumns returns a batch's uid, row and payload columns, and its
+// optional fields. Any other column is an error, except a destination's
+// CDC columns (_cdc_…), which the caller reads: a column the world never
+// produced must not pass unseen.
 func UnitColumns(b arrow.RecordBatch) (Cols, error) {
-	col := func(name string) arrow.Array {
-		if idx := b.Schema().FieldIndices(name); len(idx) == 1 {
-			return b.Column(idx[0])
-		}
-		return nil
-	}
 	var c Cols
 	var ok1, ok2, ok3 bool
-	c.uids, ok1 = col("uid").(*array.Int64)
-	c.payloads, ok3 = col("payload").(*array.String)
-	switch r := col("row").(type) {
-	case *array.Int32:
-		c.rows32, ok2 = r, true
-	case *array.Int64:
-		c.rows64, ok2 = r, true
-		for i := range r.Len() {
-			if v := r.Value(i); v < 0 || v > 1<<31-1 {
-				return Cols{}, fmt.Errorf("row number %d does not fit int32", v)
-			}
+	for i, f := range b.Schema().Fields() {
+		col := b.Column(i)
+		ok := true
+		switch f.Name {
+		case "uid":
+			c.uids, ok1 = col.(*array.Int64)
+		case "payload":
+			c.payloads, ok3 = col.(*array.String)
+		case "row":
+			ok2 = c.setRows(col)
+		case fieldTag:
+			c.tags, ok = col.(*array.Int64)
+		case fieldZip:
+			c.zips, ok = col.(*array.String)
+		case fieldScore:
+			c.scoreInts, _ = col.(*array.Int64)
+			c.scoreFloats, _ = col.(*array.Float64)
+			ok = c.scoreInts != nil || c.scoreFloats != nil
+		default:
+			ok = strings.HasPrefix(f.Name, "_cdc_")
+		}
+		if !ok {
+			return Cols{}, fmt.Errorf("batch column %s: not one the world produces (schema %v)", f, b.Schema())
 		}
 	}
 	if !ok1 || !ok2 || !ok3 {
 		return Cols{}, fmt.Errorf("batch columns %v are not uid int64, row int32 or int64, payload utf8", b.Schema())
 	}
+	if c.rows64 != nil {
+		for i := range c.rows64.Len() {
+			if v := c.rows64.Value(i); v < 0 || v > 1<<31-1 {
+				return Cols{}, fmt.Errorf("row number %d does not fit int32", v)
+			}
+		}
+	}
 	return c, nil
+}
+
+// setRows takes the row column: int32 (Arrow, Parquet) or int64 (the
+// inference of JSON lines and CSV).
+func (c *Cols) setRows(col arrow.Array) bool {
+	switch r := col.(type) {
+	case *array.Int32:
+		c.rows32 = r
+	case *array.Int64:
+		c.rows64 = r
+	default:
+		return false
+	}
+	return true
 }

@@ -59,26 +59,47 @@
 //     the sources, the destinations, crashes, zombies, restarts and
 //     corruption decided by a Faults plan (corrupt.go, zombie.go), a fault
 //     phase, then a quiet phase in which the run must converge.
-//   - Sources (workload.go, source.go, cdc.go): steady logs, CDC streams and
-//     HTTP endpoints (with client timeouts that resend) and bulk loads,
-//     drawn per world; replayable ones resume from the recovered offsets
-//     (or older ones), one unit in flight per offset key; non-replayable
-//     ones retry with the same idempotency key. A unit's content is a pure
-//     function of its id. With Config.HTTP (cmd/simulate sets it), the
-//     non-replayable ones are clients of the real HTTP source
-//     (endpoint.go): each unit is a request — JSON lines or an Arrow IPC
-//     body — with its Idempotency-Key, checked and decoded by sources/http, and only a 200
-//     it answers counts as an ACK. With Config.Prefix, some worlds have a
-//     prefix source (prefix.go): an outside producer drops Parquet objects
-//     under landing/ in the store, and the real objects source, run as a
-//     coroutine over the world's store and engine, ingests them. Most
-//     CDC sources change a small key space (SourceSpec.Keys, cdc.go):
-//     inserts, updates and deletes of the same identities from every
-//     partition, under order tokens unique in the namespace that units
-//     deliver out of order.
-//   - Oracles (oracle.go, sinkoracle.go, ackledger.go, digest.go,
-//     wal_oracle.go for the local-disk WAL, reclaim_oracle.go for what a
-//     reclaim must leave durable): the
+//   - Sources (workload.go, source.go, unit.go, cdc.go): steady logs, CDC
+//     streams and HTTP endpoints (with client timeouts that resend) and
+//     bulk loads, drawn per world; replayable ones resume from the
+//     recovered offsets (or older ones), one unit in flight per offset
+//     key; non-replayable ones retry with the same idempotency key. A
+//     unit's content is a pure function of its id. Most CDC sources
+//     change a small key space (SourceSpec.Keys, cdc.go): inserts,
+//     updates and deletes of the same identities from every partition,
+//     under order tokens unique in the namespace that units deliver out
+//     of order.
+//   - HTTP clients (endpoint.go, endpoint_body.go, shape.go, refuse.go):
+//     with Config.HTTP (cmd/simulate sets it) the non-replayable sources
+//     are clients of the real HTTP source: each unit is a request with
+//     its Idempotency-Key — an Arrow IPC stream, JSON lines or CSV with a
+//     header (SourceSpec.Encoding), checked and decoded by sources/http —
+//     and only a 200 it answers, stating the unit's rows, counts as an
+//     ACK. Text bodies may carry an extra field and a field that widens
+//     from int64 to float64 (shape.go), so a namespace has several schema
+//     fingerprints; the values survive the source's type inference, and
+//     what a unit produced has the columns the source decodes. Some units
+//     go first as an invalid request under the same key — a malformed
+//     line (400), an unknown Content-Type (415), a body over the world's
+//     cap (413) — which must get exactly that status and change nothing.
+//   - Prefix sources (prefix.go, prefix_objects.go, prefix_units.go):
+//     with Config.Prefix an outside producer drops objects under
+//     landing/ in the store — JSON lines, CSV and Parquet of several row
+//     groups, many longer than the source's chunk, some unreadable — and
+//     the real objects source, run as a coroutine over the world's store
+//     and engine, ingests them. Each object is made of pieces the source
+//     never splits (a record, a row group), each an oracle unit with the
+//     offset value that covers it; every unit of the source must be a
+//     contiguous run of one object's pieces from the first its offsets do
+//     not cover, under the last one's offset, and the source must skip
+//     and count the unreadable objects (on_error skip).
+//   - World marks (marks.go): the sources' rare paths (a CSV body, a
+//     refused request, an object resumed mid-way), counted for the
+//     coverage check (Result.WorldMarks).
+//   - Oracles (oracle.go, recovery_oracle.go, bitmap_oracle.go,
+//     sinkoracle.go, ackledger.go, digest.go, wal_oracle.go for the
+//     local-disk WAL, reclaim_oracle.go for what a reclaim must leave
+//     durable; the sources' checks live with them, above): the
 //     guarantees, checked against the store's truth (the oracle decodes
 //     every segment whose marker lands and compares whole rows with what
 //     was produced, RowDigest), never against what the engine says of

@@ -109,15 +109,22 @@ func (o *Oracle) produced(uid UID, b arrow.RecordBatch, sidecar *segment.Sidecar
 	if _, ok := o.units[uid]; ok {
 		return
 	}
-	u := &unitInfo{firstSeen: o.w.sched.Now()}
+	var d RowDigest
 	var rows []segment.CDCRow
 	if sidecar != nil {
 		rows = sidecar.Rows
 	}
-	if err := u.digest.AddBatch(b, rows); err != nil {
+	if err := d.AddBatch(b, rows); err != nil {
 		panic(fmt.Sprintf("sim: unit %s: %v", uid, err))
 	}
-	o.units[uid] = u
+	o.producedDigest(uid, d)
+}
+
+// producedDigest records a unit of rows digesting to d (the first time).
+func (o *Oracle) producedDigest(uid UID, d RowDigest) {
+	if _, ok := o.units[uid]; !ok {
+		o.units[uid] = &unitInfo{digest: d, firstSeen: o.w.sched.Now()}
+	}
 }
 
 // onApply sees every mutation land in the store.
@@ -242,7 +249,9 @@ func (o *Oracle) digestBatch(m *markerInfo, job *RowDigest, run *unitRun, b arro
 		run.uid, run.rows = uid, run.rows+1
 		ph := xxh3.HashString(cols.Payload(i))
 		job.addRow(cols.UID(i), cols.Row(i), ph)
+		job.addOptional(cols, i)
 		run.d.addRow(cols.UID(i), cols.Row(i), ph)
+		run.d.addOptional(cols, i)
 		if cdc != nil {
 			job.addChange(cdc[i])
 			run.d.addChange(cdc[i])
@@ -277,9 +286,10 @@ func (o *Oracle) unitCommitted(m *markerInfo, uid UID, got RowDigest) {
 // unit's key present — else a recovery that finds this segment last
 // resumes a source below what was acked, or forgets a key.
 func (o *Oracle) checkCovers(m *markerInfo, uid UID) {
-	spec := o.w.sources[uid.source()].spec
+	src := o.w.sources[uid.source()]
+	spec := src.spec
 	if spec.Replayable {
-		key, want := offsetOf(spec, uid)
+		key, want := src.offsetOf(uid)
 		if v, _ := m.offsets.Get(key); v < want {
 			o.fail("marker %s holds unit %s, but its offsets say %s=%d", m.key, uid, key, v)
 		}
@@ -361,7 +371,7 @@ func (o *Oracle) onAck(uid UID) {
 		o.walAcked(uid)
 		if !o.acked[uid] {
 			o.acked[uid] = true
-			o.ledger.add(uid, o.w.sources[uid.source()].spec, "", o.units[uid].firstSeen)
+			o.ledger.add(uid, o.w.sources[uid.source()], "", o.units[uid].firstSeen)
 		}
 		return
 	}
@@ -380,7 +390,7 @@ func (o *Oracle) onAck(uid UID) {
 			m = c
 		}
 	}
-	o.ledger.add(uid, o.w.sources[uid.source()].spec, m.key, u.firstSeen)
+	o.ledger.add(uid, o.w.sources[uid.source()], m.key, u.firstSeen)
 }
 
 // checkCommits: no unit is in two markers that count, and every acked
@@ -422,109 +432,6 @@ func (o *Oracle) hasValidMarker(uid UID) bool {
 		}
 	}
 	return false
-}
-
-// bitmapChanged: every version of a completion bitmap holds every bit
-// the previous one did (bits are only ever set). A deleted bitmap starts
-// over (its segment was reclaimed; a later one is an orphan).
-func (o *Oracle) bitmapChanged(op Op, key string) {
-	if op == OpDelete {
-		delete(o.bitmaps, key)
-		return
-	}
-	if op != OpPut {
-		return
-	}
-	raw, _ := o.w.store.Object(key)
-	b, err := segment.DecodeBitmap(key, raw)
-	if err != nil {
-		o.fail("bitmap %s written undecodable: %v", key, err)
-		return
-	}
-	prev := o.bitmaps[key]
-	o.bitmaps[key] = b
-	if prev == nil {
-		return
-	}
-	if prev.Len() != b.Len() {
-		o.fail("bitmap %s changed length from %d to %d bits", key, prev.Len(), b.Len())
-		return
-	}
-	for i := range prev.Len() {
-		if prev.IsSet(segment.SliceOrdinal(i)) && !b.IsSet(segment.SliceOrdinal(i)) {
-			o.fail("bitmap %s: bit %d was set and a later version cleared it (%d bits set before, %d after)", key, i, prev.Count(), b.Count())
-			return
-		}
-	}
-}
-
-// recoveryStats is what the world observed of one recovery.
-type recoveryStats struct {
-	ops, bodyReads uint64
-}
-
-// engineView is what the oracle reads of an engine after recovery: what
-// it claims to own and the offsets it recovered. The oracle compares
-// these claims with the store's truth.
-type engineView interface {
-	Segments() []engine.Segment
-	Offset(key string) (uint64, bool)
-	IdempotencyKeyKnown(key string) bool
-	Stats() engine.Stats
-}
-
-// checkRecovery runs after every recovery.
-func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
-	o.decideValidity()
-	o.checkCommits()
-	owned := map[string]bool{}
-	for _, s := range eng.Segments() {
-		key := o.w.layout.Key(s.Dir, s.ID, engine.KindMarker)
-		owned[key] = true
-		if _, ok := o.w.store.Object(key); !ok && !o.reclaimed[key] {
-			o.fail("recovery owns %s, whose marker does not exist (an orphan)", s.ID)
-		}
-	}
-	for _, key := range o.ledger.liveSegs(o.reclaimed) {
-		if !owned[key] {
-			o.fail("segment %s holds acked units but is neither owned nor reclaimed after recovery", key)
-		}
-	}
-	o.ledger.uncovered(o.recoveredOffset(eng), o.w.sched.Now(), o.w.engCfg.IdempotencyWindow,
-		func(what string) { o.fail("acked %s not covered by the recovered offsets", what) })
-	if rs.bodyReads > 0 {
-		o.fail("recovery read %d segment bodies", rs.bodyReads)
-	}
-	if bound := o.recoveryBound(eng); rs.ops > bound {
-		o.fail("recovery took %d requests, bound %d", rs.ops, bound)
-	}
-}
-
-// recoveryBound: per recovery round, at most AttemptsMax tries of each
-// of: the epoch claim's reads and writes, the seal write and its check,
-// one LIST per page, per marker a GET, a HEAD if the listing missed its
-// body and a GET of its bitmap, the GET of _offsets, a GET per
-// idempotency-key bucket that can hold an unexpired key and one per run
-// of keys. Pages, markers and runs are counted from the store's truth
-// plus the keys deleted recently enough to linger in listings or to have
-// been read before a merge deleted them — live objects, never the
-// history, and never the number of keys.
-func (o *Oracle) recoveryBound(eng engineView) uint64 {
-	lingering := o.w.lingeringDeletes()
-	keys := uint64(len(o.w.store.Keys(o.w.layout.SegmentsPrefix()))) + lingering
-	runs := uint64(len(o.w.store.Keys(o.w.layout.IdemBucketsPrefix()))) + lingering
-	pages := keys/uint64(o.w.pageSize) + 1
-	perRound := uint64(engine.AttemptsMax) * (2*engine.ClaimRoundsMax + 3 + pages + 3*keys + idemBucketReads(o.w.engCfg.IdempotencyWindow) + runs)
-	return eng.Stats().RecoveryRuns * perRound
-}
-
-// idemBucketReads bounds the buckets recovery reads: those that can hold
-// a key submitted within the window (a window spans at most
-// ⌈window / width⌉ + 1 of them), and one more on each side for clock
-// skew between incarnations.
-func idemBucketReads(window time.Duration) uint64 {
-	width := engine.IdemBucketWidth(window)
-	return uint64((window+width-1)/width) + 3
 }
 
 // checkFinal runs when the world has converged.
@@ -582,17 +489,3 @@ func (o *Oracle) checkNoSilentRot() {
 }
 
 func expiredAfter(now, seen, window time.Duration) bool { return now-seen > window }
-
-// checkTroubles: once the world converged — recovery done, every unit
-// committed, every job applied — no trouble of recovery, of the persist
-// or of a sink lane may still be reported: each of those operations has
-// since succeeded, and a success clears its trouble (engine/trouble.go).
-// A trouble that outlives its failure would have an operator chase a
-// problem that is gone.
-func (o *Oracle) checkTroubles(troubles []engine.Trouble) {
-	for _, t := range troubles {
-		if t.Op == "recovery" || t.Op == "persist" || strings.HasPrefix(t.Op, "sink ") {
-			o.fail("trouble %q still reported after convergence (%d attempts since %v, last: %v)", t.Op, t.Attempts, t.Since, t.Err)
-		}
-	}
-}

@@ -80,8 +80,9 @@ func coverOf(t *testing.T, w *World, batches []arrow.RecordBatch) segment.Offset
 // commitWithOffsets is commitBatches with the marker's offsets given.
 func commitWithOffsets(t *testing.T, w *World, id engine.SnapshotID, batches []arrow.RecordBatch, offsets segment.Offsets) engine.Segment {
 	t.Helper()
-	part := segment.Part{Key: segment.PartitionKey{SinkRef: "lake", Namespace: "events", Schema: unitFingerprint},
-		Schema: unitSchema, Batches: batches}
+	schema := batches[0].Schema()
+	part := segment.Part{Key: segment.PartitionKey{SinkRef: "lake", Namespace: "events", Schema: fingerprintOf(schema)},
+		Schema: schema, Batches: batches}
 	var body bytes.Buffer
 	ix, err := segment.Encode(&body, 0, offsets, []segment.Part{part}, memory.DefaultAllocator)
 	if err != nil {

@@ -1,18 +1,9 @@
 package sim
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"iter"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
@@ -20,11 +11,13 @@ import (
 
 // A prefix source (SourceSpec.Prefix) is the real objects source
 // (sources/objects, supplied by cmd/simulate through Config.Prefix) run
-// in the world: an outside producer drops one Parquet object per unit
-// under landing/{name}/ in the world's store — at its own pace, crashes
-// or not — and the source lists the prefix (with the store's listing lag
-// and faults), reads the objects (ranged GETs) and ingests them, one unit
-// per object, resuming after every crash from the recovered offsets.
+// in the world: an outside producer drops objects under
+// landing/{name}/ in the world's store (prefix_objects.go) — at its own
+// pace, crashes or not — and the source lists the prefix (with the
+// store's listing lag and faults), reads the objects (ranged GETs) and
+// ingests them, a unit per chunk of text or span of row groups,
+// resuming after every crash from the recovered offsets; the world maps
+// every unit back to the rows it must hold (prefix_units.go).
 //
 // The source's code is blocking (production runs it on a goroutine), so
 // the world runs it as a coroutine (iter.Pull): each call it makes of
@@ -48,23 +41,34 @@ type Blocking interface {
 	Sleep(d time.Duration)
 }
 
-// PrefixRunner runs a prefix source over b until it fails (its error)
-// or is stopped; offsets are the host's recovered offsets.
-type PrefixRunner func(b Blocking, offsets segment.Offsets) error
-
-// PrefixFactory builds the runner of the prefix source called name that
-// reads prefix into namespace ns of sink.
-type PrefixFactory func(name, prefix, ns, sink string) PrefixRunner
-
-// prefixOffset is the objects source's offset of a fully ingested object
-// of one row group (sources/objects: key "objects/{name}/{object key}",
-// value 1<<63 | row groups). The world checks every unit against it, so
-// a change of that scheme fails the run loudly.
-func prefixOffset(spec SourceSpec, uid UID) (string, uint64) {
-	return "objects/" + spec.Name + "/" + objectName(uid), 1<<63 | 1
+// PrefixRunner is one run of a prefix source, built for one engine
+// incarnation.
+type PrefixRunner interface {
+	// Run runs the source over b until it fails (its error) or is
+	// stopped; offsets are the host's recovered offsets.
+	Run(b Blocking, offsets segment.Offsets) error
+	// Skipped is how many objects this run skipped as unreadable
+	// (on_error "skip"; sources/objects Stats.ObjectsSkipped).
+	Skipped() uint64
 }
 
-func objectName(uid UID) string { return fmt.Sprintf("%010d.parquet", uid.seq()) }
+// PrefixOptions configure the objects source of a prefix source.
+type PrefixOptions struct {
+	Name      string // the source's name, part of its offset keys
+	Prefix    string // the store prefix it reads
+	Namespace string
+	Sink      string
+	// ChunkBytes bounds a unit's text or row groups (SourceSpec.
+	// ChunkBytes); 0: the source's default.
+	ChunkBytes int64
+	// Skip: an object that cannot be ingested is skipped and counted
+	// (on_error "skip"); otherwise it stops the source.
+	Skip bool
+}
+
+// PrefixFactory builds a run of the prefix source opt describes; the
+// source reads every object by its extension (format "auto").
+type PrefixFactory func(opt PrefixOptions) PrefixRunner
 
 // errUnwound stops a prefix source's coroutine from inside a call.
 var errUnwound = errors.New("sim: prefix source stopped")
@@ -109,24 +113,34 @@ func (b blocking) Sleep(d time.Duration) { b.do(&call{kind: "sleep", d: d}) }
 type prefixRun struct {
 	s        *source
 	gen      uint64
+	runner   PrefixRunner
 	next     func() (*call, bool)
 	stop     func()
 	err      error
 	inFlight bool // an ingest call is with the engine
+	// pos is what the run's source holds of its offsets: the recovered
+	// ones it started from, advanced by every unit answered nil — where
+	// each object's next unit must start (prefix_units.go).
+	pos map[string]uint64
+	// acked: the offset keys this run advanced (a unit that starts mid-
+	// object at a key it did not advance resumes after a crash).
+	acked   map[string]bool
+	skipped uint64 // the runner's Skipped when last seen
 }
 
 // startPrefix starts the source's run against the current engine.
 func (s *source) startPrefix(offsets segment.Offsets) {
 	s.stopPrefix()
-	runner := s.w.cfg.Prefix(s.spec.Name, landingRoot+s.spec.Name+"/", s.spec.Name, s.spec.sinkRef())
-	r := &prefixRun{s: s, gen: s.gen}
+	runner := s.w.cfg.Prefix(PrefixOptions{Name: s.spec.Name, Prefix: landingRoot + s.spec.Name + "/", Namespace: s.spec.Name,
+		Sink: s.spec.sinkRef(), ChunkBytes: s.spec.ChunkBytes, Skip: s.spec.CorruptPermille > 0})
+	r := &prefixRun{s: s, gen: s.gen, runner: runner, pos: ownOffsets(offsets, s.spec.Name), acked: map[string]bool{}}
 	r.next, r.stop = iter.Pull(func(yield func(*call) bool) {
 		defer func() {
 			if p := recover(); p != nil && p != errUnwound { //nolint:errorlint // a sentinel value
 				panic(p)
 			}
 		}()
-		r.err = runner(blocking{yield}, offsets)
+		r.err = runner.Run(blocking{yield}, offsets)
 	})
 	s.run = r
 	r.resume()
@@ -143,6 +157,7 @@ func (s *source) stopPrefix() {
 // resume runs the source until its next call, and carries that out.
 func (r *prefixRun) resume() {
 	c, ok := r.next()
+	r.checkSkipped()
 	if !ok {
 		if r.err != nil {
 			r.s.w.oracle.fail("prefix source %s stopped: %v", r.s.spec.Name, r.err)
@@ -183,48 +198,6 @@ func (r *prefixRun) resume() {
 	}
 }
 
-// ingest checks a unit against the object it must be — all of one
-// object's rows, under its offset — and hands it to the engine.
-func (r *prefixRun) ingest(c *call, answer func()) {
-	s, w := r.s, r.s.w
-	uid, ok := r.uidOf(c.unit)
-	if !ok {
-		return
-	}
-	r.inFlight = true
-	w.submitUnit(uid, c.unit, true, func(err error) {
-		r.inFlight = false
-		if err != nil {
-			w.sourceError(s, uid, err)
-		}
-		c.err = err
-		answer()
-	})
-}
-
-// uidOf maps a unit to the object it ingests, failing the run if the
-// unit is not exactly that object done.
-func (r *prefixRun) uidOf(u engine.Unit) (UID, bool) {
-	s, w := r.s, r.s.w
-	if len(u.Offsets) != 1 {
-		w.oracle.fail("prefix source %s: a unit with offsets %v", s.spec.Name, u.Offsets)
-		return 0, false
-	}
-	o := u.Offsets[0]
-	name := strings.TrimPrefix(o.Key, "objects/"+s.spec.Name+"/")
-	seq, err := strconv.ParseUint(strings.TrimSuffix(name, ".parquet"), 10, 48)
-	if err != nil {
-		w.oracle.fail("prefix source %s: a unit with offset key %q", s.spec.Name, o.Key)
-		return 0, false
-	}
-	uid := makeUID(s.idx, 0, seq)
-	if key, v := prefixOffset(s.spec, uid); o.Key != key || o.Value != v {
-		w.oracle.fail("prefix source %s: object %s ingested with offset %s=%d, want %s=%d", s.spec.Name, name, o.Key, o.Value, key, v)
-		return 0, false
-	}
-	return uid, true
-}
-
 // listAll lists every page under prefix.
 func (w *World) listAll(c engine.ObjectStore, prefix, token string, acc []engine.ObjectInfo, done func([]engine.ObjectInfo, error)) {
 	c.ListObjects(prefix, token, func(page engine.ListPage, err error) {
@@ -239,70 +212,4 @@ func (w *World) listAll(c engine.ObjectStore, prefix, token string, acc []engine
 		}
 		w.listAll(c, prefix, page.NextToken, acc, done)
 	})
-}
-
-// drop puts the prefix source's next object in the store, as an outside
-// producer's PUT that landed, and schedules the one after.
-func (s *source) drop() {
-	if s.exhausted(s.newSeq+1, s.newSeq) {
-		return
-	}
-	s.newSeq++
-	uid := makeUID(s.idx, 0, s.newSeq)
-	in := s.unit(uid)
-	body, err := parquetBody(in.Batches[0])
-	in.Batches[0].Release()
-	if err != nil {
-		s.w.oracle.fail("prefix source %s: writing object %s: %v", s.spec.Name, objectName(uid), err)
-		return
-	}
-	if _, err := s.w.store.put(landingRoot+s.spec.Name+"/"+objectName(uid), body, false, ""); err != nil {
-		s.w.oracle.fail("prefix source %s: dropping object %s: %v", s.spec.Name, objectName(uid), err)
-		return
-	}
-	s.w.sched.After(s.rand.Exp(s.spec.Interval), s.drop)
-}
-
-// parquetBody is a batch as a Parquet file of one row group.
-func parquetBody(b arrow.RecordBatch) ([]byte, error) {
-	var buf bytes.Buffer
-	props := parquet.NewWriterProperties(parquet.WithMaxRowGroupLength(int64(b.NumRows()) + 1))
-	w, err := pqarrow.NewFileWriter(b.Schema(), &buf, props, pqarrow.NewArrowWriterProperties(pqarrow.WithAllocator(memory.DefaultAllocator)))
-	if err != nil {
-		return nil, err
-	}
-	if err := w.Write(b); err != nil {
-		return nil, err
-	}
-	if err := w.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
-}
-
-// prefixIdle: every object dropped is done in the engine's offsets (an
-// object committed before a crash is done without an ACK the world saw),
-// and nothing is with the engine. ackedUpTo walks forward only: the
-// offsets view never goes back.
-func (s *source) prefixIdle() bool {
-	if s.run != nil && s.run.inFlight || s.w.eng == nil || !s.w.eng.Ready() {
-		return false
-	}
-	for s.ackedUpTo < s.newSeq {
-		key, want := prefixOffset(s.spec, makeUID(s.idx, 0, s.ackedUpTo+1))
-		if v, _ := s.w.eng.Offset(key); v < want {
-			break
-		}
-		s.ackedUpTo++
-	}
-	return s.ackedUpTo == s.newSeq
-}
-
-// offsetOf is where the offsets hold a replayable unit: its key, and the
-// value that covers it.
-func offsetOf(spec SourceSpec, uid UID) (string, uint64) {
-	if spec.Prefix {
-		return prefixOffset(spec, uid)
-	}
-	return offsetKey(spec, uid.partition()), uid.seq()
 }

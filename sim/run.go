@@ -230,6 +230,7 @@ func (w *World) finish() {
 	}
 	w.res.Marks = w.marks
 	w.res.DestMarks = w.destMarks()
+	w.res.WorldMarks = w.wmarks
 	w.res.Steps = w.sched.Steps()
 	w.res.SimTime = w.sched.Now()
 	w.res.Acks = uint64(len(w.oracle.acked))

@@ -42,16 +42,23 @@ type source struct {
 	// endpoint: the real HTTP source the units go through (Config.HTTP),
 	// nil to submit them to the engine directly.
 	endpoint HTTPEndpoint
-	// A prefix source (prefix.go): its current run, and how far every
-	// object it dropped (newSeq) is known acked.
+	// refused: units whose invalid first request the endpoint judged.
+	refused map[uint64]bool
+	// A prefix source (prefix.go): its current run, the objects it
+	// dropped (newSeq of them; by offset key in objKeys), how many of
+	// them cannot be ingested, and how far every object is known done.
 	run       *prefixRun
+	objects   []*objectLayout
+	objKeys   map[string]int
+	corrupt   int
 	ackedUpTo uint64
 }
 
 func newSource(w *World, idx int, spec SourceSpec) *source {
-	s := &source{w: w, idx: idx, spec: spec, rand: w.root.Split("source/" + spec.Name), pending: map[uint64]bool{}}
+	s := &source{w: w, idx: idx, spec: spec, rand: w.root.Split("source/" + spec.Name), pending: map[uint64]bool{}, refused: map[uint64]bool{},
+		objKeys: map[string]int{}}
 	if !spec.Replayable && w.cfg.HTTP != nil {
-		s.endpoint = w.cfg.HTTP(spec.sinkRef(), func() bool { return w.eng != nil && w.eng.Ready() })
+		s.endpoint = w.cfg.HTTP(HTTPOptions{Sink: spec.sinkRef(), Ready: func() bool { return w.eng != nil && w.eng.Ready() }, BodyCap: spec.BodyCap})
 	}
 	s.startStep = w.healAt * uint64(spec.StartPermille) / 1000
 	// A prefix source starts at a step (startDueSources), where its
@@ -282,8 +289,8 @@ func (s *source) backoff(err error) time.Duration {
 func (s *source) unit(uid UID) engine.Unit {
 	batch, sidecar := unitContent(s.spec, uid)
 	in := engine.Unit{
-		Key:     segment.PartitionKey{SinkRef: s.spec.sinkRef(), Namespace: s.spec.Name, Partition: "0", Schema: unitFingerprint},
-		Schema:  unitSchema,
+		Key:     segment.PartitionKey{SinkRef: s.spec.sinkRef(), Namespace: s.spec.Name, Partition: "0", Schema: fingerprintOf(batch.Schema())},
+		Schema:  batch.Schema(),
 		Batches: []arrow.RecordBatch{batch},
 		Sidecar: sidecar,
 	}
@@ -291,10 +298,14 @@ func (s *source) unit(uid UID) engine.Unit {
 	return in
 }
 
-// unitContent is unit uid's batch and, for a CDC source, its changes.
+// unitContent is unit uid's batch — with its optional fields (shape.go)
+// — and, for a CDC source, its changes.
 func unitContent(spec SourceSpec, uid UID) (arrow.RecordBatch, *segment.Sidecar) {
+	if spec.Prefix && spec.Formats != "" {
+		return pieceContent(spec, uid), nil
+	}
 	rows := unitRows(spec, uid)
-	batch := unitBatch(spec, uid, rows)
+	batch := withShape(unitBatch(spec, uid, rows), uid, shapeOf(spec, uid))
 	if !spec.CDC {
 		return batch, nil
 	}

@@ -102,7 +102,7 @@ func (a Acked) Units(ns string, fn func(AckedUnit)) {
 // acknowledged returns the units of s the engine acknowledged, sorted:
 // those acked, and those its recovered offsets cover (replayable
 // partitions up to the highest offset a recovery reported, a prefix
-// source up to the objects its final engine's offsets hold).
+// source every piece of the objects its final engine's offsets hold).
 func (o *Oracle) acknowledged(s *source) []UID {
 	var out []UID
 	//engine:orderless — collected, then sorted.
@@ -117,9 +117,7 @@ func (o *Oracle) acknowledged(s *source) []UID {
 		}
 	}
 	if s.spec.Prefix {
-		for seq := uint64(1); seq <= s.ackedUpTo; seq++ {
-			out = append(out, makeUID(s.idx, 0, seq))
-		}
+		out = append(out, s.donePieces()...)
 	}
 	slices.Sort(out)
 	return slices.Compact(out)

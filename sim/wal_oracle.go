@@ -48,38 +48,45 @@ func (o *Oracle) walSynced(path string, written []byte) {
 	}
 	r := wal.Scan(path, written[from:])
 	for _, ent := range r.Entries {
-		if uid, ok := o.walUnit(path, ent.Payload); ok {
+		for _, uid := range o.walUnits(path, ent.Payload) {
 			o.wal.durable[uid] = true
 		}
 	}
 	o.wal.scanned[path] = from + r.End
 }
 
-// walUnit returns the unit a log entry holds, if it is a unit record.
-func (o *Oracle) walUnit(path string, payload []byte) (UID, bool) {
+// walUnits returns the oracle units a log entry holds, if it is a unit
+// record: one for most engine units, every piece of one a prefix source
+// made of several (prefix_units.go).
+func (o *Oracle) walUnits(path string, payload []byte) []UID {
 	rec, err := wal.DecodeRecord(path, payload)
 	if err != nil {
 		o.fail("log segment %s: an entry that passed its CRC does not decode: %v", path, err)
-		return 0, false
+		return nil
 	}
 	u, ok := rec.(*wal.UnitRecord)
 	if !ok {
-		return 0, false
+		return nil
 	}
 	rd, err := ipc.NewReader(bytes.NewReader(u.Arrow), ipc.WithAllocator(o.mem))
 	if err != nil {
 		o.fail("log segment %s: unit %d: %v", path, u.Seq, err)
-		return 0, false
+		return nil
 	}
 	defer rd.Release()
+	var out []UID
 	for rd.Next() {
 		cols, err := UnitColumns(rd.RecordBatch())
-		if err != nil || cols.Len() == 0 {
+		if err != nil {
 			continue
 		}
-		return UID(cols.UID(0)), true
+		for i := range cols.Len() {
+			if uid := UID(cols.UID(i)); len(out) == 0 || out[len(out)-1] != uid {
+				out = append(out, uid)
+			}
+		}
 	}
-	return 0, false
+	return out
 }
 
 // walAcked: in a disk-WAL world an ACK must follow the fsync of the
@@ -112,7 +119,7 @@ func (o *Oracle) walAfterCrash() {
 	}
 	kept := map[UID]bool{}
 	o.logEntries(true, func(p string, payload []byte) {
-		if uid, ok := o.walUnit(p, payload); ok {
+		for _, uid := range o.walUnits(p, payload) {
 			kept[uid] = true
 			o.wal.durable[uid] = true
 		}

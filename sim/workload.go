@@ -1,17 +1,10 @@
 package sim
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"strconv"
 	"time"
-
-	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
-
-	"github.com/skipprd/skipprd/engine/segment"
 )
 
 // SourceSpec describes one simulated source. Replayable sources (a log,
@@ -52,21 +45,48 @@ type SourceSpec struct {
 	// Prefix: objects dropped under a prefix of the store, read by the
 	// real objects source (prefix.go); Replayable, without partitions.
 	Prefix bool `json:"prefix,omitempty"`
+	// Formats (prefix): FormatsMixed drops JSON lines, CSV and Parquet
+	// objects (of one or several row groups), chosen per object; ""
+	// drops Parquet objects of one row group, one unit each (the worlds
+	// recorded before). See prefix_objects.go.
+	Formats string `json:"formats,omitempty"`
+	// ChunkBytes (prefix) bounds the text or row groups of one unit of
+	// the objects source; 0: its default (8 MiB, above any object).
+	ChunkBytes int64 `json:"chunk_bytes,omitempty"`
+	// CorruptPermille (prefix): this many thousandths of the objects
+	// cannot be ingested, and the source skips such objects (on_error
+	// "skip"). 0: none, and the source stops on one (on_error "stop").
+	CorruptPermille int `json:"corrupt_permille,omitempty"`
 	// Keys (CDC) is the size of the namespace's key space: each change
 	// names one of Keys identities, with an order token that units
 	// deliver out of order (cdc.go). 0: the rule of the worlds recorded
 	// before, one identity per unit out of 97, tokens in unit order.
 	Keys int `json:"keys,omitempty"`
-	// Encoding (HTTP) is how the source's clients send units: EncodingJSON
-	// or EncodingArrow; "" alternates unit by unit, so the namespace gets
-	// two schemas (endpoint.go).
+	// Encoding (HTTP) is how the source's clients send units: EncodingJSON,
+	// EncodingCSV or EncodingArrow; EncodingMixed3 rotates the three unit
+	// by unit; "" alternates Arrow and JSON lines unit by unit (the worlds
+	// recorded before CSV), so the namespace gets two schemas (endpoint.go).
 	Encoding string `json:"encoding,omitempty"`
+	// ExtraField, WidenField (HTTP): some units sent as JSON lines or CSV
+	// carry an extra field, or a field whose type widens from int64 to
+	// float64 (shape.go). false: the unit schema only, as before.
+	ExtraField bool `json:"extra_field,omitempty"`
+	WidenField bool `json:"widen_field,omitempty"`
+	// RefusePermille (HTTP): this many thousandths of the units are sent
+	// first as an invalid request, which the source must refuse, then as
+	// the valid one under the same key (refuse.go). 0: none.
+	RefusePermille int `json:"refuse_permille,omitempty"`
+	// BodyCap (HTTP) is the endpoint's body cap, bytes, above every valid
+	// body the source's clients build; 0: the HTTP source's default.
+	BodyCap int64 `json:"body_cap,omitempty"`
 }
 
 // The encodings of an HTTP source's requests (SourceSpec.Encoding).
 const (
-	EncodingJSON  = "json"
-	EncodingArrow = "arrow"
+	EncodingJSON   = "json"
+	EncodingArrow  = "arrow"
+	EncodingCSV    = "csv"
+	EncodingMixed3 = "mixed3"
 )
 
 func (s SourceSpec) sinkRef() string {
@@ -99,6 +119,24 @@ func (s SourceSpec) summary() string {
 	}
 	if s.Encoding != "" {
 		kind += "/" + s.Encoding
+	}
+	if s.Formats != "" {
+		kind += "/" + s.Formats + "/chunk=" + strconv.FormatInt(s.ChunkBytes, 10)
+	}
+	if s.CorruptPermille > 0 {
+		kind += fmt.Sprintf("/corrupt=%d‰", s.CorruptPermille)
+	}
+	if s.ExtraField {
+		kind += "+extra"
+	}
+	if s.WidenField {
+		kind += "+widen"
+	}
+	if s.RefusePermille > 0 {
+		kind += fmt.Sprintf("/refuse=%d‰", s.RefusePermille)
+	}
+	if s.BodyCap > 0 {
+		kind += "/cap=" + strconv.FormatInt(s.BodyCap, 10)
 	}
 	lo, hi := s.payloadBounds()
 	out := fmt.Sprintf("%s:%s→%s rows=%d..%d payload=%d..%dB every=%v units=%d start=%d‰",
@@ -164,6 +202,10 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 	// Most CDC sources change a small key space out of order (own
 	// stream: the draws above keep their values).
 	drawKeys(r.Split("cdc-keys"), out)
+	// Most HTTP clients rotate Arrow, JSON lines and CSV, evolve their
+	// schemas and now and then send an invalid request first (own
+	// stream).
+	drawHTTP(r.Split("http"), s, out)
 	// A prefix source in some worlds (own stream: the draws above keep
 	// their values).
 	if pr := r.Split("prefix"); pr.Chance(0.4) {
@@ -177,12 +219,80 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 		last := &out[len(out)-1]
 		last.RowsMax = last.RowsMin + pr.Intn(200)
 		last.PayloadMax = last.PayloadMin + pr.Intn(448)
+		drawObjects(r.Split("prefix-objects"), last)
 	}
 	out = append(out, drawBulk(r.Split("bulk"), s, len(out)))
 	if r.Chance(0.4) {
 		out = append(out, drawBulk(r.Split("bulk2"), s, len(out)))
 	}
 	return out
+}
+
+// drawHTTP draws how each HTTP source's clients send: most rotate Arrow,
+// JSON lines and CSV; many evolve their schemas — an extra field, a
+// field widening to float64, except into a Postgres sink, which refuses
+// to widen bigint to double precision by design (the sink stores values
+// losslessly or not at all); some send an invalid request first now and
+// then; and some endpoints cap bodies a little above the largest their
+// clients send, so that an oversized body meets the cap.
+func drawHTTP(r *Rand, s WorldSpec, out []SourceSpec) {
+	for i := range out {
+		src := &out[i]
+		if src.Replayable {
+			continue
+		}
+		if r.Chance(0.7) {
+			src.Encoding = EncodingMixed3
+		}
+		src.ExtraField = r.Chance(0.6)
+		src.WidenField = r.Chance(0.6) && sinkKindOf(s, src.sinkRef()) != "postgres"
+		if r.Chance(0.5) {
+			src.RefusePermille = 20 + r.Intn(200)
+		}
+		if r.Chance(0.6) {
+			bound := bodyBound(*src)
+			src.BodyCap = bound + int64(r.Uint64()%uint64(bound))
+		}
+	}
+}
+
+// bodyBound bounds the bytes of any valid request body a source's
+// clients build: rows of JSON lines with every optional field, or of an
+// Arrow stream, plus the stream's schema and framing.
+func bodyBound(spec SourceSpec) int64 {
+	_, hi := spec.payloadBounds()
+	return int64(spec.RowsMax)*int64(hi+128) + 4096
+}
+
+func sinkKindOf(s WorldSpec, ref string) string {
+	for _, k := range s.Sinks {
+		if k.Ref == ref {
+			return k.Kind
+		}
+	}
+	return ""
+}
+
+// drawObjects draws what a prefix source's producer drops: in most
+// worlds objects of every format under a chunk bound that cuts many of
+// them into several units (a typical object is a sixth to about one
+// chunk, so the larger ones are several), never below two of its
+// longest records (a record longer than a chunk is an error of the
+// object); in half of those some objects it cannot ingest. A chunk
+// takes a commit round trip, so such worlds drop fewer objects.
+func drawObjects(r *Rand, spec *SourceSpec) {
+	if !r.Chance(0.85) {
+		return
+	}
+	spec.Formats = FormatsMixed
+	lo, hi := spec.payloadBounds()
+	line := float64((lo+hi)/2 + 48)
+	typical := line * float64(spec.RowsMin+spec.RowsMax) / 2
+	spec.ChunkBytes = max(int64(logUniform(r, typical/6, typical*1.2)), 2*int64(hi+96))
+	spec.Units = 10 + spec.Units/2
+	if r.Chance(0.5) {
+		spec.CorruptPermille = 20 + r.Intn(150)
+	}
 }
 
 // drawBulk is the bulk load: Partitions × unit bytes ≈ ¾–2½ segment
@@ -211,127 +321,3 @@ func pickSink(r *Rand, s WorldSpec) string {
 	}
 	return s.Sinks[r.Intn(len(s.Sinks))].Ref
 }
-
-// unitSchema is every simulated unit's schema: the unit id repeated on
-// each row (so an oracle can find units inside segments), the row's index
-// in its unit, and a payload derived from both.
-var unitSchema = arrow.NewSchema([]arrow.Field{
-	{Name: "uid", Type: arrow.PrimitiveTypes.Int64},
-	{Name: "row", Type: arrow.PrimitiveTypes.Int32},
-	{Name: "payload", Type: arrow.BinaryTypes.String},
-}, nil)
-
-var unitFingerprint = segment.FingerprintOf(unitSchema)
-
-// UID identifies a unit: source index, partition, sequence number.
-type UID uint64
-
-func makeUID(source, partition int, seq uint64) UID {
-	return UID(uint64(source)<<56 | uint64(partition)<<48 | seq)
-}
-
-func (u UID) source() int    { return int(u >> 56) }
-func (u UID) partition() int { return int(u >> 48 & 0xff) }
-func (u UID) seq() uint64    { return uint64(u) & (1<<48 - 1) }
-
-func (u UID) String() string { return fmt.Sprintf("%d/%d/%d", u.source(), u.partition(), u.seq()) }
-
-// unitRows is how many rows a unit has: a pure function of its id, so a
-// replayed unit is identical to the first attempt.
-func unitRows(spec SourceSpec, u UID) int {
-	span := uint64(spec.RowsMax - spec.RowsMin + 1)
-	return spec.RowsMin + int(mix64(uint64(u))%span)
-}
-
-// payloadPool is a fixed pseudo-random text that payloads are windows of.
-// A unit's payloads are consecutive bytes of one window, so its Arrow
-// string column points into the pool instead of copying it (bulk units
-// are megabytes). Nothing writes to it.
-var payloadPool = func() []byte {
-	const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-	b := make([]byte, payloadPoolBytes)
-	h := uint64(1)
-	for i := range b {
-		h = mix64(h + uint64(i))
-		b[i] = alphabet[h%uint64(len(alphabet))]
-	}
-	return b
-}()
-
-// payloadPoolBytes bounds one unit's payload bytes: drawBulk keeps units
-// at an eighth of a 64 MiB target, and a row at 1.5 times the average.
-const payloadPoolBytes = 16 << 20
-
-// payloadLens returns the payload length of each row of u.
-func payloadLens(spec SourceSpec, u UID, rows int) ([]int32, int) {
-	lo, hi := spec.payloadBounds()
-	lens := make([]int32, rows)
-	total := 0
-	for r := range lens {
-		n := lo + int(mix64(uint64(u)*131+uint64(r))%uint64(hi-lo+1))
-		lens[r] = int32(n)
-		total += n
-	}
-	return lens, total
-}
-
-// unitBatch builds the unit's record batch: uid and row columns, and the
-// payload column over a window of the pool (zero copy).
-func unitBatch(spec SourceSpec, u UID, rows int) arrow.RecordBatch {
-	lens, total := payloadLens(spec, u, rows)
-	if total > len(payloadPool) {
-		panic(fmt.Sprintf("sim: unit %s has %d payload bytes, pool %d", u, total, len(payloadPool)))
-	}
-	at := int(mix64(uint64(u)^0x5bd1e995) % uint64(len(payloadPool)-total+1))
-	offsets := make([]byte, 4*(rows+1))
-	off := int32(0)
-	for r, n := range lens {
-		binary.LittleEndian.PutUint32(offsets[4*r:], uint32(off))
-		off += n
-	}
-	binary.LittleEndian.PutUint32(offsets[4*rows:], uint32(off))
-	payload := array.NewData(arrow.BinaryTypes.String, rows,
-		[]*memory.Buffer{nil, memory.NewBufferBytes(offsets), memory.NewBufferBytes(payloadPool[at : at+total])}, nil, 0, 0)
-	defer payload.Release()
-	uids, idx := make([]int64, rows), make([]int32, rows)
-	for r := range rows {
-		uids[r], idx[r] = int64(u), int32(r)
-	}
-	uidData := array.NewData(arrow.PrimitiveTypes.Int64, rows, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(uids))}, nil, 0, 0)
-	rowData := array.NewData(arrow.PrimitiveTypes.Int32, rows, []*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int32Traits.CastToBytes(idx))}, nil, 0, 0)
-	defer uidData.Release()
-	defer rowData.Release()
-	cols := []arrow.Array{array.MakeFromData(uidData), array.MakeFromData(rowData), array.MakeFromData(payload)}
-	defer func() {
-		for _, c := range cols {
-			c.Release()
-		}
-	}()
-	return array.NewRecordBatch(unitSchema, cols, int64(rows))
-}
-
-func sidecarOf(u UID, rows int) *segment.Sidecar {
-	s := &segment.Sidecar{Rows: make([]segment.CDCRow, rows)}
-	for r := range s.Rows {
-		kind := segment.MutationKind(1 + mix64(uint64(u)+uint64(r))%3)
-		s.Rows[r] = segment.CDCRow{Kind: kind, Identity: fmt.Appendf(nil, "order:%d", u.seq()%97), Order: uint64(u)<<8 | uint64(r)}
-	}
-	return s
-}
-
-func offsetKey(spec SourceSpec, partition int) string {
-	return fmt.Sprintf("src/%s/%d", spec.Name, partition)
-}
-
-// idemKey is the engine's idempotency key of unit u of the HTTP source
-// serving namespace ns: the HTTP source scopes a client's key (u's
-// sequence number) to its namespace as "http/{ns}/{key}", so two sources
-// never answer each other's units as duplicates.
-func idemKey(ns string, u UID) string { return "http/" + ns + "/" + clientKey(u) }
-
-// clientKey is the Idempotency-Key a simulated client sends for unit u.
-func clientKey(u UID) string { return strconv.FormatUint(u.seq(), 10) }
-
-// idemOffsetKey is where the engine's offsets hold that key (the engine
-// prefixes keys with "idem/").
-func idemOffsetKey(ns string, u UID) string { return "idem/" + idemKey(ns, u) }

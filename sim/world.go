@@ -67,11 +67,11 @@ type Config struct {
 	// Destinations by kind name; a WorldSpec's sinks name them. Sinks of
 	// a kind not supplied are an error (the run reports a violation).
 	Destinations map[string]DestinationFactory
-	// HTTP, if set, builds the real HTTP source's request handling for a
-	// sink (cmd/simulate passes sources/http's); ready reports whether
-	// the host has recovered. The units of sources that cannot replay
-	// then go through it as requests (HTTPEndpoint).
-	HTTP func(sink string, ready func() bool) HTTPEndpoint
+	// HTTP, if set, builds the real HTTP source's request handling for
+	// one source (cmd/simulate passes sources/http's). The units of
+	// sources that cannot replay then go through it as requests
+	// (HTTPEndpoint).
+	HTTP func(HTTPOptions) HTTPEndpoint
 	// Prefix, if set, builds the real objects source's runner for a
 	// prefix source (prefix.go); without it prefix sources stay idle.
 	Prefix PrefixFactory
@@ -154,8 +154,9 @@ type World struct {
 	closeStart     time.Duration // when it began
 	awaiting       int           // units submitted to the current engine, not answered yet
 	memWatch       memWatch
-	marks          engine.Marks // coverage marks of every incarnation so far
-	halted         string       // why the run stopped early as it should (an expected alert)
+	marks          engine.Marks      // coverage marks of every incarnation so far
+	wmarks         map[string]uint64 // the world's own marks (marks.go)
+	halted         string            // why the run stopped early as it should (an expected alert)
 	// expected: what an alert may name (a segment corrupted at rest, a
 	// job a sink refused): such an alert halts the run as it should.
 	expected []string
@@ -316,7 +317,10 @@ type Result struct {
 	Marks        engine.Marks
 	// DestMarks are the destinations' own coverage marks (Marked), summed
 	// by name over the world's destinations.
-	DestMarks  map[string]uint64
+	DestMarks map[string]uint64
+	// WorldMarks are the world's own coverage marks (marks.go): its
+	// sources' rare paths.
+	WorldMarks map[string]uint64
 	Hash       uint64
 	Violations []string
 	// Classes are the violations' format strings: what kind of check

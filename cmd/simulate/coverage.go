@@ -44,8 +44,8 @@ var optionalMarks = map[engine.Mark]string{
 	engine.MarkWALFlushedPartly: "a power loss between the fsyncs of one generation's flushed records in two log " +
 		"partitions: 36 worlds of 500 in a sweep, too few for TestSweep's short one; engine " +
 		"TestDiskFlushedInOnePartitionOnly reaches it",
-	engine.MarkIdemRunLost: "a manifest listing a run whose object is gone: a zombie's merge deleting it between a " +
-		"recovery's manifest read and its run read; a few worlds of a hundred; engine TestManifestListsALostRun reaches it",
+	engine.MarkIdemRunLost: "a manifest read just before a merge deleted a run it lists: 1 to 3 worlds of 40 in a sweep, " +
+		"too few for TestSweep's fixed seeds to be sure of one; engine TestMissingRunIsDropped reaches it",
 	engine.MarkMarkerExists: "a marker key is taken only if two writers share an epoch, which claims prevent (an unheard " +
 		"marker PUT is read, never PUT again); engine TestForeignMarkerFailsClosed reaches it",
 }
@@ -77,7 +77,8 @@ var optionalDestMarks = map[string]string{
 
 // coverage counts, for each mark, the worlds that reached it and the
 // times it was passed in all; and the same for destination marks, with
-// the destination kinds the worlds ran.
+// the destination kinds the worlds ran, and for world marks, with the
+// marks some world's sources could reach.
 type coverage struct {
 	worlds     [engine.NumMarks]int
 	hits       engine.Marks
@@ -85,11 +86,13 @@ type coverage struct {
 	destWorlds map[string]int
 	destHits   map[string]uint64
 	kinds      map[string]bool
+	world      markCounts
 }
 
 func coverageOf(outs []outcome) coverage {
-	c := coverage{destWorlds: map[string]int{}, destHits: map[string]uint64{}, kinds: map[string]bool{}}
+	c := coverage{destWorlds: map[string]int{}, destHits: map[string]uint64{}, kinds: map[string]bool{}, world: newMarkCounts()}
 	for _, out := range outs {
+		c.world.add(out)
 		c.runs++
 		c.hits.Add(out.res.Marks)
 		for m, n := range out.res.Marks {
@@ -163,6 +166,9 @@ func printCoverage(outs []outcome) {
 	}
 	un = append(un, c.destUnreached(false)...)
 	req = append(req, c.destUnreached(true)...)
+	c.world.print()
+	un = append(un, c.world.unreached(false)...)
+	req = append(req, c.world.unreached(true)...)
 	if len(un) == 0 {
 		fmt.Println("every mark was reached")
 		return

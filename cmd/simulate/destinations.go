@@ -220,30 +220,29 @@ func digestParquet(d *sim.RowDigest, b []byte) error {
 	return tr.Err()
 }
 
-// digestRecord digests one record of a destination file (the unit schema,
-// then the optional _cdc_op, _cdc_identity, _cdc_order columns).
+// digestRecord digests one record of a destination file: the unit
+// schema's columns and the optional ones a unit may carry (found by
+// name, sim.UnitColumns), then the optional _cdc_op, _cdc_identity,
+// _cdc_order columns, all three or none.
 func digestRecord(d *sim.RowDigest, rec arrow.RecordBatch) error {
-	if rec.NumCols() != 3 && rec.NumCols() != 6 {
-		return fmt.Errorf("%d columns: %v", rec.NumCols(), rec.Schema())
-	}
 	cols, err := sim.UnitColumns(rec)
 	if err != nil {
 		return err
 	}
-	var ops *array.String
-	var ids *array.Binary
-	var orders *array.Uint64
-	if rec.NumCols() == 6 {
-		var ok1, ok2, ok3 bool
-		ops, ok1 = rec.Column(3).(*array.String)
-		ids, ok2 = rec.Column(4).(*array.Binary)
-		orders, ok3 = rec.Column(5).(*array.Uint64)
-		if !ok1 || !ok2 || !ok3 {
-			return fmt.Errorf("CDC columns %v", rec.Schema())
+	col := func(name string) arrow.Array {
+		if idx := rec.Schema().FieldIndices(name); len(idx) == 1 {
+			return rec.Column(idx[0])
 		}
+		return nil
+	}
+	ops, ok1 := col("_cdc_op").(*array.String)
+	ids, ok2 := col("_cdc_identity").(*array.Binary)
+	orders, ok3 := col("_cdc_order").(*array.Uint64)
+	if ok1 != ok2 || ok2 != ok3 {
+		return fmt.Errorf("CDC columns %v", rec.Schema())
 	}
 	for i := range int(rec.NumRows()) {
-		d.AddRow(cols.UID(i), cols.Row(i), cols.Payload(i))
+		d.AddCols(cols, i)
 		if ops != nil && ops.IsValid(i) {
 			d.AddChange(ops.Value(i), ids.Value(i), orders.Value(i))
 		}

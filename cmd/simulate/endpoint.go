@@ -12,10 +12,16 @@ import (
 // httpEndpoint runs the real HTTP source's request handling in a world:
 // sources/http's Handler, its Prepare and Answer — every check, the
 // decoding of the body, the unit and its idempotency key, the mapping of
-// the host's answer to a status — with the world's clients and host in
-// place of net/http and storage.Host.
-func httpEndpoint(sink string, ready func() bool) sim.HTTPEndpoint {
-	h, err := httpsrc.New(httpsrc.Config{Name: "sim", DefaultSink: sink, Ready: ready}, nil)
+// the host's answer to a status and a row count — with the world's
+// clients and host in place of net/http and storage.Host, and the
+// world's body cap if it draws one.
+func httpEndpoint(opt sim.HTTPOptions) sim.HTTPEndpoint {
+	cfg := httpsrc.Config{Name: "sim", DefaultSink: opt.Sink, Ready: opt.Ready}
+	if opt.BodyCap > 0 {
+		cfg.Limits = httpsrc.DefaultLimits()
+		cfg.Limits.BodyBytes = opt.BodyCap
+	}
+	h, err := httpsrc.New(cfg, nil)
 	if err != nil {
 		panic(fmt.Sprintf("simulate: the HTTP source refuses its configuration: %v", err))
 	}
@@ -24,10 +30,10 @@ func httpEndpoint(sink string, ready func() bool) sim.HTTPEndpoint {
 
 type endpoint struct{ h *httpsrc.Handler }
 
-func (e endpoint) Prepare(ns, contentType, key string, body []byte) (sim.HTTPPending, int) {
+func (e endpoint) Prepare(ns, contentType, key string, length int64, body []byte) (sim.HTTPPending, int) {
 	p, resp := e.h.Prepare(httpsrc.Request{
 		Method: "POST", Path: httpsrc.IngestPath + ns, ContentType: contentType,
-		ContentLength: int64(len(body)), IdempotencyKey: key, Body: bytes.NewReader(body),
+		ContentLength: length, IdempotencyKey: key, Body: bytes.NewReader(body),
 	})
 	if resp != nil {
 		return nil, resp.Status
@@ -40,6 +46,16 @@ type pending struct {
 	p *httpsrc.Pending
 }
 
-func (p pending) Unit() engine.Unit    { return p.p.Unit() }
-func (p pending) Release()             { p.p.Release() }
-func (p pending) Answer(err error) int { return p.h.Answer(p.p, err).Status }
+func (p pending) Unit() engine.Unit { return p.p.Unit() }
+func (p pending) Release()          { p.p.Release() }
+
+// Answer is the response's status and, with a 200, the row count its
+// body states (-1 if it states none).
+func (p pending) Answer(err error) (int, int64) {
+	resp := p.h.Answer(p.p, err)
+	rows, ok := resp.Body["rows"].(int64)
+	if !ok {
+		rows = -1
+	}
+	return resp.Status, rows
+}

@@ -347,7 +347,7 @@ func summary(r sim.Result) string {
 	}
 	return fmt.Sprintf("%s seed=%d plan=%s steps=%d sim=%v wall=%v steps/s=%.0f acks=%d crashes=%d kills_only=%d restarts=%d zombies=%d faults={%s} segments=%d sinks=%s applied=%d%s max_live=%d orphans_swept=%d worst_recovery={ops=%d time=%v} hash=%016x",
 		status, r.Seed, r.Plan, r.Steps, r.SimTime.Round(time.Millisecond), r.Wall.Round(time.Millisecond), rate,
-		r.Acks, r.Crashes, r.KillsOnly, r.Restarts, r.Zombies, r.Faults, r.Segments, r.Destination, r.Applied, destMarksSummary(r.DestMarks),
+		r.Acks, r.Crashes, r.KillsOnly, r.Restarts, r.Zombies, r.Faults, r.Segments, r.Destination, r.Applied, destMarksSummary(r.DestMarks)+worldMarksSummary(r.WorldMarks),
 		r.MaxLive, r.OrphansSwept, r.WorstRecOps, r.WorstRecTime.Round(time.Millisecond), r.Hash)
 }
 

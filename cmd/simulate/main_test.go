@@ -104,6 +104,10 @@ func TestSweep(t *testing.T) {
 		t.Errorf("no world of seeds 1..%d reached the required destination marks %v: a path of a sink the simulator no longer tests",
 			seeds, missed)
 	}
+	if missed := c.world.unreached(true); len(missed) > 0 {
+		t.Errorf("no world of seeds 1..%d reached the required source marks %v: a path of a source the simulator no longer tests",
+			seeds, missed)
+	}
 }
 
 // sweepDiskWorlds is how many disk-WAL worlds TestSweep runs: with 28,
@@ -296,5 +300,35 @@ func TestDiskSummary(t *testing.T) {
 		"crashes that spared the machine: 3; disk faults fired: fsync-error=7 disk-write-error=0 disk-full=0 bit-flip=1 slow-io=2 fsync-error-kill=1"
 	if got := diskSummary(outs); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
+	}
+}
+
+// World marks are required of a sweep only when one of its worlds has a
+// source that can reach them, and not the optional ones.
+func TestCoverageWorldMarks(t *testing.T) {
+	plain := sim.SmallSpec("memory") // its HTTP source sends Arrow and JSON lines only
+	csv := sim.SmallSpec("memory")
+	for i := range csv.Sources {
+		if !csv.Sources[i].Replayable {
+			csv.Sources[i].Encoding = sim.EncodingMixed3
+		}
+	}
+	if got := coverageOf([]outcome{{job: job{spec: plain}}}).world.unreached(false); len(got) != 0 {
+		t.Fatalf("no source that can reach them, yet unreached %v", got)
+	}
+	c := coverageOf([]outcome{{job: job{spec: csv}}, {job: job{spec: plain}, res: sim.Result{WorldMarks: map[string]uint64{sim.MarkHTTPCSV: 2}}}})
+	if got := c.world.unreached(false); !slices.Equal(got, []string{sim.MarkHTTPCSVAsJSON}) {
+		t.Fatalf("unreached %v, want only the CSV fallback", got)
+	}
+	if got := c.world.unreached(true); len(got) != 0 {
+		t.Fatalf("required unreached %v: the CSV fallback is optional", got)
+	}
+	if c := coverageOf([]outcome{{job: job{spec: csv}}}); !slices.Contains(c.world.unreached(true), sim.MarkHTTPCSV) {
+		t.Fatalf("a CSV world that sent no CSV: required unreached %v", c.world.unreached(true))
+	}
+	for m, why := range optionalWorldMarks {
+		if why == "" || !slices.ContainsFunc(worldMarks, func(w worldMark) bool { return w.name == m }) {
+			t.Errorf("optional world mark %q unknown or without a reason", m)
+		}
 	}
 }

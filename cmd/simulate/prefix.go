@@ -17,26 +17,50 @@ import (
 
 // prefixSource runs the real objects source (sources/objects) in a world:
 // its Store, its ingest and its sleeps are the world's Blocking calls.
-func prefixSource(name, prefix, ns, sink string) sim.PrefixRunner {
-	return prefixSourceOver(name, prefix, ns, sink, func(s objects.Store) objects.Store { return s })
+// It reads every object by its extension (format auto), in the world's
+// chunks, skipping what it cannot read if the world has such objects.
+func prefixSource(opt sim.PrefixOptions) sim.PrefixRunner {
+	return prefixSourceOver(opt, func(s objects.Store) objects.Store { return s })
 }
 
 // prefixSourceOver is prefixSource with its store wrapped (tests).
-func prefixSourceOver(name, prefix, ns, sink string, wrap func(objects.Store) objects.Store) sim.PrefixRunner {
-	return func(b sim.Blocking, offsets segment.Offsets) error {
-		src, err := objects.New(objects.Config{
-			Name: name, Namespace: ns, SinkRef: sink, Format: objects.FormatParquet, Poll: 500 * time.Millisecond,
-			Logger: slog.New(slog.DiscardHandler),
-			Sleep: func(ctx context.Context, d time.Duration) error {
-				b.Sleep(d)
-				return ctx.Err()
-			},
-		}, wrap(simStore{b, prefix}))
-		if err != nil {
-			return err
-		}
-		return src.Run(context.Background(), func(_ context.Context, u engine.Unit) error { return b.Ingest(u) }, offsets)
+func prefixSourceOver(opt sim.PrefixOptions, wrap func(objects.Store) objects.Store) sim.PrefixRunner {
+	return &prefixRunner{opt: opt, wrap: wrap}
+}
+
+// prefixRunner is one run of the objects source.
+type prefixRunner struct {
+	opt  sim.PrefixOptions
+	wrap func(objects.Store) objects.Store
+	src  *objects.Source // nil until Run has built it
+}
+
+func (p *prefixRunner) Run(b sim.Blocking, offsets segment.Offsets) error {
+	onError := objects.OnErrorStop
+	if p.opt.Skip {
+		onError = objects.OnErrorSkip
 	}
+	src, err := objects.New(objects.Config{
+		Name: p.opt.Name, Namespace: p.opt.Namespace, SinkRef: p.opt.Sink, Format: objects.FormatAuto,
+		ChunkBytes: p.opt.ChunkBytes, OnError: onError, Poll: 500 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+		Sleep: func(ctx context.Context, d time.Duration) error {
+			b.Sleep(d)
+			return ctx.Err()
+		},
+	}, p.wrap(simStore{b, p.opt.Prefix}))
+	if err != nil {
+		return err
+	}
+	p.src = src
+	return src.Run(context.Background(), func(_ context.Context, u engine.Unit) error { return b.Ingest(u) }, offsets)
+}
+
+func (p *prefixRunner) Skipped() uint64 {
+	if p.src == nil {
+		return 0
+	}
+	return p.src.Stats().ObjectsSkipped
 }
 
 // simStore is objects.Store over the world's store.

@@ -17,7 +17,7 @@ import (
 // timelineSeed has a memory sink, crashes and a zombie within
 // timelineIters steps (swarm profile).
 const (
-	timelineSeed  = 8
+	timelineSeed  = 42
 	timelineIters = 20000
 )
 

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/skipprd/skipprd/sim"
+)
+
+// worldMarks are the marks the world counts of its own sources' rare
+// paths (sim.Result.WorldMarks), each with the sources that can reach
+// it. A mark is required of a sweep one of whose worlds has such a
+// source, unless it is in optionalWorldMarks.
+var worldMarks = []worldMark{
+	{sim.MarkHTTPCSV, csvClient},
+	{sim.MarkHTTPCSVAsJSON, csvClient},
+	{sim.MarkHTTPExtraField, func(s sim.SourceSpec) bool { return !s.Replayable && s.ExtraField }},
+	{sim.MarkHTTPWidened, func(s sim.SourceSpec) bool { return !s.Replayable && s.WidenField }},
+	{sim.MarkHTTPRefused400, refusingClient},
+	{sim.MarkHTTPRefused415, refusingClient},
+	{sim.MarkHTTPRefused413, cappedClient},
+	{sim.MarkHTTPRefused413Chunked, cappedClient},
+	{sim.MarkPrefixJSONL, mixedObjects},
+	{sim.MarkPrefixCSV, mixedObjects},
+	{sim.MarkPrefixRowGroups, mixedObjects},
+	{sim.MarkPrefixSpan, mixedObjects},
+	{sim.MarkPrefixMidObject, mixedObjects},
+	{sim.MarkPrefixResumed, mixedObjects},
+	{sim.MarkPrefixSkipped, func(s sim.SourceSpec) bool { return s.Prefix && s.CorruptPermille > 0 }},
+}
+
+// optionalWorldMarks are the world marks an ordinary sweep need not
+// reach, each with why.
+var optionalWorldMarks = map[string]string{
+	sim.MarkHTTPCSVAsJSON: "a unit due as CSV whose every payload could read as a number: one of 8 characters or more " +
+		"from 10 digits of 36 is one in 30,000, and a unit has several; sim TestRequestBodies checks the rule",
+}
+
+// worldMark is a world mark and the sources that can reach it.
+type worldMark struct {
+	name  string
+	needs func(sim.SourceSpec) bool
+}
+
+func csvClient(s sim.SourceSpec) bool {
+	return !s.Replayable && (s.Encoding == sim.EncodingMixed3 || s.Encoding == sim.EncodingCSV)
+}
+
+func refusingClient(s sim.SourceSpec) bool { return !s.Replayable && s.RefusePermille > 0 }
+
+func cappedClient(s sim.SourceSpec) bool { return refusingClient(s) && s.BodyCap > 0 }
+
+func mixedObjects(s sim.SourceSpec) bool { return s.Prefix && s.Formats != "" }
+
+// markCounts counts, per world mark, the worlds that could reach it,
+// the worlds that did and the times it was passed.
+type markCounts struct {
+	possible, worlds map[string]int
+	hits             map[string]uint64
+}
+
+func newMarkCounts() markCounts {
+	return markCounts{possible: map[string]int{}, worlds: map[string]int{}, hits: map[string]uint64{}}
+}
+
+func (c markCounts) add(out outcome) {
+	for _, m := range worldMarks {
+		for _, s := range out.job.spec.Sources {
+			if m.needs(s) {
+				c.possible[m.name]++
+				break
+			}
+		}
+		if n := out.res.WorldMarks[m.name]; n > 0 {
+			c.worlds[m.name]++
+			c.hits[m.name] += n
+		}
+	}
+}
+
+// unreached lists the world marks some world could reach and none did;
+// required, only those not optional.
+func (c markCounts) unreached(required bool) []string {
+	var out []string
+	for _, m := range worldMarks {
+		if _, optional := optionalWorldMarks[m.name]; c.possible[m.name] > 0 && c.worlds[m.name] == 0 && !(required && optional) {
+			out = append(out, m.name)
+		}
+	}
+	return out
+}
+
+func (c markCounts) print() {
+	for _, m := range worldMarks {
+		if c.possible[m.name] == 0 {
+			continue
+		}
+		note := ""
+		if _, ok := optionalWorldMarks[m.name]; ok {
+			note = " (optional)"
+		}
+		fmt.Printf("  %-26s %5d %9d of %d worlds%s\n", m.name, c.worlds[m.name], c.hits[m.name], c.possible[m.name], note)
+	}
+}
+
+// worldMarksSummary lists the world marks a run passed, in worldMarks
+// order: " source_marks={http-csv=12 …}", or "" if none.
+func worldMarksSummary(m map[string]uint64) string {
+	var parts []string
+	for _, w := range worldMarks {
+		if n := m[w.name]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", w.name, n))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " source_marks={" + strings.Join(parts, " ") + "}"
+}
