@@ -164,8 +164,13 @@ func (e *Engine) Offset(key string) (uint64, bool) { return e.committed.get(key)
 // (about one key in a thousand that it does not hold is admitted too).
 // For oracles: a remembered key is never reported unknown.
 func (e *Engine) IdempotencyKeyKnown(key string) bool {
-	h := segment.KeyHashOf(key)
-	return e.keys.held(h) || len(e.keys.candidates(h)) > 0
+	return e.KeyHashKnown(segment.KeyHashOf(key))
+}
+
+// KeyHashKnown is IdempotencyKeyKnown for a key's hash
+// (segment.KeyHashOf), for a caller that asks about the same key often.
+func (e *Engine) KeyHashKnown(h segment.KeyHash) bool {
+	return e.keys.held(h) || e.keys.mayHold(h)
 }
 
 // Segments returns the owned segments (not yet reclaimed) in id order.

@@ -131,6 +131,19 @@ type blockRef struct {
 
 // candidates returns the blocks of runs whose filter admits h, newest
 // bucket first (a retry is most likely recent).
+// mayHold reports whether any run's filter admits h (candidates, without
+// building them: a lookup that only asks).
+func (s *keyStore) mayHold(h segment.KeyHash) bool {
+	for i := len(s.nums) - 1; i >= 0; i-- {
+		for _, r := range s.buckets[s.nums[i]].runs {
+			if r.meta.MayContain(h) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 func (s *keyStore) candidates(h segment.KeyHash) []blockRef {
 	var out []blockRef
 	for i := len(s.nums) - 1; i >= 0; i-- {

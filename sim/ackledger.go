@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
 )
 
 // ackLedger is what every recovery must preserve, aggregated as ACKs
@@ -29,8 +31,9 @@ type ackLedger struct {
 
 type idemAcked struct {
 	uid    UID
-	offset string        // its key in the offsets view ("idem/" + idempotency key), built once
-	seen   time.Duration // when its source first submitted it
+	offset string          // its key in the offsets view ("idem/" + idempotency key), built once
+	hash   segment.KeyHash // its idempotency key's hash (the key store's), computed once
+	seen   time.Duration   // when its source first submitted it
 }
 
 func newAckLedger() ackLedger {
@@ -45,7 +48,8 @@ func (l *ackLedger) add(uid UID, s *source, marker string, seen time.Duration) {
 		l.addSeg(marker)
 	}
 	if !s.spec.Replayable {
-		l.idem = append(l.idem, idemAcked{uid, idemOffsetKey(s.spec.Name, uid), seen})
+		key := idemKey(s.spec.Name, uid)
+		l.idem = append(l.idem, idemAcked{uid, "idem/" + key, segment.KeyHashOf(key), seen})
 		return
 	}
 	key, v := s.offsetOf(uid)
@@ -76,7 +80,7 @@ func (l *ackLedger) liveSegs(reclaimed map[string]bool) []string {
 // uncovered calls bad for every acked offset or idempotent unit that the
 // recovered offsets fail to cover. An idempotent unit first seen more
 // than window before now may have had its key expired: it is dropped.
-func (l *ackLedger) uncovered(offset func(key string) (uint64, bool), now, window time.Duration, bad func(what string)) {
+func (l *ackLedger) uncovered(offset func(key string) (uint64, bool), idemKnown func(idemAcked) bool, now, window time.Duration, bad func(what string)) {
 	for _, key := range l.keys {
 		if v, _ := offset(key); v < l.maxSeq[key] {
 			bad(key + "=" + strconv.FormatUint(l.maxSeq[key], 10) + " (recovered " + strconv.FormatUint(v, 10) + ")")
@@ -84,7 +88,7 @@ func (l *ackLedger) uncovered(offset func(key string) (uint64, bool), now, windo
 	}
 	l.idem = slices.DeleteFunc(l.idem, func(a idemAcked) bool { return expiredAfter(now, a.seen, window) })
 	for _, a := range l.idem {
-		if _, ok := offset(a.offset); !ok {
+		if !idemKnown(a) {
 			bad("unit " + a.uid.String() + " (idempotency key " + strings.TrimPrefix(a.offset, "idem/") + ")")
 		}
 	}

@@ -114,6 +114,15 @@ func (v fakeView) IdempotencyKeyKnown(k string) bool {
 	return ok
 }
 
+func (v fakeView) KeyHashKnown(h segment.KeyHash) bool {
+	for _, o := range v.offsets {
+		if k, ok := strings.CutPrefix(o.Key, "idem/"); ok && segment.KeyHashOf(k) == h {
+			return true
+		}
+	}
+	return false
+}
+
 func wantViolation(t *testing.T, w *World, substr string) {
 	t.Helper()
 	for _, v := range w.oracle.Violations() {

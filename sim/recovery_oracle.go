@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
 )
 
 // The recovery oracles: what every recovery must have kept, and what it
@@ -21,6 +22,7 @@ type engineView interface {
 	Segments() []engine.Segment
 	Offset(key string) (uint64, bool)
 	IdempotencyKeyKnown(key string) bool
+	KeyHashKnown(h segment.KeyHash) bool
 	Stats() engine.Stats
 }
 
@@ -41,7 +43,15 @@ func (o *Oracle) checkRecovery(eng engineView, rs recoveryStats) {
 			o.fail("segment %s holds acked units but is neither owned nor reclaimed after recovery", key)
 		}
 	}
-	o.ledger.uncovered(o.recoveredOffset(eng), o.w.sched.Now(), o.w.engCfg.IdempotencyWindow,
+	offset := o.recoveredOffset(eng)
+	idemKnown := func(a idemAcked) bool {
+		if eng.KeyHashKnown(a.hash) {
+			return true
+		}
+		_, ok := offset(a.offset) // a disk-WAL world's log may hold it
+		return ok
+	}
+	o.ledger.uncovered(offset, idemKnown, o.w.sched.Now(), o.w.engCfg.IdempotencyWindow,
 		func(what string) { o.fail("acked %s not covered by the recovered offsets", what) })
 	if rs.bodyReads > 0 {
 		o.fail("recovery read %d segment bodies", rs.bodyReads)

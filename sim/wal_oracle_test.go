@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow/ipc"
@@ -131,6 +132,14 @@ func (v viewOnly) Stats() engine.Stats        { return engine.Stats{} }
 func (v viewOnly) IdempotencyKeyKnown(k string) bool {
 	_, ok := v["idem/"+k]
 	return ok
+}
+func (v viewOnly) KeyHashKnown(h segment.KeyHash) bool {
+	for k := range v {
+		if key, ok := strings.CutPrefix(k, "idem/"); ok && segment.KeyHashOf(key) == h {
+			return true
+		}
+	}
+	return false
 }
 func (v viewOnly) Offset(k string) (uint64, bool) {
 	x, ok := v[k]

@@ -63,6 +63,18 @@ func (d *jsonDecoder) object(line int, text []byte) error {
 	if !utf8.Valid(text) {
 		return inputErrorf(line, "", "not valid UTF-8")
 	}
+	if json.Valid(text) {
+		isObject, err := scanObject(text, func(key, raw []byte) error { return d.member(line, key, raw) })
+		if isObject {
+			if err != nil {
+				return err
+			}
+			d.rows++
+			d.lines = append(d.lines, int32(line))
+			return nil
+		}
+	}
+	// Not valid JSON, or not an object: the decoder says what is wrong.
 	dec := json.NewDecoder(bytes.NewReader(text))
 	tok, err := dec.Token()
 	if err != nil {
@@ -148,12 +160,33 @@ func describeToken(tok json.Token) string {
 	return "a number"
 }
 
+// member adds a member found by scanObject: key is its literal. A
+// known field is found without building its name.
+func (d *jsonDecoder) member(line int, key, raw []byte) error {
+	if f := d.fields[string(key[1:len(key)-1])]; f != nil && !hasEscape(key) {
+		return d.add(f, line, d.rows, raw)
+	}
+	name, err := keyText(key)
+	if err != nil {
+		return syntaxError(line, err)
+	}
+	return d.value(line, d.rows, name, raw)
+}
+
+func hasEscape(lit []byte) bool { return bytes.IndexByte(lit, '\\') >= 0 }
+
 // value adds the value raw of field name, in row on line.
 func (d *jsonDecoder) value(line int, row int32, name string, raw []byte) error {
 	f, err := d.field(line, name)
 	if err != nil {
 		return err
 	}
+	return d.add(f, line, row, raw)
+}
+
+// add adds raw to field f, in row on line.
+func (d *jsonDecoder) add(f *jsonField, line int, row int32, raw []byte) error {
+	name := f.name
 	if f.lastRow == row {
 		return inputErrorf(line, name, "the field appears twice in the object")
 	}
