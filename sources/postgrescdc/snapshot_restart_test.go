@@ -24,26 +24,7 @@ func TestSnapshotResumesAfterTheLastKey(t *testing.T) {
 	t.Parallel()
 	e := newPGEnv(t)
 	st := snapshotTable{name: "ints", keyType: "int8", rows: 2000}
-	st.create(e)
-	tables := []string{"public.ints"}
-	l := newLake(t)
-	h := l.start(t)
-	cfg := e.config(tables...)
-	cfg.Logger = quietLogger(t)
-	rec1, third := stopAtSnapshotUnit(3)
-	r1 := startOn(t, cfg, h, rec1.wrap(h.Ingest))
-	r1.await(t, 20*time.Second, "the third snapshot unit", func() bool {
-		select {
-		case <-third:
-			return true
-		default:
-			return false
-		}
-	})
-	if err := r1.stop(t); err != nil {
-		t.Fatalf("first Run: %v", err)
-	}
-	first := ackedSnapshot(rec1)
+	tables, l, h, cfg, rec1, first := stopMidSnapshot(t, e, st)
 	last := lastKey(t, first)
 	if want := sourceIdentities(t, e, st.name, fmt.Sprintf("id <= %d", last)); len(first) >= st.rows || !maps.Equal(first, want) {
 		t.Fatalf("the first run acked %d snapshot rows up to key %d; want the %d rows up to it, fewer than %d", len(first), last, len(want), st.rows)
@@ -77,6 +58,33 @@ func TestSnapshotResumesAfterTheLastKey(t *testing.T) {
 	checkKeyedOffset(t, snapshotOffset(t, view, e, tables[0]), int64(lastKey(t, second)), true)
 }
 
+// stopMidSnapshot creates st's table and runs a source over it until its
+// third snapshot unit is acked, then stops it: the lake and host it ran
+// on, its configuration, what it acked, and the snapshot rows acked.
+func stopMidSnapshot(t *testing.T, e *pgEnv, st snapshotTable) ([]string, *lake, *storage.Host, Config, *recorder, map[string]bool) {
+	t.Helper()
+	st.create(e)
+	tables := []string{"public." + st.name}
+	l := newLake(t)
+	h := l.start(t)
+	cfg := e.config(tables...)
+	cfg.Logger = quietLogger(t)
+	rec1, third := stopAtSnapshotUnit(3)
+	r1 := startOn(t, cfg, h, rec1.wrap(h.Ingest))
+	r1.await(t, 20*time.Second, "the third snapshot unit", func() bool {
+		select {
+		case <-third:
+			return true
+		default:
+			return false
+		}
+	})
+	if err := r1.stop(t); err != nil {
+		t.Fatalf("first Run: %v", err)
+	}
+	return tables, l, h, cfg, rec1, ackedSnapshot(rec1)
+}
+
 // checkKeyedOffset fails unless v is a snapshot offset of the key scheme
 // at key, done or not as said.
 func checkKeyedOffset(t *testing.T, v uint64, key int64, done bool) {
@@ -97,26 +105,7 @@ func TestSnapshotWithTextKeyIsRedone(t *testing.T) {
 	t.Parallel()
 	e := newPGEnv(t)
 	st := snapshotTable{name: "words", keyType: "text", rows: 2000}
-	st.create(e)
-	tables := []string{"public.words"}
-	l := newLake(t)
-	h := l.start(t)
-	cfg := e.config(tables...)
-	cfg.Logger = quietLogger(t)
-	rec1, third := stopAtSnapshotUnit(3)
-	r1 := startOn(t, cfg, h, rec1.wrap(h.Ingest))
-	r1.await(t, 20*time.Second, "the third snapshot unit", func() bool {
-		select {
-		case <-third:
-			return true
-		default:
-			return false
-		}
-	})
-	if err := r1.stop(t); err != nil {
-		t.Fatalf("first Run: %v", err)
-	}
-	first := ackedSnapshot(rec1)
+	tables, l, h, cfg, rec1, first := stopMidSnapshot(t, e, st)
 	if len(first) == 0 || len(first) >= st.rows {
 		t.Fatalf("the first run acked %d snapshot rows; want some of %d", len(first), st.rows)
 	}
