@@ -68,19 +68,20 @@ func TestLiveViewInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	shot := filepath.Join(dir, "live-view.png")
-	first, second, outside := nodetest.LiveView(t, browser, "http://"+base+"/", shot, 2500)
+	first, second, most, outside := nodetest.LiveView(t, browser, "http://"+base+"/", shot, 2500)
 	t.Logf("first read %+v", first)
-	t.Logf("second read %+v", second)
+	t.Logf("last read %+v", second)
+	t.Logf("most seen %+v", most)
 	switch {
 	case second.Status != "live":
 		t.Errorf("the page says %q, not live", second.Status)
 	case !(first.Acked > 0 && second.Acked > first.Acked && second.SinceOpen > 0 && second.Polls > first.Polls):
 		t.Errorf("the page did not update itself: acked %d then %d, %d since it opened, %d then %d updates",
 			first.Acked, second.Acked, second.SinceOpen, first.Polls, second.Polls)
-	case second.SegDivs == 0 || second.Parts == 0 && second.TapeSegments > 0:
-		t.Errorf("the tape shows %d segments (%d live) and %d PARTs", second.SegDivs, second.TapeSegments, second.Parts)
-	case first.BitRows+second.BitRows == 0 || first.Bits+second.Bits == 0:
-		t.Errorf("no completion bitmap in either read: rows %d/%d, bits %d/%d", first.BitRows, second.BitRows, first.Bits, second.Bits)
+	case second.SegDivs == 0 || most.TapeSegments == 0 || most.Parts == 0:
+		t.Errorf("the tape shows %d segments, at most %d live with %d PARTs", second.SegDivs, most.TapeSegments, most.Parts)
+	case most.BitRows == 0 || most.Bits == 0:
+		t.Errorf("no completion bitmap in any read: at most %d rows, %d bits", most.BitRows, most.Bits)
 	case second.ChartLines != 5:
 		t.Errorf("the delay chart draws %d lines, want 5 (ACK delay, persist EMA, flush delay, two bounds)", second.ChartLines)
 	case second.MemoryBars != 3 || !strings.Contains(second.Memory, "pinned"):

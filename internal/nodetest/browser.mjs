@@ -1,7 +1,10 @@
 // Opens the live WAL view in headless Chromium (Playwright drives the
-// browser given as CHROMIUM), reads what the page shows twice, WAIT_MS
-// apart, in the same page, then saves a screenshot. Prints
-// {"first": …, "second": …} on stdout. Used by nodetest.go.
+// browser given as CHROMIUM), reads what the page shows, then again every
+// 200 ms for WAIT_MS — and on, up to 15 s, until some read showed a live
+// segment's bitmap (segments come and go in milliseconds) — in the same
+// page, then saves a screenshot. Prints {"first": …, "second": …,
+// "most": …} on stdout: the first read, the last, and the most of each
+// count any read saw. Used by nodetest.go.
 import { chromium } from 'playwright-core';
 
 const [url, shot] = process.argv.slice(2);
@@ -32,10 +35,16 @@ try {
     };
   });
   const first = await read();
-  await page.waitForTimeout(wait);
-  const second = await read();
+  const most = { ...first };
+  const start = Date.now();
+  let second = first;
+  while (Date.now() - start < wait || (most.bits === 0 && Date.now() - start < 15000)) {
+    await page.waitForTimeout(200);
+    second = await read();
+    for (const k of Object.keys(most)) if (typeof most[k] === 'number') most[k] = Math.max(most[k], second[k]);
+  }
   await page.screenshot({ path: shot, fullPage: true });
-  process.stdout.write(JSON.stringify({ first, second, outside }));
+  process.stdout.write(JSON.stringify({ first, second, most, outside }));
 } finally {
   await browser.close();
 }

@@ -41,21 +41,22 @@ type Page struct {
 	Memory, Alerts                        string
 }
 
-// LiveView opens url in chromium (a browser binary), reads the page twice
-// in the same tab, waitMs apart, and saves a screenshot to shot. outside
+// LiveView opens url in chromium (a browser binary), reads the page in
+// the same tab for at least waitMs, and saves a screenshot to shot: the
+// first read, the last, and the most of each count any read saw. outside
 // lists the requests the page made to any other origin.
-func LiveView(t testing.TB, chromium, url, shot string, waitMs int) (first, second Page, outside []string) {
+func LiveView(t testing.TB, chromium, url, shot string, waitMs int) (first, second, most Page, outside []string) {
 	t.Helper()
 	env := []string{"CHROMIUM=" + chromium, "WAIT_MS=" + itoa(waitMs)}
 	out := node(t, "playwright-core", env, "browser.mjs", url, shot)
 	var got struct {
-		First, Second Page
-		Outside       []string
+		First, Second, Most Page
+		Outside             []string
 	}
 	if err := json.Unmarshal(out, &got); err != nil {
 		t.Fatalf("browser: its output does not decode: %v\n%.2000s", err, out)
 	}
-	return got.First, got.Second, got.Outside
+	return got.First, got.Second, got.Most, got.Outside
 }
 
 func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
