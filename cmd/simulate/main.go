@@ -354,16 +354,26 @@ func summary(r sim.Result) string {
 // destMarksSummary lists the destination marks a run passed, in
 // destMarks order: " sink_marks={pg-outage=3 …}", or "" if none.
 func destMarksSummary(m map[string]uint64) string {
+	names := make([]string, len(destMarks))
+	for i, d := range destMarks {
+		names[i] = d.name
+	}
+	return marksSummary("sink_marks", names, m)
+}
+
+// marksSummary is " label={name=n …}" for the names (in order) that m
+// counts above zero, or "" if none.
+func marksSummary(label string, names []string, m map[string]uint64) string {
 	var parts []string
-	for _, d := range destMarks {
-		if n := m[d.name]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", d.name, n))
+	for _, name := range names {
+		if n := m[name]; n > 0 {
+			parts = append(parts, fmt.Sprintf("%s=%d", name, n))
 		}
 	}
 	if len(parts) == 0 {
 		return ""
 	}
-	return " sink_marks={" + strings.Join(parts, " ") + "}"
+	return " " + label + "={" + strings.Join(parts, " ") + "}"
 }
 
 // saveSeed writes seeds/seed-N.txt for a failing outcome (its world and

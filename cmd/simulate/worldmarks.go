@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/skipprd/skipprd/sim"
 )
@@ -106,14 +105,9 @@ func (c markCounts) print() {
 // worldMarksSummary lists the world marks a run passed, in worldMarks
 // order: " source_marks={http-csv=12 …}", or "" if none.
 func worldMarksSummary(m map[string]uint64) string {
-	var parts []string
-	for _, w := range worldMarks {
-		if n := m[w.name]; n > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", w.name, n))
-		}
+	names := make([]string, len(worldMarks))
+	for i, w := range worldMarks {
+		names[i] = w.name
 	}
-	if len(parts) == 0 {
-		return ""
-	}
-	return " source_marks={" + strings.Join(parts, " ") + "}"
+	return marksSummary("source_marks", names, m)
 }

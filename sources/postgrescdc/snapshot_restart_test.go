@@ -38,20 +38,7 @@ func TestSnapshotResumesAfterTheLastKey(t *testing.T) {
 	w := &workload{t: t, conn: e.db}
 	st.changes(w, last)
 	second := sourceIdentities(t, e, st.name, fmt.Sprintf("id > %d", last))
-	r2, rec2 := startSource(t, cfg, h)
-	checkLake(t, e, l, tables, w.changes)
-	want := map[string]int{}
-	for id := range first {
-		want[id]++
-	}
-	for id := range second {
-		want[id]++
-	}
-	checkSnapshotRecords(t, l, st.name, want)
-	if err := r2.stop(t); err != nil {
-		t.Fatalf("second Run: %v", err)
-	}
-	checkAckedOnce(t, rec1, rec2)
+	resumeAndCheck(t, e, l, h, cfg, st, w, rec1, first, second)
 	if view, err = h.Offsets(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -85,6 +72,29 @@ func stopMidSnapshot(t *testing.T, e *pgEnv, st snapshotTable) ([]string, *lake,
 	return tables, l, h, cfg, rec1, ackedSnapshot(rec1)
 }
 
+// resumeAndCheck starts the second source over what the first left and
+// checks the lake: the stream's changes applied over the snapshot equal
+// the source, each identity of first and of second is a snapshot record
+// once per set it is in, and nothing was acked twice.
+func resumeAndCheck(t *testing.T, e *pgEnv, l *lake, h *storage.Host, cfg Config, st snapshotTable, w *workload,
+	rec1 *recorder, first, second map[string]bool) {
+	t.Helper()
+	r2, rec2 := startSource(t, cfg, h)
+	checkLake(t, e, l, []string{"public." + st.name}, w.changes)
+	want := map[string]int{}
+	for id := range first {
+		want[id]++
+	}
+	for id := range second {
+		want[id]++
+	}
+	checkSnapshotRecords(t, l, st.name, want)
+	if err := r2.stop(t); err != nil {
+		t.Fatalf("second Run: %v", err)
+	}
+	checkAckedOnce(t, rec1, rec2)
+}
+
 // checkKeyedOffset fails unless v is a snapshot offset of the key scheme
 // at key, done or not as said.
 func checkKeyedOffset(t *testing.T, v uint64, key int64, done bool) {
@@ -112,20 +122,7 @@ func TestSnapshotWithTextKeyIsRedone(t *testing.T) {
 	w := &workload{t: t, conn: e.db}
 	st.changes(w, 10*len(first))
 	second := sourceIdentities(t, e, st.name, "true")
-	r2, rec2 := startSource(t, cfg, h)
-	checkLake(t, e, l, tables, w.changes)
-	want := map[string]int{}
-	for id := range first {
-		want[id]++
-	}
-	for id := range second {
-		want[id]++
-	}
-	checkSnapshotRecords(t, l, st.name, want)
-	if err := r2.stop(t); err != nil {
-		t.Fatalf("second Run: %v", err)
-	}
-	checkAckedOnce(t, rec1, rec2)
+	resumeAndCheck(t, e, l, h, cfg, st, w, rec1, first, second)
 	view, err := h.Offsets(context.Background())
 	if err != nil {
 		t.Fatal(err)
