@@ -33,6 +33,10 @@ const (
 	// AlertFailedClosed: the engine failed closed for another reason
 	// (an encode error, a commit it could not settle, recovery).
 	AlertFailedClosed
+	// AlertIDCollision: a sink found a job's id already applied with
+	// another job's content (ErrIDCollision: two logs made one id); the
+	// job is refused, its lane stops and its segment is kept.
+	AlertIDCollision
 
 	alertKindCount = iota + 1 // AlertKindsByIndex's length (index 0 unused)
 )
@@ -51,6 +55,7 @@ var alertKindNames = [alertKindCount]string{
 	AlertFenced:           "fenced",
 	AlertInvariant:        "invariant",
 	AlertFailedClosed:     "failed-closed",
+	AlertIDCollision:      "id-collision",
 }
 
 // AlertKinds lists every kind, in order (for metrics that export a
@@ -107,6 +112,8 @@ func alertKindOf(err error, fallback AlertKind) AlertKind {
 		return AlertInvariant
 	case errors.Is(err, ErrCorrupt):
 		return AlertCorruption
+	case errors.Is(err, ErrIDCollision):
+		return AlertIDCollision
 	}
 	return fallback
 }

@@ -70,6 +70,7 @@ func TestAlertFailClosedCarriesReason(t *testing.T) {
 		{"corrupt", fmt.Errorf("%w: marker holds another writer's commit", ErrCorrupt), AlertCorruption},
 		{"invariant", invariantError("held ≥ 0: %d", -1), AlertInvariant},
 		{"other", errors.New("encode snapshot: boom"), AlertFailedClosed},
+		{"id collision", fmt.Errorf("%w: %w: lake", ErrCannotApply, ErrIDCollision), AlertIDCollision},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			e := alerting()

@@ -51,8 +51,8 @@ func (e *Engine) startJob(j *job) {
 }
 
 func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func()) {
-	in := &Job{ID: j.id, SinkRef: j.sinkRef, Namespace: j.namespace, Segment: j.seg.ID,
-		SegmentCreatedUnixMs: j.seg.Index.CreatedAtUnixMs, Slices: slices}
+	in := &Job{ID: j.id, Content: j.content, Origin: j.seg.Index.Origin, SinkRef: j.sinkRef, Namespace: j.namespace,
+		Segment: j.seg.ID, SegmentCreatedUnixMs: j.seg.Index.CreatedAtUnixMs, Slices: slices}
 	rows := in.Rows()
 	sink.Apply(in, func(err error) {
 		for _, s := range slices {

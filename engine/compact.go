@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"hash"
 	"slices"
 	"time"
 
@@ -16,7 +17,8 @@ import (
 // Jobs: the PARTs of one segment that share a sink, a namespace, a schema
 // and CDC-ness form one job, in ordinal order — a pure function of the segment
 // index, so a job replayed after a crash has the same membership and the
-// same compaction_id = hash(snapshot id, sorted ordinals, sink_ref).
+// same compaction_id = hash(WAL id, pipeline, snapshot id, sink_ref,
+// sorted ordinals) (compactionID).
 //
 // Lanes: the jobs of one (sink, namespace) run one at a time in segment
 // id order, so rows reach a table in commit order. Different lanes run in
@@ -76,6 +78,7 @@ const (
 type job struct {
 	seg       *segState
 	id        string
+	content   string // jobContent: what a sink compares under an existing id
 	sinkRef   string
 	namespace string
 	schema    segment.SchemaFingerprint
@@ -122,7 +125,8 @@ func newSegState(s Segment, applied *segment.Bitmap) *segState {
 		j.bytes += e.End() - e.ArrowStart
 	}
 	for _, j := range st.jobs {
-		j.id = compactionID(s.ID, j.ordinals, j.sinkRef)
+		j.id = compactionID(s.Index.Origin, s.ID, j.ordinals, j.sinkRef)
+		j.content = jobContent(s.Index.BodySum, j.ordinals)
 		if j.allSet(applied) {
 			j.state = jobApplied
 		} else {
@@ -141,25 +145,68 @@ func (j *job) allSet(b *segment.Bitmap) bool {
 	return true
 }
 
-// compactionID = hex(SHA-256(snapshot id | sink_ref | ordinals))[:32].
-// ordinals come sorted (index order).
-func compactionID(id SnapshotID, ordinals []segment.SliceOrdinal, sinkRef string) string {
+// compactionID names a job for its sink, which dedupes on it
+// (docs/DESIGN.md §8.1). It is a pure function of the committed segment
+// and the job's ordinals (sorted, in index order), so a job replayed after
+// a crash, on a new host or past a zombie has the same id:
+//
+//	origin set:  {pipeline}-hex(SHA-256("skipprd-job 2" 0 wal_id pipeline 0
+//	                 snapshot_id 0 sink_ref 0 ordinals as u32 LE))[:32]
+//	legacy:      hex(SHA-256(snapshot_id 0 sink_ref 0 ordinals as u32 LE))[:32]
+//
+// The WAL id makes ids unique across logs: snapshot ids start at
+// 000000000001-000000000001 in every log, and two pipelines writing one
+// destination must never meet each other's ids. The pipeline name is
+// there for people reading a file name or a row. A segment committed
+// before logs had identities (a version 1 marker: zero origin) keeps the
+// id it had, so a job applied under it before an upgrade is found
+// applied after it.
+func compactionID(o segment.Origin, id SnapshotID, ordinals []segment.SliceOrdinal, sinkRef string) string {
 	h := sha256.New()
+	if !o.IsZero() {
+		h.Write([]byte("skipprd-job 2\x00"))
+		h.Write(o.WAL[:])
+		h.Write([]byte(o.Pipeline))
+		h.Write([]byte{0})
+	}
 	h.Write([]byte(id.String()))
 	h.Write([]byte{0})
 	h.Write([]byte(sinkRef))
 	h.Write([]byte{0})
+	writeOrdinals(h, ordinals)
+	sum := hex.EncodeToString(h.Sum(nil)[:16])
+	if o.IsZero() {
+		return sum
+	}
+	return o.Pipeline + "-" + sum
+}
+
+// jobContent fingerprints exactly the rows a job carries: its segment's
+// body checksum and its ordinals. A sink records it beside the job's id
+// and, finding the id already applied, compares: another content under
+// the same id is another job (ErrIDCollision), never "applied".
+func jobContent(bodySum [32]byte, ordinals []segment.SliceOrdinal) string {
+	h := sha256.New()
+	h.Write([]byte("skipprd-job-content 1\x00"))
+	h.Write(bodySum[:])
+	writeOrdinals(h, ordinals)
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+func writeOrdinals(h hash.Hash, ordinals []segment.SliceOrdinal) {
 	var b [4]byte
 	for _, o := range ordinals {
 		binary.LittleEndian.PutUint32(b[:], uint32(o))
 		h.Write(b[:])
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
 }
 
 // register adds an owned segment: its pending jobs join their lanes.
 func (e *Engine) register(st *segState) {
 	e.checkSegAppend(st)
+	if st.Index.Origin.IsZero() {
+		e.mark(MarkLegacyOrigin) // committed by a build before WAL identities: legacy ids
+	}
 	e.segs = append(e.segs, st)
 	for _, j := range st.jobs {
 		if j.state != jobPending {

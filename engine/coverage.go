@@ -101,6 +101,8 @@ const (
 	MarkWALFlushedPartly    // recovery found a generation's flushed record in some of its partitions only: logged it again
 	// Recovery giving up (recovery.go).
 	MarkRecoveryGaveUp // recovery stopped: refused for good, or failing for Config.RecoveryGiveUp
+	// WAL identities (compact.go).
+	MarkLegacyOrigin // a segment committed before WAL identities was registered: its jobs keep their old ids
 	NumMarks
 )
 
@@ -126,6 +128,7 @@ var markNames = [NumMarks]string{
 	"wal-replayed-live", "wal-stale-discarded", "wal-owned-flushed", "wal-prepared",
 	"wal-replay-joined", "wal-flushed-partly",
 	"recovery-gave-up",
+	"legacy-origin",
 }
 
 // String returns the mark's name.

@@ -32,6 +32,10 @@ type Engine struct {
 
 	epoch       uint64       // this incarnation's writer epoch; 0 until claimed
 	writerNonce uint64       // the nonce of our claim in the writer object
+	// origin names the log this engine commits for: the WAL id of the
+	// writer object and the pipeline. INVARIANT: non-zero once the epoch
+	// is claimed (recover); every marker it writes carries it (persist).
+	origin segment.Origin
 	writer      writerRecord // the writer object as recovery left it (seals)
 	nextSeq     uint64       // next snapshot sequence within the epoch
 

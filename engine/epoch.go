@@ -1,8 +1,11 @@
 package engine
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+
+	"github.com/skipprd/skipprd/engine/segment"
 )
 
 // ClaimRoundsMax bounds conditional-PUT rounds of one claim; each round
@@ -27,7 +30,12 @@ func (e *Engine) claimRound(nonce uint64, round int, done func(writerRecord, str
 			done(cur, info.ETag, nil) // an earlier, ambiguous claim of ours landed
 			return
 		}
-		next := writerRecord{epoch: cur.epoch + 1, nonce: nonce, floor: cur.floor, seals: cur.seals}
+		next := writerRecord{epoch: cur.epoch + 1, nonce: nonce, wal: cur.wal, floor: cur.floor, seals: cur.seals}
+		if next.wal.IsZero() {
+			// The first claim of this log (or the first by a build that
+			// knows identities): the log gets its identity now.
+			next.wal = e.newWALID()
+		}
 		if err := next.check(); err != nil {
 			done(next, "", err) // never write a record that breaks what it promises
 			return
@@ -49,6 +57,18 @@ func (e *Engine) claimRound(nonce uint64, round int, done func(writerRecord, str
 			}
 		})
 	})
+}
+
+// newWALID draws a log identity: 128 bits from the Rand port (the
+// production port is crypto-seeded; the simulator's streams differ per
+// pipeline), never zero.
+func (e *Engine) newWALID() segment.WALID {
+	var id segment.WALID
+	for id.IsZero() {
+		binary.LittleEndian.PutUint64(id[:8], e.p.Rand.Uint64())
+		binary.LittleEndian.PutUint64(id[8:], e.p.Rand.Uint64())
+	}
+	return id
 }
 
 // readWriter GETs and parses the writer object (retrying failures and

@@ -45,6 +45,13 @@ var (
 	// The engine refuses the job: it alerts, keeps the segment and stops
 	// that (sink, namespace) lane, instead of retrying forever.
 	ErrCannotApply = errors.New("sink cannot apply this job")
+	// ErrIDCollision: a sink found a job's compaction id already applied,
+	// but with other content (Job.Content differs, or for a destination
+	// written before contents were recorded, its rows or schema do): a
+	// job of another log under the same id. Sinks return it together with
+	// ErrCannotApply, so the job is refused and alerted
+	// (AlertIDCollision), never called applied.
+	ErrIDCollision = errors.New("another job's content under this compaction id")
 	// ErrFenced: a newer writer has claimed the pipeline; this engine
 	// stops without acking anything more.
 	ErrFenced = errors.New("engine: fenced by a newer writer")

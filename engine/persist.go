@@ -63,6 +63,11 @@ func (e *Engine) persist(s *snapshot) {
 	// offsets) plus a few hundred bytes of headers and IPC metadata per
 	// PART: grow once instead of doubling through it.
 	buf.Grow(int(min(s.content.bytes+s.content.bytes/8+int64(len(parts))*bodyPartOverhead, segment.BodyBytesMax)))
+	origin := e.origin
+	if origin.IsZero() {
+		e.broken("every marker carries the log's identity: snapshot %s persisted with none (epoch %d)", s.id, e.epoch)
+		return
+	}
 	var err error
 	e.p.Exec.Go(func() {
 		var merged []segment.Part
@@ -71,6 +76,7 @@ func (e *Engine) persist(s *snapshot) {
 			releaseMerged(parts, merged)
 		}
 		if err == nil {
+			s.index.Origin = origin
 			s.marker, err = segment.EncodeMarker(s.index)
 		}
 	}, func() {

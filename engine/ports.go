@@ -71,9 +71,26 @@ type Sink interface {
 // sink, a namespace, a schema and CDC-ness (all or none carry a
 // sidecar), in ordinal order. Its ID is a pure
 // function of the segment and the PARTs, so a job replayed after a crash
-// has the same ID.
+// has the same ID; it is unique across logs (it includes the WAL id), so
+// jobs of several pipelines can share a destination.
+//
+// A sink records Content beside the ID. Finding the ID already applied,
+// it compares the recorded Content with the job's: the same means an
+// earlier attempt landed; another means another job under the same id —
+// it answers ErrCannotApply wrapping ErrIDCollision, never success. (A
+// destination written before contents were recorded holds none; the
+// sink then compares what it can cheaply — rows, schema — and says so.)
 type Job struct {
-	ID        string     // compaction_id, lowercase hex
+	// ID is the compaction_id: "{pipeline}-{32 hex digits}", or 32 hex
+	// digits alone for a segment committed before WAL identities (a
+	// zero Origin).
+	ID string
+	// Content fingerprints the job's rows: 32 hex digits of the segment
+	// body's checksum and the job's ordinals.
+	Content string
+	// Origin is the log that committed the segment: its WAL id and
+	// pipeline (zero for a segment committed before WAL identities).
+	Origin    segment.Origin
 	SinkRef   string     // destination name
 	Namespace string     // table / stream
 	Segment   SnapshotID // the segment the rows come from

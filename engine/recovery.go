@@ -75,6 +75,12 @@ func (e *Engine) recover(round int, done func(error)) {
 			return
 		}
 		e.epoch, e.writerNonce, e.nextSeq = rec.epoch, rec.nonce, 1
+		e.origin = segment.Origin{WAL: rec.wal, Pipeline: e.cfg.Pipeline}
+		if err := e.origin.Validate(); err != nil {
+			e.broken("a claimed epoch has the log's identity: epoch %d: %v", rec.epoch, err)
+			done(e.err)
+			return
+		}
 		e.p.Timers.AfterFunc(e.cfg.FenceWait, func() {
 			e.listSegments(func(listing []*listedSegment, err error) {
 				if err != nil {

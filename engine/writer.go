@@ -8,21 +8,33 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/skipprd/skipprd/engine/segment"
 )
 
-// The writer object ({root}/_writer) is the pipeline's fence:
+// The writer object ({root}/_writer) is the pipeline's fence and holds
+// its log's identity:
 //
-//	skipprd-writer 2
+//	skipprd-writer 3
 //	epoch <decimal>
 //	nonce <16 hex digits>
+//	wal <32 hex digits>
 //	floor <epoch>
 //	sealed <epoch> <last valid sequence>      (zero or more, ascending epoch)
 //	sha256 <64 hex digits: SHA-256 of every byte before this line>
 //
 // The checksum makes a damaged read (a flipped digit in an epoch would
 // otherwise parse) a detectable error: readers re-read, and only a
-// consistently bad object is corruption. Version 1 (no sha256 line) is
-// still read, so a log written before version 2 recovers.
+// consistently bad object is corruption. Version 1 (no sha256 line) and
+// version 2 (no wal line) are still read, so a log written before them
+// recovers.
+//
+// The WAL id names the log for good (segment.WALID): the first claim
+// that finds none draws 16 random bytes, and every later claim and seal
+// carries them over, so every incarnation of the pipeline — a restart, a
+// new host on an empty disk, a zombie — commits under the same identity,
+// and no other log has it. Commit markers repeat it (segment.Origin), and
+// compaction ids are derived from it (compact.go).
 //
 // Epochs: every incarnation claims epoch+1 with a conditional PUT
 // (If-Match on the ETag it read, If-None-Match: * for the first), so
@@ -48,7 +60,8 @@ import (
 // dropped, so the object stays small.
 
 const (
-	writerMagic   = "skipprd-writer 2"
+	writerMagic   = "skipprd-writer 3"
+	writerMagicV2 = "skipprd-writer 2"
 	writerMagicV1 = "skipprd-writer 1"
 	sealsMax      = 4096 // bounds the object (writerObjectLimit)
 )
@@ -60,12 +73,20 @@ type seal struct {
 type writerRecord struct {
 	epoch uint64
 	nonce uint64
-	floor uint64 // epochs below were all decided; INVARIANT: floor ≤ epoch
+	wal   segment.WALID // the log's identity; zero only in a version 1 or 2 object
+	floor uint64        // epochs below were all decided; INVARIANT: floor ≤ epoch
 	seals []seal // INVARIANT: ascending epoch, all below floor (check, before every write)
 }
 
+// encode writes version 3, or version 2 for a record without a WAL id (a
+// test's or a tool's: the engine claims with one).
 func (w writerRecord) encode() []byte {
-	b := fmt.Appendf(nil, "%s\nepoch %d\nnonce %016x\nfloor %d\n", writerMagic, w.epoch, w.nonce, w.floor)
+	var b []byte
+	if w.wal.IsZero() {
+		b = fmt.Appendf(b, "%s\nepoch %d\nnonce %016x\nfloor %d\n", writerMagicV2, w.epoch, w.nonce, w.floor)
+	} else {
+		b = fmt.Appendf(b, "%s\nepoch %d\nnonce %016x\nwal %s\nfloor %d\n", writerMagic, w.epoch, w.nonce, w.wal, w.floor)
+	}
 	for _, s := range w.seals {
 		b = fmt.Appendf(b, "sealed %d %d\n", s.epoch, s.seq)
 	}
@@ -100,7 +121,11 @@ func parseWriterRecord(raw []byte) (writerRecord, error) {
 		return writerRecord{}, err
 	}
 	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-	if len(lines) < 4 || (lines[0] != writerMagic && lines[0] != writerMagicV1) || len(lines) > 4+sealsMax {
+	head := 4 // magic, epoch, nonce, floor (version 3: and wal)
+	if len(lines) > 0 && lines[0] == writerMagic {
+		head = 5
+	}
+	if len(lines) < head || (lines[0] != writerMagic && lines[0] != writerMagicV2 && lines[0] != writerMagicV1) || len(lines) > head+sealsMax {
 		return bad("unknown format (%d lines)", len(lines))
 	}
 	var w writerRecord
@@ -110,10 +135,16 @@ func parseWriterRecord(raw []byte) (writerRecord, error) {
 	if w.nonce, err = field(lines[2], "nonce ", 16); err != nil {
 		return bad("%v", err)
 	}
-	if w.floor, err = field(lines[3], "floor ", 10); err != nil || w.floor > w.epoch {
+	if head == 5 {
+		v, ok := strings.CutPrefix(lines[3], "wal ")
+		if w.wal, err = segment.ParseWALID(v); !ok || err != nil {
+			return bad("line %q: want wal and 32 hex digits, not zero", lines[3])
+		}
+	}
+	if w.floor, err = field(lines[head-1], "floor ", 10); err != nil || w.floor > w.epoch {
 		return bad("floor %d of epoch %d: %v", w.floor, w.epoch, err)
 	}
-	for _, line := range lines[4:] {
+	for _, line := range lines[head:] {
 		e, q, ok := strings.Cut(strings.TrimPrefix(line, "sealed "), " ")
 		epoch, err1 := strconv.ParseUint(e, 10, 64)
 		seq, err2 := strconv.ParseUint(q, 10, 64)
@@ -183,7 +214,7 @@ func (w writerRecord) sealed(listing []*listedSegment, logged []SnapshotID) writ
 		}
 		present[ls.id.Epoch] = cur
 	}
-	out := writerRecord{epoch: w.epoch, nonce: w.nonce, floor: w.epoch}
+	out := writerRecord{epoch: w.epoch, nonce: w.nonce, wal: w.wal, floor: w.epoch}
 	//engine:orderless — collected, then sorted by epoch below.
 	for epoch, seq := range present {
 		if prev, ok := old[epoch]; ok {
@@ -208,6 +239,9 @@ func ParseWriterObject(b []byte) (WriterRecord, error) {
 
 // Epoch is the epoch of the latest claim.
 func (r WriterRecord) Epoch() uint64 { return r.w.epoch }
+
+// WAL is the log's identity (zero in an object an older build wrote).
+func (r WriterRecord) WAL() segment.WALID { return r.w.wal }
 
 // Floor: every epoch below it was sealed by some recovery.
 func (r WriterRecord) Floor() uint64 { return r.w.floor }

@@ -2,21 +2,44 @@ package engine
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/skipprd/skipprd/engine/segment"
 )
 
 func TestWriterRecordRoundTrip(t *testing.T) {
-	w := writerRecord{epoch: 12, nonce: 0xdeadbeef, floor: 11, seals: []seal{{3, 0}, {9, 41}, {10, 7}}}
-	got, err := parseWriterRecord(w.encode())
-	if err != nil || got.epoch != w.epoch || got.nonce != w.nonce || got.floor != w.floor || !slices.Equal(got.seals, w.seals) {
-		t.Fatalf("round trip: %+v %v", got, err)
+	for _, wal := range []segment.WALID{{}, {0xab, 1, 2, 3}} {
+		w := writerRecord{epoch: 12, nonce: 0xdeadbeef, wal: wal, floor: 11, seals: []seal{{3, 0}, {9, 41}, {10, 7}}}
+		b := w.encode()
+		got, err := parseWriterRecord(b)
+		if err != nil || got.epoch != w.epoch || got.nonce != w.nonce || got.wal != wal || got.floor != w.floor || !slices.Equal(got.seals, w.seals) {
+			t.Fatalf("round trip of WAL id %s: %+v %v", wal, got, err)
+		}
+		if magic := string(b[:bytes.IndexByte(b, '\n')]); (magic == writerMagic) == wal.IsZero() {
+			t.Fatalf("WAL id %s written as %q: want version 3 with an id, 2 without", wal, magic)
+		}
+	}
+	v3 := "skipprd-writer 3\nepoch 1\nnonce 00\n"
+	for _, bad := range []string{
+		v3 + "floor 0\n",          // no wal line
+		v3 + "wal 00\nfloor 0\n", // short
+		v3 + "wal " + strings.Repeat("0", 32) + "\nfloor 0\n",
+		v3 + "wal " + strings.Repeat("x", 32) + "\nfloor 0\n",
+	} {
+		sum := sha256.Sum256([]byte(bad))
+		if _, err := parseWriterRecord(append([]byte(bad), "sha256 "+hex.EncodeToString(sum[:])+"\n"...)); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("accepted %q: %v", bad, err)
+		}
 	}
 	const head = "skipprd-writer 1\nepoch 5\nnonce 00\n"
 	for _, bad := range []string{
 		"",
-		"skipprd-writer 3\nepoch 1\nnonce 00\nfloor 0\n",
+		"skipprd-writer 4\nepoch 1\nnonce 00\nfloor 0\n",
 		"skipprd-writer 2\nepoch 1\nnonce 00\nfloor 0\n", // no checksum
 		"skipprd-writer 1\nepoch x\nnonce 00\nfloor 0\n",
 		head,                           // no floor

@@ -144,6 +144,9 @@ func newFixture(t testing.TB, spec jobSpec) fixture {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s|%v|%s", id, ordinals, job.SinkRef)
 	job.ID = fmt.Sprintf("%x", h.Sum(nil)[:16])
+	job.Origin = segment.Origin{WAL: segment.WALID{0xf1, 0x87}, Pipeline: "fixture"}
+	content := sha256.Sum256(fmt.Appendf(b.Index.BodySum[:], "|%v", ordinals))
+	job.Content = fmt.Sprintf("%x", content[:16])
 	for _, o := range ordinals {
 		s, err := b.ReadSlice(o, mem)
 		if err != nil {

@@ -23,10 +23,12 @@ import (
 // applied, which the engine must survive by replaying the job.
 //
 // Applying a job ID again is a no-op: the job is kept once, in
-// first-apply order. A replay whose content differs from the first
-// apply's (segment, sink, namespace, slice ordinals or row counts) means
-// the engine broke its promise that a job ID names one content: the view
-// panics with both.
+// first-apply order. A job whose ID is held with another Content is
+// another log's job under the same id: Apply answers ErrCannotApply
+// wrapping ErrIDCollision, and holds nothing of it. A replay with the same
+// Content whose shape differs from the first apply's (segment, sink,
+// namespace, slice ordinals or row counts) means the engine broke its
+// promise that a job ID names one content: the view panics with both.
 //
 // Memory is safe for concurrent use (a production test may read Applied
 // from its own goroutine while a loop applies), but it starts no
@@ -40,8 +42,9 @@ type Memory struct {
 
 // AppliedJob is one job as Memory holds it.
 type AppliedJob struct {
-	ID, SinkRef, Namespace string
-	Segment                engine.SnapshotID
+	ID, Content, SinkRef, Namespace string
+	Origin                          segment.Origin
+	Segment                         engine.SnapshotID
 	// Batches are every slice's batches in order, retained (a reference
 	// each, the data is immutable); Memory.Release releases them.
 	Batches []arrow.RecordBatch
@@ -114,21 +117,28 @@ func (m *Memory) ReleaseJob(id string) {
 }
 
 // apply records job unless its ID is known, and checks a replay against
-// the first apply.
-func (m *Memory) apply(job *engine.Job) {
+// the first apply: another Content is a collision (an error), another
+// shape under the same Content a bug (a panic).
+func (m *Memory) apply(job *engine.Job) error {
 	shape := shapeOf(job)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if prev, ok := m.byID[job.ID]; ok {
+		if prev.Content != job.Content {
+			return fmt.Errorf("%w: %w: sinks: memory holds job %s with content %s (%s, segment %s), this job's is %s (%s, segment %s)",
+				engine.ErrCannotApply, engine.ErrIDCollision, job.ID, prev.Content, prev.Origin, prev.Segment,
+				job.Content, job.Origin, job.Segment)
+		}
 		if prev.Segment != job.Segment || prev.SinkRef != job.SinkRef || prev.Namespace != job.Namespace ||
 			!slices.Equal(prev.shape, shape) {
 			panic(fmt.Sprintf("sinks: job %s replayed with other content: first %s %s/%s %v, now %s %s/%s %v",
 				job.ID, prev.Segment, prev.SinkRef, prev.Namespace, prev.shape,
 				job.Segment, job.SinkRef, job.Namespace, shape))
 		}
-		return
+		return nil
 	}
-	a := &AppliedJob{ID: job.ID, SinkRef: job.SinkRef, Namespace: job.Namespace, Segment: job.Segment, shape: shape}
+	a := &AppliedJob{ID: job.ID, Content: job.Content, SinkRef: job.SinkRef, Namespace: job.Namespace, Origin: job.Origin,
+		Segment: job.Segment, shape: shape}
 	for _, s := range job.Slices {
 		for _, b := range s.Batches {
 			b.Retain()
@@ -138,6 +148,7 @@ func (m *Memory) apply(job *engine.Job) {
 	}
 	m.jobs = append(m.jobs, a)
 	m.byID[job.ID] = a
+	return nil
 }
 
 func shapeOf(job *engine.Job) []sliceShape {
@@ -167,12 +178,12 @@ type memorySink struct {
 	timers engine.Timers
 }
 
-// Apply implements engine.Sink: the job is applied now, the answer (always
-// nil) comes through the incarnation's timers.
+// Apply implements engine.Sink: the job is applied now, the answer (nil,
+// or a collision) comes through the incarnation's timers.
 func (s *memorySink) Apply(job *engine.Job, done func(err error)) {
 	if job == nil || done == nil {
 		panic("sinks: Memory Apply with a nil job or callback")
 	}
-	s.m.apply(job)
-	s.timers.AfterFunc(0, func() { done(nil) })
+	err := s.m.apply(job)
+	s.timers.AfterFunc(0, func() { done(err) })
 }

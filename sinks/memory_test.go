@@ -2,6 +2,7 @@ package sinks
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -224,6 +225,28 @@ func TestMemoryPanicsOnAReplayWithOtherContent(t *testing.T) {
 		}
 	}()
 	m.Sink(w.inc.Timers()).Apply(&other, func(error) {})
+}
+
+// Another log's job under an id the sink holds (a collision): refused
+// with ErrIDCollision, nothing of it kept, the first job untouched.
+func TestMemoryRefusesAnotherJobUnderTheSameID(t *testing.T) {
+	w := newSimWorld(t, 8, sim.StoreConfig{}, sim.DiskConfig{})
+	m := NewMemory()
+	defer m.Release()
+	f := newFixture(t, plainSpec)
+	if err := w.apply(m.Sink(w.inc.Timers()), f.job); err != nil {
+		t.Fatal(err)
+	}
+	other := *f.job
+	other.Content = "another log's job"
+	other.Origin = segment.Origin{WAL: segment.WALID{9}, Pipeline: "b"}
+	err := w.apply(m.Sink(w.inc.Timers()), &other)
+	if !errors.Is(err, engine.ErrCannotApply) || !errors.Is(err, engine.ErrIDCollision) || !strings.Contains(err.Error(), f.job.ID) {
+		t.Fatalf("a job of another content under id %s: %v, want ErrCannotApply and ErrIDCollision naming the id", f.job.ID, err)
+	}
+	if got := m.Applied(); len(got) != 1 || got[0].Content != f.job.Content {
+		t.Fatalf("after the collision the sink holds %d jobs (content %v), want the first one only", len(got), got)
+	}
 }
 
 func TestSetResolvesSinkRefs(t *testing.T) {

@@ -46,6 +46,9 @@ var optionalMarks = map[engine.Mark]string{
 		"TestDiskFlushedInOnePartitionOnly reaches it",
 	engine.MarkIdemRunLost: "a manifest read just before a merge deleted a run it lists: 1 to 3 worlds of 40 in a sweep, " +
 		"too few for TestSweep's fixed seeds to be sure of one; engine TestMissingRunIsDropped reaches it",
+	engine.MarkLegacyOrigin: "a segment committed by a build before WAL identities (a version 1 marker): worlds start " +
+		"empty and every marker they write has an origin; engine TestUpgradeKeepsLegacyIDsAcrossACrash and " +
+		"TestLegacyIDCollisionIsAlerted reach it, and cmd/skipprd TestUpgradeAcrossCrash upgrades a real daemon",
 	engine.MarkMarkerExists: "a marker key is taken only if two writers share an epoch, which claims prevent (an unheard " +
 		"marker PUT is read, never PUT again); engine TestForeignMarkerFailsClosed reaches it",
 }

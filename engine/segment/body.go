@@ -18,9 +18,14 @@ type Index struct {
 	BodyBytes       int64
 	// BodySum is the footer checksum: SHA-256 of every body byte before it.
 	BodySum [sumBytes]byte
+	// Origin is the log that committed the segment, as its marker says;
+	// zero in an index read from a body (bodies do not carry it) and in a
+	// version 1 marker's.
+	Origin Origin
 }
 
-// Equal reports whether two indexes describe the same body.
+// Equal reports whether two indexes describe the same body (the origin,
+// which only the marker carries, is not compared).
 func (ix *Index) Equal(o *Index) bool {
 	return ix.CreatedAtUnixMs == o.CreatedAtUnixMs && ix.BodyBytes == o.BodyBytes &&
 		ix.BodySum == o.BodySum && slices.Equal(ix.Offsets, o.Offsets) &&
@@ -222,6 +227,7 @@ func CheckBody(marker *Index, name string, r io.ReaderAt, size int64) (*Body, er
 		return nil, &FormatError{Kind: bodyKind, Object: name, Field: "index", Err: ErrCorrupt,
 			Detail: "body index differs from the commit marker's copy"}
 	}
+	b.Index.Origin = marker.Origin
 	return b, nil
 }
 

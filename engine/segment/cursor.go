@@ -116,6 +116,17 @@ func (c *cursor) version(field string, want uint16) {
 	}
 }
 
+// versionIn consumes a u16 version and fails unless it is in lo..hi.
+func (c *cursor) versionIn(field string, lo, hi uint16) uint16 {
+	start := c.pos
+	v := c.u16(field)
+	if c.err == nil && (v < lo || v > hi) {
+		c.pos = start
+		c.fail(field, ErrUnsupportedVersion, "version %d, this build reads %d to %d", v, lo, hi)
+	}
+	return v
+}
+
 // bounded reads a length or count of the given width and fails with
 // ErrCorrupt if it exceeds max. Use it for every length before using it.
 func (c *cursor) bounded(field string, width int, max uint64) uint64 {

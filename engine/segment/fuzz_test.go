@@ -60,8 +60,8 @@ func assertMarkerRoundTrip(t *testing.T, ix *Index) {
 	if err != nil {
 		t.Fatalf("marker of an accepted index rejected: %v", err)
 	}
-	if !mix.Equal(ix) {
-		t.Fatalf("marker changed the index:\n%s\nvs\n%s", describe(mix), describe(ix))
+	if !mix.Equal(ix) || mix.Origin != ix.Origin {
+		t.Fatalf("marker changed the index:\n%s (%v)\nvs\n%s (%v)", describe(mix), mix.Origin, describe(ix), ix.Origin)
 	}
 }
 
@@ -129,7 +129,7 @@ func assertCanonical(t *testing.T, data []byte, encode func() ([]byte, error)) {
 
 // writeFuzzCorpus seeds each target with the golden objects and a few
 // pieces of them, in the go test corpus format.
-func writeFuzzCorpus(t *testing.T, body, marker, bitmap []byte, ix *Index) {
+func writeFuzzCorpus(t *testing.T, body, marker, markerV2, bitmap []byte, ix *Index) {
 	t.Helper()
 	cdc := ix.Entries[0]
 	sidecar := body[cdc.SidecarStart:cdc.End()]
@@ -137,7 +137,7 @@ func writeFuzzCorpus(t *testing.T, body, marker, bitmap []byte, ix *Index) {
 	seeds := map[string]map[string][]byte{
 		"FuzzOpenBody":      {"golden": body, "empty_segment": emptyBody(t)},
 		"FuzzReadIndex":     {"golden": body},
-		"FuzzDecodeMarker":  {"golden": marker},
+		"FuzzDecodeMarker":  {"golden": marker, "golden_v2": markerV2},
 		"FuzzDecodeBitmap":  {"golden": bitmap, "empty": NewBitmap(0).Encode()},
 		"FuzzDecodeSidecar": {"golden": sidecar},
 		"FuzzDecodeOffsets": {"golden": blob},

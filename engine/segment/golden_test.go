@@ -42,6 +42,23 @@ func goldenObjects(t *testing.T, mem memory.Allocator) (body, marker, bitmap []b
 	return buf.Bytes(), marker, bm.Encode(), ix
 }
 
+// goldenOrigin is the origin of the golden version 2 marker.
+var goldenOrigin = Origin{WAL: WALID{0x5e, 0x9d, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0xff}, Pipeline: "golden"}
+
+// goldenMarkerV2 is the golden segment's marker as this build writes it:
+// version 2, with an origin. (segment.seg.commit, version 1, is what
+// builds before origins wrote; both must keep decoding.)
+func goldenMarkerV2(t *testing.T, ix *Index) []byte {
+	t.Helper()
+	with := *ix
+	with.Origin = goldenOrigin
+	b, err := EncodeMarker(&with)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // describe renders an index for humans; the golden .txt makes a format
 // change readable in review.
 func describe(ix *Index) string {
@@ -60,15 +77,17 @@ func TestGoldenVectors(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	body, marker, bitmap, ix := goldenObjects(t, mem)
+	markerV2 := goldenMarkerV2(t, ix)
 	files := map[string][]byte{
-		"segment.seg":        body,
-		"segment.seg.commit": marker,
-		"segment.scbl":       bitmap,
-		"segment.txt":        []byte(describe(ix)),
+		"segment.seg":           body,
+		"segment.seg.commit":    marker,
+		"segment-v2.seg.commit": markerV2,
+		"segment.scbl":          bitmap,
+		"segment.txt":           []byte(describe(ix)),
 	}
-	golden.Check(t, goldenDir, files, []string{"segment.seg", "segment.seg.commit", "segment.scbl", "segment.txt"}, *update)
+	golden.Check(t, goldenDir, files, []string{"segment.seg", "segment.seg.commit", "segment-v2.seg.commit", "segment.scbl", "segment.txt"}, *update)
 	if *update {
-		writeFuzzCorpus(t, body, marker, bitmap, ix)
+		writeFuzzCorpus(t, body, marker, markerV2, bitmap, ix)
 	}
 }
 
@@ -100,6 +119,19 @@ func TestGoldenDecode(t *testing.T) {
 	checked, err := CheckBody(mix, "segment.seg", Bytes(body), int64(len(body)))
 	if err != nil {
 		t.Fatal(err)
+	}
+	if !mix.Origin.IsZero() || !checked.Index.Origin.IsZero() {
+		t.Fatalf("version 1 marker decoded with origin %v", mix.Origin)
+	}
+	mix2, err := DecodeMarker("segment-v2.seg.commit", read("segment-v2.seg.commit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mix2.Origin != goldenOrigin || !mix2.Equal(mix) {
+		t.Fatalf("version 2 marker: origin %v (want %v), same index as version 1: %v", mix2.Origin, goldenOrigin, mix2.Equal(mix))
+	}
+	if checked2, err := CheckBody(mix2, "segment.seg", Bytes(body), int64(len(body))); err != nil || checked2.Index.Origin != goldenOrigin {
+		t.Fatalf("CheckBody with a version 2 marker: %v, origin %v", err, checked2.Index.Origin)
 	}
 	bm, err := DecodeBitmap("segment.scbl", bitmap)
 	if err != nil {

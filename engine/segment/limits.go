@@ -17,6 +17,10 @@ const (
 	// up in Hive-style object keys, whose total length S3 caps at 1024.
 	KeyFieldBytesMax = 256
 
+	// PipelineBytesMax bounds a pipeline name in a commit marker's origin
+	// (the daemon allows 128 bytes; the format leaves room).
+	PipelineBytesMax = 256
+
 	// PartRowsMax bounds rows per PART (and CDC sidecar rows).
 	PartRowsMax = 1<<31 - 1
 
@@ -40,7 +44,7 @@ const (
 		5*8 // arrow start/len, sidecar start/len, rows
 
 	// MarkerBytesMax bounds a .seg.commit object.
-	MarkerBytesMax = markerFixedBytes + OffsetsBlobBytesMax + PartsMax*IndexEntryBytesMax + sumBytes
+	MarkerBytesMax = markerFixedBytes + markerOriginBytesMax + OffsetsBlobBytesMax + PartsMax*IndexEntryBytesMax + sumBytes
 
 	// BitmapBytesMax bounds an SCBL object.
 	BitmapBytesMax = bitmapFixedBytes + PartsMax/8 + sumBytes
@@ -66,6 +70,8 @@ const (
 	// "SEGC" | u16 version | u64 body_bytes | [32] body_sha256
 	// | u64 created_at_unix_ms | u32 parts_count | u32 offsets_len
 	markerFixedBytes = magicBytes + versionBytes + 8 + sumBytes + 8 + 4 + 4
+	// version 2: [16] wal_id | u16 pipeline_len | pipeline
+	markerOriginBytesMax = WALIDBytes + lenPrefixBytes + PipelineBytesMax
 
 	// "SCBL" | u16 version | u32 bit_count
 	bitmapFixedBytes = magicBytes + versionBytes + 4
@@ -85,8 +91,12 @@ const (
 	bitmapMagic  = "SCBL"
 	sidecarMagic = "CDCS"
 
-	BodyVersion    = 3
-	MarkerVersion  = 1
-	BitmapVersion  = 1
-	SidecarVersion = 1
+	BodyVersion = 3
+	// MarkerVersion is what this build writes for a segment with an
+	// origin; a segment without one (a test's, or an old build's) is
+	// written and read as MarkerVersionLegacy.
+	MarkerVersion       = 2
+	MarkerVersionLegacy = 1
+	BitmapVersion       = 1
+	SidecarVersion      = 1
 )

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"fmt"
+	"unicode/utf8"
 )
 
 const markerKind = "commit marker"
@@ -14,24 +15,41 @@ const markerEntryBytesMin = 4 + 3*lenPrefixBytes + 2 + 1 + 8 + 5*8
 
 // EncodeMarker returns the .seg.commit object for a body's index:
 //
-//	"SEGC" | u16 version=1 | u64 body_bytes | [32] body_sha256
-//	| u64 created_at_unix_ms | u32 parts_count
+//	"SEGC" | u16 version=2 | u64 body_bytes | [32] body_sha256
+//	| u64 created_at_unix_ms
+//	| [16] wal_id | u16 pipeline_len | pipeline          (version 2 only)
+//	| u32 parts_count
 //	| u32 offsets_len | offsets blob
 //	| parts_count × index entry (the PART headers without their magic)
 //	| [32] sha256 of every preceding byte
 //
 // body_sha256 is the body's footer checksum. Carrying the index and the
-// offsets lets recovery register a segment from its marker alone.
+// offsets lets recovery register a segment from its marker alone. The
+// origin (version 2) names the log that committed the segment; an index
+// without one encodes as version 1, byte for byte what builds before
+// origins wrote.
 func EncodeMarker(ix *Index) ([]byte, error) {
 	if len(ix.Entries) > PartsMax {
 		return nil, tooLargef("marker: %d parts, limit %d", len(ix.Entries), PartsMax)
 	}
-	b := make([]byte, 0, markerFixedBytes+ix.Offsets.encodedLen()+len(ix.Entries)*IndexEntryBytesMax/4+sumBytes)
+	version := uint16(MarkerVersionLegacy)
+	if !ix.Origin.IsZero() {
+		if err := ix.Origin.Validate(); err != nil {
+			return nil, fmt.Errorf("marker: %w", err)
+		}
+		version = MarkerVersion
+	}
+	b := make([]byte, 0, markerFixedBytes+markerOriginBytesMax+ix.Offsets.encodedLen()+len(ix.Entries)*IndexEntryBytesMax/4+sumBytes)
 	b = append(b, markerMagic...)
-	b = binary.LittleEndian.AppendUint16(b, MarkerVersion)
+	b = binary.LittleEndian.AppendUint16(b, version)
 	b = binary.LittleEndian.AppendUint64(b, uint64(ix.BodyBytes))
 	b = append(b, ix.BodySum[:]...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(ix.CreatedAtUnixMs))
+	if version == MarkerVersion {
+		b = append(b, ix.Origin.WAL[:]...)
+		b = binary.LittleEndian.AppendUint16(b, uint16(len(ix.Origin.Pipeline)))
+		b = append(b, ix.Origin.Pipeline...)
+	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(ix.Entries)))
 	b = binary.LittleEndian.AppendUint32(b, uint32(ix.Offsets.encodedLen()))
 	b, err := AppendOffsets(b, ix.Offsets)
@@ -58,7 +76,7 @@ func DecodeMarker(name string, b []byte) (*Index, error) {
 	}
 	c := newCursor(markerKind, name, b, 0)
 	c.magic("magic", markerMagic)
-	c.version("version", MarkerVersion)
+	version := c.versionIn("version", MarkerVersionLegacy, MarkerVersion)
 	if err := c.failed(); err != nil {
 		return nil, err
 	}
@@ -73,6 +91,9 @@ func DecodeMarker(name string, b []byte) (*Index, error) {
 	}
 	ix.BodySum = c.sum("body_sha256")
 	ix.CreatedAtUnixMs = int64(c.u64("created_at_unix_ms"))
+	if version == MarkerVersion {
+		ix.Origin = c.origin()
+	}
 	parts := int(c.bounded("parts_count", 4, uint64(min(PartsMax, c.remaining()/markerEntryBytesMin))))
 	offsetsLen := int(c.bounded("offsets_len", 4, uint64(min(OffsetsBlobBytesMax, c.remaining()))))
 	blob := newCursor(markerKind, name, c.take("offsets", offsetsLen), c.at()-int64(offsetsLen))
@@ -101,6 +122,25 @@ func DecodeMarker(name string, b []byte) (*Index, error) {
 		return nil, err
 	}
 	return ix, nil
+}
+
+// origin reads a version 2 marker's origin: a zero WAL id or an empty,
+// oversized or non-UTF-8 pipeline name is corruption (the encoder never
+// writes one).
+func (c *cursor) origin() Origin {
+	var o Origin
+	copy(o.WAL[:], c.take("wal_id", len(o.WAL)))
+	start := c.pos
+	o.Pipeline = string(c.bytes("pipeline", PipelineBytesMax))
+	if c.err == nil && o.WAL.IsZero() {
+		c.pos = start - len(o.WAL)
+		c.fail("wal_id", ErrCorrupt, "zero WAL id in a version %d marker", MarkerVersion)
+	}
+	if c.err == nil && (o.Pipeline == "" || !utf8.ValidString(o.Pipeline)) {
+		c.pos = start
+		c.fail("pipeline", ErrCorrupt, "pipeline name %q: want 1..%d bytes of UTF-8", o.Pipeline, PipelineBytesMax)
+	}
+	return o
 }
 
 // checkTrailingSum verifies that the last 32 bytes of the cursor's window
