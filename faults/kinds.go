@@ -100,10 +100,12 @@ var kindNeeds = [NumKinds]Needs{
 // World is what a world offers faults (Plan.Restrict).
 type World struct {
 	Disk, Sink, Multipart, DiskRead, Replayable bool
-	// DiskWAL: the world runs the local-disk WAL. A local log has one
-	// writer by construction (production holds a lock on it), so a zombie
-	// cannot exist there: Zombie is dropped.
-	DiskWAL bool
+	// DiskWAL: the world runs the local-disk WAL (in some pipeline). A
+	// local log has one writer by construction (production holds a lock
+	// on it), so a zombie cannot exist there: Zombie is dropped, unless
+	// another pipeline of the world runs the S3 WAL (S3WALToo).
+	DiskWAL  bool
+	S3WALToo bool
 }
 
 func (w World) has(n Needs) bool {

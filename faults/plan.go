@@ -244,7 +244,9 @@ func (p Plan) Restrict(w World) Plan {
 		}
 	}
 	if w.DiskWAL {
-		p.Rate[Zombie] = 0
+		if !w.S3WALToo {
+			p.Rate[Zombie] = 0
+		}
 		if p.Name == "swarm" && p.Rate[CrashPoint] == 0 {
 			// A power loss between a log write and its fsync is the window
 			// the disk WAL exists for (torn tails, superseded batches):

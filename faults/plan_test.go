@@ -194,6 +194,9 @@ func TestRestrict(t *testing.T) {
 	if full != p {
 		t.Error("a world with everything lost a kind")
 	}
+	if !p.Restrict(World{Disk: true, Sink: true, DiskRead: true, DiskWAL: true, S3WALToo: true}).Enabled(Zombie) {
+		t.Fatal("zombies dropped from a world whose other pipeline runs the S3 WAL")
+	}
 	if p.Restrict(World{Disk: true, Sink: true, DiskRead: true, DiskWAL: true}).Enabled(Zombie) {
 		t.Error("a disk-WAL world kept zombies (one writer per local log)")
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
 )
 
 // Destination is a sink's durable side: the table, bucket or directory
@@ -57,7 +58,10 @@ type Marked interface {
 type DestJob struct {
 	ID        string
 	Namespace string
-	Segment   engine.SnapshotID
+	// Origin is the log that committed the job's segment (engine.Job's):
+	// two pipelines' logs number their snapshots alike.
+	Origin  segment.Origin
+	Segment engine.SnapshotID
 	// Order is the position at which the destination first applied the
 	// job, or -1 when the destination cannot tell (objects in a bucket).
 	Order int
@@ -113,7 +117,9 @@ func (w *World) DestRand(label string) *Rand { return w.root.Split("dest/" + lab
 func (w *World) SinkFault(jobID string) SinkOutcome {
 	outcome := w.faults.DecideSink(w.sched.Now())
 	if outcome != SinkOK {
-		w.trouble()
+		for _, p := range w.all() {
+			p.trouble() // a shared destination's fault is every pipeline's trouble
+		}
 	}
 	if outcome == SinkRefuse {
 		w.expectAlert(jobID)

@@ -27,10 +27,17 @@ const (
 	MarkPrefixSkipped   = "prefix-skipped"    // an object that cannot be ingested skipped (on_error skip)
 )
 
+// Marks of worlds of several pipelines (pipeline.go).
+const (
+	MarkPipelinesSharedNamespace = "pipelines-shared-namespace" // a destination namespace held jobs of two pipelines
+	MarkPipelinesPowerLoss       = "pipelines-power-loss"       // a power loss killed the processes of two pipelines
+)
+
 // mark counts one pass of a world mark.
 func (w *World) mark(name string) {
-	if w.wmarks == nil {
-		w.wmarks = map[string]uint64{}
+	t := w.first() // a world's marks, whichever pipeline passed them
+	if t.wmarks == nil {
+		t.wmarks = map[string]uint64{}
 	}
-	w.wmarks[name]++
+	t.wmarks[name]++
 }

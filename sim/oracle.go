@@ -80,6 +80,7 @@ type markerInfo struct {
 	validity validity
 	bodiless bool            // landed when its body no longer existed
 	offsets  segment.Offsets // what the marker says its segment covers
+	origin   segment.Origin  // the log the marker says committed it
 }
 
 // jobKey is what the engine groups a segment's slices into jobs by.
@@ -96,6 +97,11 @@ func newOracle(w *World) *Oracle {
 }
 
 func (o *Oracle) fail(format string, args ...any) {
+	if t := o.w.top; t != nil {
+		// A further pipeline's violation is the world's, named.
+		t.oracle.fail("pipeline %s: "+format, append([]any{o.w.label}, args...)...)
+		return
+	}
 	o.violations = append(o.violations, fmt.Sprintf(format, args...))
 	o.classes = append(o.classes, format)
 	o.w.note(NoteViolation, 0, "", o.violations[len(o.violations)-1])
@@ -163,7 +169,7 @@ func (o *Oracle) markerLanded(key string) {
 		return
 	}
 	_, id, _, _ := o.w.layout.ParseKey(key)
-	m := &markerInfo{key: key, id: id, jobs: map[jobKey]RowDigest{}, offsets: ix.Offsets}
+	m := &markerInfo{key: key, id: id, jobs: map[jobKey]RowDigest{}, offsets: ix.Offsets, origin: ix.Origin}
 	o.markers[key] = m
 	i, _ := slices.BinarySearchFunc(o.order, id, func(s *markerInfo, id engine.SnapshotID) int { return s.id.Compare(id) })
 	o.order = slices.Insert(o.order, i, m)
@@ -286,7 +292,7 @@ func (o *Oracle) unitCommitted(m *markerInfo, uid UID, got RowDigest) {
 // unit's key present — else a recovery that finds this segment last
 // resumes a source below what was acked, or forgets a key.
 func (o *Oracle) checkCovers(m *markerInfo, uid UID) {
-	src := o.w.sources[uid.source()]
+	src := o.w.sourceOf(uid)
 	spec := src.spec
 	if spec.Replayable {
 		key, want := src.offsetOf(uid)
@@ -371,7 +377,7 @@ func (o *Oracle) onAck(uid UID) {
 		o.walAcked(uid)
 		if !o.acked[uid] {
 			o.acked[uid] = true
-			o.ledger.add(uid, o.w.sources[uid.source()], "", o.units[uid].firstSeen)
+			o.ledger.add(uid, o.w.sourceOf(uid), "", o.units[uid].firstSeen)
 		}
 		return
 	}
@@ -390,7 +396,7 @@ func (o *Oracle) onAck(uid UID) {
 			m = c
 		}
 	}
-	o.ledger.add(uid, o.w.sources[uid.source()], m.key, u.firstSeen)
+	o.ledger.add(uid, o.w.sourceOf(uid), m.key, u.firstSeen)
 }
 
 // checkCommits: no unit is in two markers that count, and every acked
@@ -458,23 +464,21 @@ func (o *Oracle) checkFinal(eng engineView) {
 		o.fail("final engine owns %d segments; %d markers that count are not reclaimed", n, live)
 	}
 	if len(o.w.dests) > 0 {
-		o.checkDestinations(false)
-		o.checkTables()
+		// The destinations and their tables are the world's, checked
+		// once for every pipeline (World.finish).
 		o.checkReclaimed()
 		o.walFinal()
 	}
 }
 
 // checkSafety runs when the run stopped early, as it should have (the
-// engine halted on corruption): what was acked is committed, nothing is
-// committed twice, and the destinations hold nothing but committed rows,
-// each at most once — the liveness checks do not apply.
+// engine halted on corruption): what was acked is committed and nothing
+// is committed twice — the liveness checks do not apply. (The
+// destinations, the world's, must then hold nothing but committed rows,
+// each at most once: World.finish.)
 func (o *Oracle) checkSafety() {
 	o.decideValidity()
 	o.checkCommits()
-	if len(o.w.dests) > 0 {
-		o.checkDestinations(true)
-	}
 }
 
 // checkNoSilentRot runs when the world converged — so no alert was

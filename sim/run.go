@@ -19,29 +19,45 @@ func (w *World) Run(wallNow func() time.Time) Result {
 	}
 	w.res = Result{Seed: w.cfg.Seed, Plan: w.faults.Describe(), World: w.spec.Summary()}
 	w.res.Destination = w.destNames()
-	w.startIncarnation()
-	w.memoryTicks()
+	for _, p := range w.all() {
+		p.startIncarnation()
+		p.memoryTicks()
+	}
 	limit := w.cfg.Iters + max(w.cfg.Iters/2, drainStepsMin)
 	for w.sched.Steps() < limit && len(w.oracle.violations) == 0 && w.halted == "" && !w.recorderHalted() {
 		if w.sched.Steps() >= w.healAt && w.producing {
-			w.heal()
+			for _, p := range w.all() {
+				p.heal()
+			}
 		}
 		if !w.producing && w.sched.Now()-w.healTime > drainTime {
 			break
 		}
-		if !w.producing && w.sched.Steps() >= w.cfg.Iters && w.converged() {
+		if !w.producing && w.sched.Steps() >= w.cfg.Iters && w.allConverged() {
 			break
 		}
 		if !w.sched.Step() {
 			break
 		}
-		w.step()
+		for _, p := range w.all() {
+			p.step()
+		}
 	}
 	w.finish()
 	if wallNow != nil {
 		w.res.Wall = wallNow().Sub(start)
 	}
 	return w.res
+}
+
+// allConverged: every pipeline of the world converged.
+func (w *World) allConverged() bool {
+	for _, p := range w.all() {
+		if !p.converged() {
+			return false
+		}
+	}
+	return true
 }
 
 // step runs the world's checks and decisions after one event.
@@ -69,7 +85,9 @@ func (w *World) step() {
 // heal ends the fault phase: no more faults or crashes, no new units,
 // and every zombie dies.
 func (w *World) heal() {
-	w.faults.Heal()
+	if w.top == nil {
+		w.faults.Heal() // one plan for every pipeline
+	}
 	w.producing = false
 	w.healTime = w.sched.Now()
 	for _, z := range w.zombies {
@@ -123,8 +141,8 @@ func (w *World) checkAlerts(eng *engine.Engine, fencedOK bool) {
 		if fencedOK && a.Kind == engine.AlertFenced && errors.Is(a.Err, engine.ErrFenced) {
 			continue
 		}
-		if why, ok := expectedAlert(a.Err, w.expected, w.engCfg.Disk != nil, w.disk.Counts()); ok {
-			w.halted = "halted as it should on " + why + ": " + a.Err.Error()
+		if why, ok := expectedAlert(a.Err, w.first().expected, w.engCfg.Disk != nil, w.disk.Counts()); ok {
+			w.first().halted = "halted as it should on " + why + ": " + a.Err.Error()
 			continue
 		}
 		w.oracle.fail("engine alerted (%s): %v", a.Kind, a.Err)
@@ -162,7 +180,7 @@ func expectedAlert(err error, expected []string, diskWAL bool, disk DiskCounts) 
 
 // expectAlert notes that an engine alert naming what is due (the fault
 // plan made it happen).
-func (w *World) expectAlert(what string) { w.expected = append(w.expected, what) }
+func (w *World) expectAlert(what string) { t := w.first(); t.expected = append(t.expected, what) }
 
 // trouble notes a sink fault, a crash or a memory change: the progress
 // oracle waits for things to settle after one.
@@ -209,41 +227,87 @@ func (w *World) finish() {
 		switch {
 		case w.halted != "":
 			w.res.Halted = w.halted
-			w.oracle.checkSafety()
-		case !w.converged():
-			w.oracle.fail("did not converge within %d steps (%v) after the fault phase", w.sched.Steps()-w.healAt, (w.sched.Now() - w.healTime).Round(time.Second))
-			if len(w.dests) > 0 && w.eng != nil {
-				st := w.eng.Stats()
-				w.oracle.fail("at the end: %d segments owned, %d jobs applied, alerts %d (%v)", st.LiveSegments, st.JobsApplied, st.Alerts, w.eng.LastAlert())
+			for _, p := range w.all() {
+				p.oracle.checkSafety()
+			}
+			w.oracle.checkDestinations(true)
+		case !w.allConverged():
+			for _, p := range w.all() {
+				p.notConverged()
 			}
 		default:
-			w.oracle.checkFinal(w.eng)
-			w.oracle.checkTroubles(w.eng.Troubles())
-			w.oracle.checkNoSilentRot()
+			for _, p := range w.all() {
+				p.oracle.checkFinal(p.eng)
+				p.oracle.checkTroubles(p.eng.Troubles())
+				p.oracle.checkNoSilentRot()
+			}
+			if len(w.dests) > 0 {
+				w.oracle.checkDestinations(false)
+				w.oracle.checkTables()
+			}
 		}
 	}
-	if w.eng != nil {
-		w.endMarks(w.eng)
-	}
-	for _, z := range w.zombies {
-		w.endMarks(z.eng)
+	for _, p := range w.all() {
+		p.endAll()
+		if p != w {
+			w.res.add(p.res)
+		}
 	}
 	w.res.Marks = w.marks
 	w.res.DestMarks = w.destMarks()
 	w.res.WorldMarks = w.wmarks
 	w.res.Steps = w.sched.Steps()
 	w.res.SimTime = w.sched.Now()
-	w.res.Acks = uint64(len(w.oracle.acked))
-	w.res.Segments = uint64(len(w.oracle.markers))
 	w.res.Faults = w.faults.Injected()
 	w.res.Hash = w.trace.Hash()
 	w.res.Violations = w.oracle.violations
 	w.res.Classes = w.oracle.classes
+}
+
+// notConverged reports a pipeline that did not converge in time.
+func (w *World) notConverged() {
+	if w.converged() {
+		return
+	}
+	t := w.first()
+	w.oracle.fail("did not converge within %d steps (%v) after the fault phase", w.sched.Steps()-t.healAt, (w.sched.Now() - t.healTime).Round(time.Second))
+	if len(w.dests) > 0 && w.eng != nil {
+		st := w.eng.Stats()
+		w.oracle.fail("at the end: %d segments owned, %d jobs applied, alerts %d (%v)", st.LiveSegments, st.JobsApplied, st.Alerts, w.eng.LastAlert())
+	}
+}
+
+// endAll ends a pipeline's run: its engines' marks counted, its
+// results filled in, its prefix coroutines stopped.
+func (w *World) endAll() {
+	if w.eng != nil {
+		w.endMarks(w.eng)
+	}
+	for _, z := range w.zombies {
+		w.endMarks(z.eng)
+	}
+	w.res.Acks = uint64(len(w.oracle.acked))
+	w.res.Segments = uint64(len(w.oracle.markers))
 	// A prefix source still suspended in a call would keep its coroutine,
 	// and the world it references, alive for good.
 	for _, src := range w.sources {
 		src.stopPrefix()
 	}
+}
+
+// add sums a further pipeline's counts into the world's result; its
+// marks are summed into the world's as its engines end (endMarks).
+func (r *Result) add(o Result) {
+	r.Acks += o.Acks
+	r.Crashes += o.Crashes
+	r.KillsOnly += o.KillsOnly
+	r.Restarts += o.Restarts
+	r.Zombies += o.Zombies
+	r.Segments += o.Segments
+	r.MaxLive = max(r.MaxLive, o.MaxLive)
+	r.OrphansSwept += o.OrphansSwept
+	r.WorstRecOps = max(r.WorstRecOps, o.WorstRecOps)
+	r.WorstRecTime = max(r.WorstRecTime, o.WorstRecTime)
 }
 
 // endMarks adds an engine's coverage marks and swept orphans to the
@@ -252,7 +316,7 @@ func (w *World) endMarks(eng *engine.Engine) {
 	if eng == nil {
 		return
 	}
-	w.marks.Add(eng.Marks())
+	w.first().marks.Add(eng.Marks())
 	w.res.OrphansSwept += eng.Stats().OrphansSwept
 }
 
@@ -274,11 +338,18 @@ func (w *World) startIncarnation() {
 		Timers: inc.Timers(),
 		Exec:   inc.Executor(),
 		Store:  recordingStore{ObjectStore: w.store.Client(inc), w: w, inc: inc},
-		Disk:   w.disk.Client(inc),
+		Disk:   w.data.Client(inc),
 		Memory: worldMemory{w},
 	}
 	if len(w.dests) > 0 {
 		sp := SinkPorts{Ports: ports, Blocking: inc.Blocking(w.root.Split(fmt.Sprintf("blocking/%d", inc.ID())), w.blockingCfg)}
+		// The destinations live in the world's store and on the machine's
+		// disk, outside every data directory, whichever store this
+		// pipeline's WAL is in (pipeline.go).
+		if lake := w.first().store; w.store != lake {
+			sp.Store = recordingStore{ObjectStore: lake.Client(inc), w: w, inc: inc}
+		}
+		sp.Disk = w.disk.Client(inc)
 		sinks := destSinks{}
 		for _, k := range w.spec.Sinks {
 			if d, ok := w.dests[k.Ref]; ok {
@@ -338,7 +409,7 @@ func (w *World) onReady(inc *Incarnation) {
 func (w *World) crash() {
 	w.res.Crashes++
 	w.trouble()
-	powerLoss := len(w.zombies) == 0 && !w.killOnly()
+	powerLoss := !w.zombiesAnywhere() && !w.killOnly()
 	if w.tapping() {
 		how := "kill only"
 		if powerLoss {
@@ -393,12 +464,12 @@ func (w *World) maybeRestart() {
 // endProcess ends the current process (killed, or exited) and schedules
 // the next one. Its units in flight are never answered.
 func (w *World) endProcess(powerLoss bool) {
+	if powerLoss {
+		w.first().powerLoss(w) // every process on the machine dies
+		return
+	}
 	w.endMarks(w.eng)
 	w.inc.Kill()
-	if powerLoss {
-		w.disk.Crash(w.root.Split(fmt.Sprintf("disk-crash/%d", w.inc.ID())))
-		w.oracle.walAfterCrash()
-	}
 	w.handOver()
 }
 

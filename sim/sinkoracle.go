@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"bytes"
 	"fmt"
 	"maps"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
 )
 
 // Oracles of compaction (issue 4): memory, a bounded WAL, reclaim, and
@@ -85,7 +87,7 @@ func (o *Oracle) checkWAL(eng engineGauges) {
 	}
 }
 
-// checkReclaimed: after convergence no segment object is left.
+// checkReclaimed: after convergence no segment object of the pipeline is left.
 func (o *Oracle) checkReclaimed() {
 	for _, key := range o.w.store.Keys(o.w.layout.SegmentsPrefix()) {
 		o.fail("after convergence the WAL still holds %s", key)
@@ -94,11 +96,12 @@ func (o *Oracle) checkReclaimed() {
 }
 
 // checkDestinations: each destination holds every job that a counting
-// marker committed for it exactly once, row for row (RowDigest: every
-// column, payload and CDC change included), and nothing else; one that
-// knows its apply order applied each namespace in segment order. After a
-// halt (partial is true) jobs may be missing, but what is there must be
-// right.
+// marker of any of the world's pipelines committed for it exactly once,
+// row for row (RowDigest: every column, payload and CDC change included),
+// and nothing else; one that knows its apply order applied each
+// pipeline's namespace in segment order. After a halt (partial is true)
+// jobs may be missing, but what is there must be right. Run on the
+// world's first pipeline, for all of them.
 func (o *Oracle) checkDestinations(partial bool) {
 	var applied uint64
 	for _, k := range o.w.spec.Sinks {
@@ -114,46 +117,67 @@ func (o *Oracle) checkDestinations(partial bool) {
 		applied += uint64(len(jobs))
 		o.checkDestination(k.Ref, jobs, partial)
 		o.checkApplyOrder(k.Ref, jobs)
+		o.markSharedNamespaces(jobs)
 	}
 	o.w.res.Applied = applied
 }
 
 type destKey struct {
+	origin    segment.Origin // the committing log: two logs number snapshots alike
 	namespace string
 	segment   engine.SnapshotID
 }
 
-// checkDestination compares a destination's jobs with the counting
-// markers' (sink, namespace) contents: per namespace and segment, one job
-// for each schema (and CDC-ness) its slices have, each the rows committed.
-// A destination cannot name a job's schema as the segment does (a file
-// format rewrites schemas), so each (namespace, segment)'s jobs are
-// compared as a set of digests.
-func (o *Oracle) checkDestination(ref string, jobs []DestJob, partial bool) {
+// of names the key's pipeline in a message: its name and WAL id.
+func (k destKey) of() string {
+	if k.origin.IsZero() {
+		return "(no origin)"
+	}
+	return fmt.Sprintf("%s (WAL %.8s…)", k.origin.Pipeline, k.origin.WAL)
+}
+
+// committedJobs returns, per (pipeline, namespace, segment), the digests
+// of the jobs every pipeline's counting markers committed for sink ref,
+// and the keys in the order first met.
+func (o *Oracle) committedJobs(ref string, partial bool) (map[destKey][]RowDigest, []destKey) {
 	want := map[destKey][]RowDigest{}
-	var wantOrder []destKey
-	for _, m := range o.order {
-		// A run that stopped early may end between a writer's claim and
-		// the seal that decides its predecessor's markers: their jobs may
-		// have been applied already, and whether they count is not known.
-		undecided := partial && m.validity == validityPending
-		if !o.counts(m) && !undecided {
-			continue
-		}
-		//engine:orderless — collected per key, compared as sets.
-		for jk, d := range m.jobs {
-			if jk.sink == ref {
-				k := destKey{jk.namespace, m.id}
-				if want[k] == nil {
-					wantOrder = append(wantOrder, k)
+	var order []destKey
+	for _, p := range o.w.all() {
+		po := p.oracle
+		for _, m := range po.order {
+			// A run that stopped early may end between a writer's claim and
+			// the seal that decides its predecessor's markers: their jobs may
+			// have been applied already, and whether they count is not known.
+			undecided := partial && m.validity == validityPending
+			if !po.counts(m) && !undecided {
+				continue
+			}
+			//engine:orderless — collected per key, compared as sets.
+			for jk, d := range m.jobs {
+				if jk.sink == ref {
+					k := destKey{m.origin, jk.namespace, m.id}
+					if want[k] == nil {
+						order = append(order, k)
+					}
+					want[k] = append(want[k], d)
 				}
-				want[k] = append(want[k], d)
 			}
 		}
 	}
+	return want, order
+}
+
+// checkDestination compares a destination's jobs with the counting
+// markers' (sink, namespace) contents: per pipeline, namespace and
+// segment, one job for each schema (and CDC-ness) its slices have, each
+// the rows committed. A destination cannot name a job's schema as the
+// segment does (a file format rewrites schemas), so each key's jobs are
+// compared as a set of digests.
+func (o *Oracle) checkDestination(ref string, jobs []DestJob, partial bool) {
+	want, wantOrder := o.committedJobs(ref, partial)
 	got := map[destKey][]DestJob{}
 	for _, j := range jobs {
-		k := destKey{j.Namespace, j.Segment}
+		k := destKey{j.Origin, j.Namespace, j.Segment}
 		got[k] = append(got[k], j)
 	}
 	keys := slices.Collect(maps.Keys(got))
@@ -167,12 +191,33 @@ func (o *Oracle) checkDestination(ref string, jobs []DestJob, partial bool) {
 	slices.SortFunc(wantOrder, destKey.compare)
 	for _, k := range wantOrder {
 		if _, ok := got[k]; !ok {
-			o.fail("destination %s lacks namespace %s of segment %s (%d jobs committed)", ref, k.namespace, k.segment, len(want[k]))
+			o.fail("destination %s lacks namespace %s of segment %s of pipeline %s (%d jobs committed)", ref, k.namespace, k.segment, k.of(), len(want[k]))
+		}
+	}
+}
+
+// markSharedNamespaces marks a destination namespace holding jobs of
+// two pipelines: their rows side by side in one table or folder.
+func (o *Oracle) markSharedNamespaces(jobs []DestJob) {
+	first := map[string]segment.Origin{}
+	for _, j := range jobs {
+		p, ok := first[j.Namespace]
+		if !ok {
+			first[j.Namespace] = j.Origin
+		} else if p != j.Origin {
+			o.w.mark(MarkPipelinesSharedNamespace)
+			return
 		}
 	}
 }
 
 func (a destKey) compare(b destKey) int {
+	if c := strings.Compare(a.origin.Pipeline, b.origin.Pipeline); c != 0 {
+		return c
+	}
+	if c := bytes.Compare(a.origin.WAL[:], b.origin.WAL[:]); c != 0 {
+		return c
+	}
 	if c := strings.Compare(a.namespace, b.namespace); c != 0 {
 		return c
 	}
@@ -190,16 +235,16 @@ func (o *Oracle) compareJobs(ref string, k destKey, got []DestJob, want []RowDig
 		case i >= 0:
 			left = slices.Delete(left, i, i+1)
 		case len(want) == 0:
-			o.fail("destination %s holds job %s (namespace %s, segment %s) that no counting marker committed", ref, j.ID, k.namespace, k.segment)
+			o.fail("destination %s holds job %s (namespace %s, segment %s of pipeline %s) that no counting marker committed", ref, j.ID, k.namespace, k.segment, k.of())
 		case slices.Contains(want, j.Digest):
-			o.fail("destination %s holds namespace %s of segment %s twice (job %s again)", ref, k.namespace, k.segment, j.ID)
+			o.fail("destination %s holds namespace %s of segment %s of pipeline %s twice (job %s again)", ref, k.namespace, k.segment, k.of(), j.ID)
 		default:
-			o.fail("destination %s job %s (namespace %s, segment %s): %d rows (digest %016x), committed %s",
-				ref, j.ID, k.namespace, k.segment, j.Digest.Rows, j.Digest.Sum, digestList(want))
+			o.fail("destination %s job %s (namespace %s, segment %s of pipeline %s): %d rows (digest %016x), committed %s",
+				ref, j.ID, k.namespace, k.segment, k.of(), j.Digest.Rows, j.Digest.Sum, digestList(want))
 		}
 	}
 	if !partial && len(left) > 0 && len(left) < len(want) {
-		o.fail("destination %s lacks %d of the %d jobs of namespace %s of segment %s", ref, len(left), len(want), k.namespace, k.segment)
+		o.fail("destination %s lacks %d of the %d jobs of namespace %s of segment %s of pipeline %s", ref, len(left), len(want), k.namespace, k.segment, k.of())
 	}
 }
 
@@ -212,18 +257,24 @@ func digestList(ds []RowDigest) string {
 }
 
 // checkApplyOrder: a destination that knows its apply order applied each
-// namespace's jobs in segment order.
+// pipeline's namespace's jobs in segment order (two pipelines' lanes into
+// one namespace are independent).
 func (o *Oracle) checkApplyOrder(ref string, jobs []DestJob) {
-	last := map[string]DestJob{}
+	type lane struct {
+		origin    segment.Origin
+		namespace string
+	}
+	last := map[lane]DestJob{}
 	byOrder := slices.Clone(jobs)
 	slices.SortFunc(byOrder, func(a, b DestJob) int { return a.Order - b.Order })
 	for _, j := range byOrder {
 		if j.Order < 0 {
 			return // the destination cannot tell
 		}
-		if prev, ok := last[j.Namespace]; ok && j.Segment.Less(prev.Segment) {
-			o.fail("destination %s namespace %s: segment %s applied after %s", ref, j.Namespace, j.Segment, prev.Segment)
+		l := lane{j.Origin, j.Namespace}
+		if prev, ok := last[l]; ok && j.Segment.Less(prev.Segment) {
+			o.fail("destination %s namespace %s of pipeline %s: segment %s applied after %s", ref, j.Namespace, destKey{origin: j.Origin}.of(), j.Segment, prev.Segment)
 		}
-		last[j.Namespace] = j
+		last[l] = j
 	}
 }

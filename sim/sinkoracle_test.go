@@ -185,7 +185,7 @@ func TestOracleDestinationHalted(t *testing.T) {
 // A namespace of a segment with two schemas is two jobs: the destination
 // must hold both, each once.
 func TestOracleJobsPerSchema(t *testing.T) {
-	k := destKey{"events", engine.SnapshotID{Epoch: 1, Seq: 1}}
+	k := destKey{namespace: "events", segment: engine.SnapshotID{Epoch: 1, Seq: 1}}
 	a, b := RowDigest{Rows: 1, Sum: 1}, RowDigest{Rows: 2, Sum: 2}
 	for _, c := range []struct {
 		name string

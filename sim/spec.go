@@ -52,6 +52,26 @@ type WorldSpec struct {
 	// process reads back writes no fsync made durable — after an fsync
 	// error, writes that never will be. The rest are power losses.
 	KillOnly float64 `json:"kill_only,omitempty"`
+	// Pipelines are the world's further pipelines (pipeline.go), writing
+	// its sinks beside the first one; none in most worlds.
+	Pipelines []PipelineSpec `json:"pipelines,omitempty"`
+}
+
+// PipelineSpec is a further pipeline of a world: another daemon on the
+// same machine with a data directory of its own (on the world's disk)
+// and a WAL of its own — on that disk, in the world's store under its
+// own name, or in a store of its own — its own sources and memory, and
+// the world's sinks, which it shares with every other pipeline
+// (docs/DESIGN.md §11: many pipelines, one destination).
+type PipelineSpec struct {
+	// Engine is its engine's configuration; Engine.Pipeline names it.
+	Engine      engine.Config `json:"engine"`
+	Sources     []SourceSpec  `json:"sources"`
+	MemoryBytes int64         `json:"memory_bytes"`
+	KillOnly    float64       `json:"kill_only,omitempty"`
+	// OwnStore: its WAL lives in an object store of its own; false: in
+	// the world's store, beside the first pipeline's.
+	OwnStore bool `json:"own_store,omitempty"`
 }
 
 // SinkSpec is one destination of a world.
@@ -107,6 +127,9 @@ func DrawWorld(r *Rand, dests []string) WorldSpec {
 	s.Response = Latency{Base: 500 * time.Microsecond, Tail: r.Duration(0, 5*time.Millisecond)}
 	s.Sinks = drawSinks(r.Split("sinks"), dests)
 	s.Sources = drawSources(r.Split("sources"), s)
+	if p := r.Split("pipelines"); len(s.Sinks) > 0 && p.Chance(pipelinesShare) {
+		s.Pipelines = drawPipelines(p, s)
+	}
 	return s
 }
 
@@ -241,9 +264,13 @@ func (s WorldSpec) Summary() string {
 	for _, src := range s.Sources {
 		srcs = append(srcs, src.summary())
 	}
-	return fmt.Sprintf("wal=%s target=%s part=%s parts_in_flight=%d queue=%d live_max=%d compaction=%d stream_chunk=%s memory=%s page=%d sinks=[%s] sources=[%s]",
+	out := fmt.Sprintf("wal=%s target=%s part=%s parts_in_flight=%d queue=%d live_max=%d compaction=%d stream_chunk=%s memory=%s page=%d sinks=[%s] sources=[%s]",
 		walSummary(c.Disk), mib(c.TargetBytes), mib(c.PartBytes), c.PartConcurrency, c.QueueCapacity, c.LiveSegmentsMax, c.CompactionConcurrency,
 		mib(c.StreamChunkBytes), mib(s.MemoryBytes), s.PageSize, strings.Join(sinks, " "), strings.Join(srcs, " "))
+	for _, p := range s.Pipelines {
+		out += " " + p.summary()
+	}
+	return out
 }
 
 // walSummary names the world's WAL: s3, or disk with its shape.

@@ -41,7 +41,8 @@ func (o *Oracle) checkTables() {
 }
 
 // Acked is the acknowledged-change ledger of one destination: the units
-// of the namespaces it receives that the engine acknowledged — acked, or
+// of the namespaces it receives — from every pipeline of the world —
+// that the engines acknowledged — acked, or
 // covered by the offsets a recovery reported, so that their source moved
 // past them (a unit committed by a process that died before it acked,
 // which no source sends again). At convergence every unit a source
@@ -72,8 +73,10 @@ type AckedUnit struct {
 // destination, in source order.
 func (a Acked) Namespaces() []AckedNamespace {
 	var out []AckedNamespace
-	for _, s := range a.w.sources {
-		if s.spec.sinkRef() == a.ref {
+	seen := map[string]bool{}
+	for _, s := range a.sources() {
+		if s.spec.sinkRef() == a.ref && !seen[s.spec.Name] {
+			seen[s.spec.Name] = true // pipelines may share a plain namespace
 			out = append(out, AckedNamespace{Name: s.spec.Name, CDC: s.spec.CDC})
 		}
 	}
@@ -83,11 +86,11 @@ func (a Acked) Namespaces() []AckedNamespace {
 // Units calls fn for every acknowledged unit of namespace ns, in UID
 // order.
 func (a Acked) Units(ns string, fn func(AckedUnit)) {
-	for _, s := range a.w.sources {
+	for _, s := range a.sources() {
 		if s.spec.Name != ns || s.spec.sinkRef() != a.ref {
 			continue
 		}
-		for _, uid := range a.w.oracle.acknowledged(s) {
+		for _, uid := range s.w.oracle.acknowledged(s) {
 			batch, sidecar := unitContent(s.spec, uid)
 			u := AckedUnit{UID: uid, Batch: batch}
 			if sidecar != nil {
@@ -97,6 +100,15 @@ func (a Acked) Units(ns string, fn func(AckedUnit)) {
 			batch.Release()
 		}
 	}
+}
+
+// sources are every pipeline's sources, in pipeline then source order.
+func (a Acked) sources() []*source {
+	var out []*source
+	for _, p := range a.w.all() {
+		out = append(out, p.sources...)
+	}
+	return out
 }
 
 // acknowledged returns the units of s the engine acknowledged, sorted:

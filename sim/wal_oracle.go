@@ -142,7 +142,7 @@ func (o *Oracle) walFinal() {
 		return
 	}
 	per := map[string]int{}
-	for _, p := range o.w.disk.Paths() {
+	for _, p := range o.w.data.Paths() {
 		if strings.HasSuffix(p, ".wal") {
 			per[p[:strings.LastIndex(p, "/")]]++
 		}
@@ -196,11 +196,11 @@ func (o *Oracle) recoveredOffset(eng engineView) func(key string) (uint64, bool)
 // its durable image (what a crash keeps) or what was written (what a
 // read returns).
 func (o *Oracle) logEntries(durable bool, fn func(path string, payload []byte)) {
-	for _, p := range o.w.disk.Paths() {
+	for _, p := range o.w.data.Paths() {
 		if !strings.HasSuffix(p, ".wal") {
 			continue
 		}
-		written, kept := o.w.disk.File(p)
+		written, kept := o.w.data.File(p)
 		if durable {
 			written = kept
 		}

@@ -161,6 +161,16 @@ type World struct {
 	// job a sink refused): such an alert halts the run as it should.
 	expected []string
 
+	// top is the world's first pipeline when this World is a further one
+	// (pipeline.go); nil on the first, which runs the loop.
+	top   *World
+	peers []*World // the further pipelines, on the first one
+	data  hostDir  // this pipeline's data directory on the disk
+	label string   // names a further pipeline in messages: its name and number
+	// srcBase is the global index of this pipeline's first source: UIDs
+	// name the global index, so they are unique across pipelines.
+	srcBase int
+
 	res Result
 }
 
@@ -194,16 +204,9 @@ func NewWorld(cfg Config) *World {
 	w.store = NewStore(w.sched, root.Split("store"), storeCfg)
 	w.storeCfg = storeCfg
 	w.disk = NewDisk(w.sched, root.Split("disk"), DiskConfig{Faults: w.faults.DiskFaults()})
+	w.data = hostDir{disk: w.disk}
 	w.layout = engine.NewLayout(w.engCfg.Prefix, w.engCfg.Pipeline)
 	w.oracle = newOracle(w)
-	w.disk.OnSync = w.oracle.walSynced
-	w.disk.OnWrite = func(path string) {
-		if strings.HasSuffix(path, ".wal") {
-			w.maybeCrashAtPoint() // between a log write and its fsync: torn tails
-		}
-	}
-	w.disk.OnSyncError = w.killAfterFsyncError
-	w.store.OnApply = w.onApply
 	for i, spec := range w.spec.Sources {
 		w.sources = append(w.sources, newSource(w, i, spec))
 	}
@@ -220,6 +223,10 @@ func NewWorld(cfg Config) *World {
 		}
 		w.dests[k.Ref] = f(w, k.Ref)
 	}
+	for i, ps := range w.spec.Pipelines {
+		w.peers = append(w.peers, newPeer(w, i+2, ps))
+	}
+	w.wireShared()
 	return w
 }
 

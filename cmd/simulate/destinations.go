@@ -26,10 +26,10 @@ var destinations = map[string]sim.DestinationFactory{
 		return &memoryDest{m: sinks.NewMemory(), byID: map[string]int{}}
 	},
 	"parquet-objects": func(w *sim.World, ref string) sim.Destination {
-		return &objectsDest{w: w, prefix: ref, segOf: map[string]engine.SnapshotID{}}
+		return &objectsDest{w: w, prefix: ref, segOf: map[string]jobOrigin{}}
 	},
 	"parquet-dir": func(w *sim.World, ref string) sim.Destination {
-		return &dirDest{w: w, root: ref, segOf: map[string]engine.SnapshotID{}}
+		return &dirDest{w: w, root: ref, segOf: map[string]jobOrigin{}}
 	},
 	"postgres": newPGDest,
 }
@@ -61,7 +61,7 @@ func (s digestFirst) Apply(job *engine.Job, done func(error)) {
 	if _, seen := d.byID[job.ID]; seen {
 		return
 	}
-	j := sim.DestJob{ID: job.ID, Namespace: job.Namespace, Segment: job.Segment, Order: len(d.jobs)}
+	j := sim.DestJob{ID: job.ID, Namespace: job.Namespace, Origin: job.Origin, Segment: job.Segment, Order: len(d.jobs)}
 	for _, sl := range job.Slices {
 		var cdc []segment.CDCRow
 		if sl.Sidecar != nil {
@@ -106,15 +106,27 @@ func digestSlices(d *sim.RowDigest, batches []arrow.RecordBatch, sidecars []*seg
 	return nil
 }
 
-// noteSegment remembers which segment a job id came from: the object or
-// file name holds only the id, and the oracle keys jobs by segment.
+// jobOrigin is which log's segment a job came from.
+type jobOrigin struct {
+	origin  segment.Origin
+	segment engine.SnapshotID
+}
+
+// noteSegment remembers which segment of which pipeline a job id came
+// from: the object or file name holds only the id, and the oracle keys
+// jobs by pipeline and segment. The first apply of an id is noted; a
+// second pipeline's job under the same id (the ids of builds before WAL
+// identities) would leave its rows unaccounted for, which the oracle
+// reports as missing.
 type noteSegment struct {
-	segOf map[string]engine.SnapshotID
+	segOf map[string]jobOrigin
 	inner engine.Sink
 }
 
 func (n noteSegment) Apply(j *engine.Job, done func(error)) {
-	n.segOf[j.ID] = j.Segment
+	if _, ok := n.segOf[j.ID]; !ok {
+		n.segOf[j.ID] = jobOrigin{j.Origin, j.Segment}
+	}
 	n.inner.Apply(j, done)
 }
 
@@ -125,7 +137,7 @@ func (n noteSegment) Apply(j *engine.Job, done func(error)) {
 type objectsDest struct {
 	w      *sim.World
 	prefix string
-	segOf  map[string]engine.SnapshotID
+	segOf  map[string]jobOrigin
 }
 
 func (d *objectsDest) Name() string { return "parquet-objects" }
@@ -153,7 +165,7 @@ func (d *objectsDest) Contents() ([]sim.DestJob, error) {
 type dirDest struct {
 	w     *sim.World
 	root  string
-	segOf map[string]engine.SnapshotID
+	segOf map[string]jobOrigin
 }
 
 func (d *dirDest) Name() string { return "parquet-dir" }
@@ -179,14 +191,14 @@ func (d *dirDest) Contents() ([]sim.DestJob, error) {
 }
 
 // parquetJob decodes one job's file: {prefix}/{namespace}/…/{id}.parquet.
-func parquetJob(name, prefix string, body []byte, segOf map[string]engine.SnapshotID) (sim.DestJob, error) {
+func parquetJob(name, prefix string, body []byte, segOf map[string]jobOrigin) (sim.DestJob, error) {
 	id := strings.TrimSuffix(path.Base(name), ".parquet")
 	ns := strings.SplitN(strings.TrimPrefix(name, prefix+"/"), "/", 2)[0]
-	seg, ok := segOf[id]
+	o, ok := segOf[id]
 	if !ok {
 		return sim.DestJob{}, fmt.Errorf("%s: no job %s was ever applied", name, id)
 	}
-	j := sim.DestJob{ID: id, Namespace: ns, Segment: seg, Order: -1}
+	j := sim.DestJob{ID: id, Namespace: ns, Origin: o.origin, Segment: o.segment, Order: -1}
 	if err := digestParquet(&j.Digest, body); err != nil {
 		return sim.DestJob{}, fmt.Errorf("%s: %w", name, err)
 	}

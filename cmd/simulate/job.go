@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/faults"
 	"github.com/skipprd/skipprd/sim"
 )
@@ -53,16 +54,28 @@ func destinationKinds() []string {
 // cannot exercise is not in its plan (and not printed).
 func capabilities(s sim.WorldSpec) faults.World {
 	w := faults.World{Sink: len(s.Sinks) > 0, Multipart: s.Engine.TargetBytes >= s.Engine.PartBytes}
-	if s.Engine.Disk != nil {
-		// The log is on the simulated disk and read back by recovery.
-		w.Disk, w.DiskRead, w.DiskWAL = true, true, true
+	engines := []engine.Config{s.Engine}
+	for _, p := range s.Pipelines {
+		engines = append(engines, p.Engine)
+	}
+	for _, e := range engines {
+		w.Multipart = w.Multipart || e.TargetBytes >= e.PartBytes
+		if e.Disk != nil {
+			// The log is on the simulated disk and read back by recovery.
+			w.Disk, w.DiskRead, w.DiskWAL = true, true, true
+		}
+	}
+	// Zombies are writers of an S3 WAL; a world with both kinds of
+	// pipelines keeps them (each pipeline draws only its own).
+	for _, e := range engines {
+		w.S3WALToo = w.S3WALToo || w.DiskWAL && e.Disk == nil
 	}
 	for _, k := range s.Sinks {
 		if k.Kind == "parquet-dir" {
 			w.Disk = true
 		}
 	}
-	for _, src := range s.Sources {
+	for _, src := range s.AllSources() {
 		if src.Replayable {
 			w.Replayable = true
 		}

@@ -33,7 +33,7 @@ type pgDest struct {
 	ref   string
 	model *postgres.Model
 	rand  *sim.Rand
-	segOf map[string]engine.SnapshotID
+	segOf map[string]jobOrigin
 	// jobs are the committed jobs in commit order.
 	// INVARIANT: their ids are model.AppliedJobs(), in order.
 	jobs      []sim.DestJob
@@ -64,7 +64,7 @@ const (
 
 func newPGDest(w *sim.World, ref string) sim.Destination {
 	d := &pgDest{w: w, ref: ref, model: postgres.NewModel(), rand: w.DestRand("postgres/" + ref),
-		segOf: map[string]engine.SnapshotID{}, newest: map[string]map[string]uint64{}}
+		segOf: map[string]jobOrigin{}, newest: map[string]map[string]uint64{}}
 	d.model.Decide = d.decide
 	d.model.Down = d.down
 	d.model.OnCommit = d.committed
@@ -124,11 +124,11 @@ func (d *pgDest) down() bool {
 // in order, as the exactly-once oracle digests the job committed in the
 // WAL.
 func (d *pgDest) committed(tx *postgres.Tx) {
-	seg, ok := d.segOf[tx.JobID]
+	o, ok := d.segOf[tx.JobID]
 	if !ok && d.err == nil {
 		d.err = fmt.Errorf("job %s committed, but no sink was ever given it", tx.JobID)
 	}
-	j := sim.DestJob{ID: tx.JobID, Namespace: tx.Table, Segment: seg, Order: len(d.jobs)}
+	j := sim.DestJob{ID: tx.JobID, Namespace: tx.Table, Origin: o.origin, Segment: o.segment, Order: len(d.jobs)}
 	if err := digestSlices(&j.Digest, tx.Batches, []*segment.Sidecar{{Rows: tx.Changes}}); err != nil && d.err == nil {
 		d.err = fmt.Errorf("job %s: %w", tx.JobID, err)
 	}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/skipprd/skipprd/sim"
 )
@@ -11,21 +12,23 @@ import (
 // it. A mark is required of a sweep one of whose worlds has such a
 // source, unless it is in optionalWorldMarks.
 var worldMarks = []worldMark{
-	{sim.MarkHTTPCSV, csvClient},
-	{sim.MarkHTTPCSVAsJSON, csvClient},
-	{sim.MarkHTTPExtraField, func(s sim.SourceSpec) bool { return !s.Replayable && s.ExtraField }},
-	{sim.MarkHTTPWidened, func(s sim.SourceSpec) bool { return !s.Replayable && s.WidenField }},
-	{sim.MarkHTTPRefused400, refusingClient},
-	{sim.MarkHTTPRefused415, refusingClient},
-	{sim.MarkHTTPRefused413, cappedClient},
-	{sim.MarkHTTPRefused413Chunked, cappedClient},
-	{sim.MarkPrefixJSONL, mixedObjects},
-	{sim.MarkPrefixCSV, mixedObjects},
-	{sim.MarkPrefixRowGroups, mixedObjects},
-	{sim.MarkPrefixSpan, mixedObjects},
-	{sim.MarkPrefixMidObject, mixedObjects},
-	{sim.MarkPrefixResumed, mixedObjects},
-	{sim.MarkPrefixSkipped, func(s sim.SourceSpec) bool { return s.Prefix && s.CorruptPermille > 0 }},
+	{name: sim.MarkHTTPCSV, needs: csvClient},
+	{name: sim.MarkHTTPCSVAsJSON, needs: csvClient},
+	{name: sim.MarkHTTPExtraField, needs: func(s sim.SourceSpec) bool { return !s.Replayable && s.ExtraField }},
+	{name: sim.MarkHTTPWidened, needs: func(s sim.SourceSpec) bool { return !s.Replayable && s.WidenField }},
+	{name: sim.MarkHTTPRefused400, needs: refusingClient},
+	{name: sim.MarkHTTPRefused415, needs: refusingClient},
+	{name: sim.MarkHTTPRefused413, needs: cappedClient},
+	{name: sim.MarkHTTPRefused413Chunked, needs: cappedClient},
+	{name: sim.MarkPrefixJSONL, needs: mixedObjects},
+	{name: sim.MarkPrefixCSV, needs: mixedObjects},
+	{name: sim.MarkPrefixRowGroups, needs: mixedObjects},
+	{name: sim.MarkPrefixSpan, needs: mixedObjects},
+	{name: sim.MarkPrefixMidObject, needs: mixedObjects},
+	{name: sim.MarkPrefixResumed, needs: mixedObjects},
+	{name: sim.MarkPrefixSkipped, needs: func(s sim.SourceSpec) bool { return s.Prefix && s.CorruptPermille > 0 }},
+	{name: sim.MarkPipelinesSharedNamespace, needsWorld: sim.WorldSpec.SharesNamespace},
+	{name: sim.MarkPipelinesPowerLoss, needsWorld: func(s sim.WorldSpec) bool { return len(s.Pipelines) > 0 }},
 }
 
 // optionalWorldMarks are the world marks an ordinary sweep need not
@@ -35,10 +38,20 @@ var optionalWorldMarks = map[string]string{
 		"from 10 digits of 36 is one in 30,000, and a unit has several; sim TestRequestBodies checks the rule",
 }
 
-// worldMark is a world mark and the sources that can reach it.
+// worldMark is a world mark and the sources that can reach it (any
+// pipeline's), or the worlds.
 type worldMark struct {
-	name  string
-	needs func(sim.SourceSpec) bool
+	name       string
+	needs      func(sim.SourceSpec) bool
+	needsWorld func(sim.WorldSpec) bool
+}
+
+// possible reports whether a world of spec can reach the mark.
+func (m worldMark) possible(spec sim.WorldSpec) bool {
+	if m.needsWorld != nil {
+		return m.needsWorld(spec)
+	}
+	return slices.ContainsFunc(spec.AllSources(), m.needs)
 }
 
 func csvClient(s sim.SourceSpec) bool {
@@ -64,11 +77,8 @@ func newMarkCounts() markCounts {
 
 func (c markCounts) add(out outcome) {
 	for _, m := range worldMarks {
-		for _, s := range out.job.spec.Sources {
-			if m.needs(s) {
-				c.possible[m.name]++
-				break
-			}
+		if m.possible(out.job.spec) {
+			c.possible[m.name]++
 		}
 		if n := out.res.WorldMarks[m.name]; n > 0 {
 			c.worlds[m.name]++
