@@ -122,6 +122,7 @@ type config struct {
 	AdminAddr            string        // the admin listener's host:port; "" when SKIPPR_ADMIN_ADDR=off
 	LogFormat            string        // "text" or "json" (read by main before run; checked here)
 	RecoveryGiveUp       time.Duration // 0: never give up (SKIPPR_RECOVERY_GIVE_UP_SECONDS=0)
+	DrainPipeline        string        // SKIPPR_DRAIN_PIPELINE: the pipeline whose WAL in DATA_DIR is applied first; "" for none
 	// S3Timeout is the bucket's request timeout, 0 for s3RequestTimeout
 	// (parsed in every mode, used with a bucket).
 	S3Timeout time.Duration
@@ -206,6 +207,15 @@ func parseConfig(getenv func(string) string) (config, error) {
 	}
 	if err := parseDiskWAL(get, &c.Disk); err != nil {
 		return c, err
+	}
+	if v, ok := get(envDrainPipeline); ok {
+		if !validName(v) {
+			return c, &configError{envDrainPipeline, v, fmt.Sprintf("want the name of the pipeline that owned DATA_DIR before: 1..%d of [A-Za-z0-9._-], not starting with a dot", pipelineBytesMax)}
+		}
+		if v == c.Pipeline {
+			return c, &configError{envDrainPipeline, v, fmt.Sprintf("names the pipeline being started (%s); want the pipeline that owned DATA_DIR before, or unset it", envPipeline)}
+		}
+		c.DrainPipeline = v
 	}
 	return c, parseOps(get, &c)
 }

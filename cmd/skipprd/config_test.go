@@ -186,6 +186,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{"pipeline too long", map[string]string{envPipeline: strings.Repeat("p", 129)}, envPipeline, "128"},
 		{"prefix with empty part", map[string]string{envWALPrefix: "a//b"}, envWALPrefix, "empty"},
 		{"prefix climbing", map[string]string{envWALPrefix: "../x"}, envWALPrefix, "dot"},
+		{"drain pipeline with slash", map[string]string{envDrainPipeline: "a/b"}, envDrainPipeline, "[A-Za-z0-9._-]"},
+		{"drain the pipeline started", map[string]string{envPipeline: "b", envDrainPipeline: "b"}, envDrainPipeline, "names the pipeline being started"},
+		{"drain the default pipeline", map[string]string{envDrainPipeline: "default"}, envDrainPipeline, envPipeline},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -91,6 +91,10 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 	if err != nil && ln != nil {
 		_ = ln.Close()
 	}
+	if errors.Is(err, errDrainStopped) {
+		log.Info("stopped before start-up finished", "err", err)
+		return 0
+	}
 	var ce *configError
 	if errors.As(err, &ce) {
 		log.Error("invalid configuration", "err", err)
@@ -150,6 +154,17 @@ func newDaemon(ctx context.Context, cfg config, pf *pipelineFile, getenv func(st
 		}
 		d.unlock = unlock
 	}
+	// Before anything reads the WAL: whose is it (owner_check.go)?
+	if err := d.takeOwnership(ctx, pf, getenv); err != nil {
+		return d.fail(nil, err)
+	}
+	return d.open(ctx, pf, getenv)
+}
+
+// open opens the WAL's stores and the lake, and builds the host (not
+// started yet) and the sources.
+func (d *daemon) open(ctx context.Context, pf *pipelineFile, getenv func(string) string) (*daemon, error) {
+	cfg, log := d.cfg, d.log
 	loop := storage.NewLoop()
 	var (
 		store    engine.ObjectStore

@@ -346,7 +346,7 @@ func (c *checker) allowKind(m *mapping, common []string, kind string, kinds []st
 // reservedData are DATA_DIR's own entries, which a relative parquet-dir
 // path must not be or be under: a namespace folder called wal would be
 // the WAL's.
-var reservedData = []string{wal.Root, segmentsDir, walLockFile, embeddedFile}
+var reservedData = []string{wal.Root, segmentsDir, walLockFile, embeddedFile, ownerFile}
 
 // sinkPath reads a parquet-dir sink's path.
 func (c *checker) sinkPath(m *mapping) string {

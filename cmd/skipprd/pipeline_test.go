@@ -461,7 +461,7 @@ func TestPipelineErrors(t *testing.T) {
 
 		// parquet-dir paths.
 		{"sink path reserved", doc("sinks:", "  lake: {kind: parquet-dir, path: wal/lake}", "  dot: {kind: parquet-dir, path: .}", "sources:", gen("a"), "  - {name: b, kind: http, sink: dot}"), []string{
-			`skipprd.yaml:2: sink "lake": path "wal/lake" is inside DATA_DIR's wal, which the daemon owns (reserved: wal, segments, wal.lock, wal-s3.bolt); want e.g. lake`,
+			`skipprd.yaml:2: sink "lake": path "wal/lake" is inside DATA_DIR's wal, which the daemon owns (reserved: wal, segments, wal.lock, wal-s3.bolt, pipeline); want e.g. lake`,
 			`skipprd.yaml:3: sink "dot": path "." is DATA_DIR itself, where the WAL lives; want a folder under it, e.g. lake`}},
 		{"sink path twice", doc("sinks:", "  lake: {kind: parquet-dir, path: lake}", "  also: {kind: parquet-dir, path: lake/}", "sources:", gen("a"), "  - {name: b, kind: http, sink: also}"), []string{
 			`skipprd.yaml:3: sink "also": path "lake/" is also the path of sink "lake" (line 2): two sinks would write one folder`}},

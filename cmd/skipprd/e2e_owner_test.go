@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// End to end, the real daemon on the local-disk WAL: a DATA_DIR changes
+// pipeline. Pipeline a acks rows over HTTP while its sink cannot apply
+// them (a file is in the way of the lake's events folder) and is
+// SIGKILLed with segments committed and unapplied. Started as b, the
+// daemon refuses, naming a, b and what is left, and changes nothing in
+// DATA_DIR. Started as b with SKIPPR_DRAIN_PIPELINE=a and the sink
+// working, it applies a's rows first, then runs b, whose rows land too:
+// every acked row exactly once. Started as b again: no complaint. Then b,
+// stopped gracefully, left nothing, and c takes over DATA_DIR without a
+// word of complaint.
+func TestDaemonOwnerDrain(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the daemon and runs it five times (about 10 s)")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("stops the daemon with SIGINT")
+	}
+	t.Parallel()
+	bin := buildDaemon(t)
+	dataDir := t.TempDir()
+	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
+	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake}\n"+
+		"sources:\n  - {name: api, kind: http, sink: lake, listen: \"127.0.0.1:0\"}\n")
+	as := func(name string, env ...string) []string {
+		return append([]string{envPipelineFile + "=" + pipeline, envPipeline + "=" + name}, env...)
+	}
+	start := func(env []string) (*proc, string) {
+		p := startDaemon(t, bin, dataDir, env...)
+		p.waitStderr(t, "the HTTP source listening", func(lines []string) bool { return listenAddr(lines) != "" })
+		return p, listenAddr(p.stderrLines())
+	}
+	events := filepath.Join(dataDir, lakeDir, "events")
+	if err := os.MkdirAll(filepath.Dir(events), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, events, "in the way")
+
+	// Pipeline a: rows acked, segments committed, none applied; a crash.
+	p, addr := start(as("a"))
+	var acked []string
+	for i := 0; ; i++ {
+		acked = append(acked, postRows(t, addr, "a", i)...)
+		if pr, _ := parseProgress(lastProgress(p.stdoutLines())); pr["live_segments"] >= 3 {
+			break
+		}
+		if i > 2000 {
+			t.Fatalf("no three live segments after %d requests: %s", i, lastProgress(p.stdoutLines()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.kill(t)
+	before := snapshotDir(t, dataDir)
+
+	// b refuses, naming both pipelines, DATA_DIR and what is left.
+	p = startDaemon(t, bin, dataDir, as("b")...)
+	code := exitCode(t, p)
+	logs := strings.Join(p.stderrLines(), "\n")
+	refusal := findLine(p.stderrLines(), "start-up failed")
+	for _, says := range []string{`pipeline \"a\"`, `pipeline \"b\"`, dataDir, "committed segments not yet applied",
+		"oldest snapshot", "SKIPPR_PIPELINE=a", "SKIPPR_DRAIN_PIPELINE=a"} {
+		if !strings.Contains(refusal, says) {
+			t.Fatalf("exit %d; the refusal should say %s:\n%s", code, says, logs)
+		}
+	}
+	if code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, logs)
+	}
+	t.Logf("b refused: %s", refusal)
+	if after := snapshotDir(t, dataDir); after != before {
+		t.Fatalf("the refused start changed DATA_DIR: %s", lineDiff(before, after))
+	}
+	// Draining another pipeline than the owner is refused too.
+	p = startDaemon(t, bin, dataDir, as("b", envDrainPipeline+"=z")...)
+	if code := exitCode(t, p); code != 1 || !strings.Contains(findLine(p.stderrLines(), "start-up failed"), `not of \"z\"`) {
+		t.Fatalf("drain of z: exit %d:\n%s", code, strings.Join(p.stderrLines(), "\n"))
+	}
+
+	// b drains a with the sink working again, then runs.
+	if err := os.Remove(events); err != nil {
+		t.Fatal(err)
+	}
+	p, addr = start(as("b", envDrainPipeline+"=a"))
+	if findLine(p.stderrLines(), `msg="drained:`) == "" {
+		t.Fatalf("b listens before a is drained:\n%s", strings.Join(p.stderrLines(), "\n"))
+	}
+	if got := lakeIDs(t, filepath.Join(dataDir, lakeDir))["events"]; len(got) != len(acked) {
+		t.Fatalf("after the drain the lake holds %d rows, a acked %d", len(got), len(acked))
+	}
+	for i := range 20 {
+		acked = append(acked, postRows(t, addr, "b", i)...)
+	}
+	p.stop(t)
+	slices.Sort(acked)
+	if got := lakeIDs(t, filepath.Join(dataDir, lakeDir))["events"]; !slices.Equal(got, acked) {
+		t.Fatalf("the lake holds %d rows, a and b acked %d: %s", len(got), len(acked), firstDiff(got, acked))
+	}
+
+	// b again: DATA_DIR is b's.
+	p, _ = start(as("b"))
+	p.waitStderr(t, "ready", func(lines []string) bool { return findLine(lines, "msg=ready") != "" })
+	p.stop(t)
+	for _, l := range p.stderrLines() {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.Contains(l, "DATA_DIR") {
+			t.Fatalf("b's restart complained: %s", l)
+		}
+	}
+
+	// c: b left nothing, so the rename just happens.
+	p, _ = start(as("c"))
+	p.waitStderr(t, "ready", func(lines []string) bool { return findLine(lines, "msg=ready") != "" })
+	p.stop(t)
+	if findLine(p.stderrLines(), "the old one left nothing unapplied") == "" || findLine(p.stderrLines(), "level=ERROR") != "" {
+		t.Fatalf("c's start:\n%s", strings.Join(p.stderrLines(), "\n"))
+	}
+	if b, _ := os.ReadFile(filepath.Join(dataDir, ownerFile)); !strings.Contains(string(b), "\npipeline c\n") {
+		t.Fatalf("the record after c:\n%s", b)
+	}
+}
+
+// exitCode waits for p to exit and returns its code.
+func exitCode(t *testing.T, p *proc) int {
+	t.Helper()
+	select {
+	case err := <-p.exited:
+		p.exited <- err
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0
+	case <-time.After(e2eWait):
+		t.Fatalf("the daemon still ran after %v:\n%s", e2eWait, strings.Join(p.stderrLines(), "\n"))
+		return 0
+	}
+}
+
+// postRows posts request i of pipeline tag — a few rows with ids
+// tag-i-r — and requires a 200; it returns the ids.
+func postRows(t *testing.T, addr, tag string, i int) []string {
+	t.Helper()
+	var body bytes.Buffer
+	var ids []string
+	for r := range 1 + i%5 {
+		id := fmt.Sprintf("%s-%04d-%d", tag, i, r)
+		ids = append(ids, id)
+		fmt.Fprintf(&body, `{"id":%q,"n":%d}`+"\n", id, r)
+	}
+	for try := 0; ; try++ {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/ingest/events", bytes.NewReader(body.Bytes()))
+		req.Header.Set("Content-Type", "application/x-ndjson")
+		req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", tag, i))
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("request %s-%d: %v", tag, i, err)
+		}
+		msg, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode == http.StatusOK:
+			return ids
+		case (resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests) && try < 200:
+			time.Sleep(50 * time.Millisecond) // recovering, or backpressure
+		default:
+			t.Fatalf("request %s-%d answered %d: %s", tag, i, resp.StatusCode, msg)
+		}
+	}
+}
