@@ -30,14 +30,14 @@ type Engine struct {
 	state  lifecycle
 	err    error // why the engine failed closed
 
-	epoch       uint64       // this incarnation's writer epoch; 0 until claimed
-	writerNonce uint64       // the nonce of our claim in the writer object
+	epoch       uint64 // this incarnation's writer epoch; 0 until claimed
+	writerNonce uint64 // the nonce of our claim in the writer object
 	// origin names the log this engine commits for: the WAL id of the
 	// writer object and the pipeline. INVARIANT: non-zero once the epoch
 	// is claimed (recover); every marker it writes carries it (persist).
-	origin segment.Origin
-	writer      writerRecord // the writer object as recovery left it (seals)
-	nextSeq     uint64       // next snapshot sequence within the epoch
+	origin  segment.Origin
+	writer  writerRecord // the writer object as recovery left it (seals)
+	nextSeq uint64       // next snapshot sequence within the epoch
 
 	live        *batchSet
 	liveSince   time.Duration // Monotonic time of the first append into live

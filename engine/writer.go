@@ -75,7 +75,7 @@ type writerRecord struct {
 	nonce uint64
 	wal   segment.WALID // the log's identity; zero only in a version 1 or 2 object
 	floor uint64        // epochs below were all decided; INVARIANT: floor ≤ epoch
-	seals []seal // INVARIANT: ascending epoch, all below floor (check, before every write)
+	seals []seal        // INVARIANT: ascending epoch, all below floor (check, before every write)
 }
 
 // encode writes version 3, or version 2 for a record without a WAL id (a

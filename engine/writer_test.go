@@ -26,7 +26,7 @@ func TestWriterRecordRoundTrip(t *testing.T) {
 	}
 	v3 := "skipprd-writer 3\nepoch 1\nnonce 00\n"
 	for _, bad := range []string{
-		v3 + "floor 0\n",          // no wal line
+		v3 + "floor 0\n",         // no wal line
 		v3 + "wal 00\nfloor 0\n", // short
 		v3 + "wal " + strings.Repeat("0", 32) + "\nfloor 0\n",
 		v3 + "wal " + strings.Repeat("x", 32) + "\nfloor 0\n",
