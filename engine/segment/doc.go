@@ -38,16 +38,22 @@
 // SHA-256 as it writes it; ReadIndex walks only the headers (cost O(parts),
 // independent of payload bytes); ReadSlice decodes one PART's window.
 //
-// # Commit marker (.seg.commit), version 1
+// # Commit marker (.seg.commit), version 2
 //
-//	SEGC | u16 1 | u64 body_bytes | [32] body_sha256 | u64 created_at_ms
+//	SEGC | u16 2 | u64 body_bytes | [32] body_sha256 | u64 created_at_ms
+//	| [16] wal_id | u16 pipeline_len | pipeline            (version 2 only)
 //	| u32 parts_count | u32 offsets_len | offsets blob
 //	| parts_count × index entry (a PART header without "PART")
 //	| [32] SHA-256 of every byte before it
 //
 // body_sha256 is the body's footer checksum. The marker repeats the index
 // and offsets so recovery registers a segment without reading its body;
-// CheckBody binds a fetched body to its marker.
+// CheckBody binds a fetched body to its marker. The origin (origin.go)
+// names the log that committed the segment: its WAL id, never zero, and
+// its pipeline, 1..PipelineBytesMax bytes of UTF-8. Version 1 — the same
+// without the origin — is what builds before WAL identities wrote; it is
+// still read (Index.Origin zero), and an index without an origin encodes
+// as version 1, byte for byte.
 //
 // # Completion bitmap (SCBL), version 1
 //
