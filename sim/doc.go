@@ -59,6 +59,15 @@
 //     the sources, the destinations, crashes, zombies, restarts and
 //     corruption decided by a Faults plan (corrupt.go, zombie.go), a fault
 //     phase, then a quiet phase in which the run must converge.
+//   - Several pipelines (pipeline.go, pipeline_spec.go, hostdir.go):
+//     WorldSpec.Pipelines adds daemons on the same machine, each a World
+//     of its own (engine, zombies, sources, oracle, a data directory on
+//     the world's disk, a WAL in the world's store or a store of its own)
+//     sharing the scheduler, faults, disk and destinations with the first
+//     pipeline's World, which runs the loop; a power loss kills every
+//     process on the machine; the destination oracle keys jobs by the
+//     committing log's origin, so every acked row of every pipeline is
+//     checked.
 //   - Sources (workload.go, source.go, unit.go, cdc.go): steady logs, CDC
 //     streams and HTTP endpoints (with client timeouts that resend) and
 //     bulk loads, drawn per world; replayable ones resume from the
