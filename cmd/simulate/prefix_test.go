@@ -41,6 +41,9 @@ func prefixWorld(t *testing.T, profile string, iters uint64, old bool) job {
 	if !found {
 		t.Fatal("seed 4's world has no prefix source any more: pick another seed")
 	}
+	// One pipeline: these tests break the one prefix source they set up,
+	// and a further pipeline's would break first.
+	j.spec.Pipelines = nil
 	return j
 }
 
