@@ -207,16 +207,24 @@ func copySlice(t *testing.T, s *segment.Slice, mem memory.Allocator) *segment.Sl
 	return out
 }
 
-// A job ID names one content; a replay with another is an engine bug and
-// must be loud.
-func TestMemoryPanicsOnAReplayWithOtherContent(t *testing.T) {
-	w := newSimWorld(t, 6, sim.StoreConfig{}, sim.DiskConfig{})
+// memoryHolding is a memory sink in a world of seed that holds one
+// applied plain job.
+func memoryHolding(t *testing.T, seed uint64) (*simWorld, *Memory, fixture) {
+	t.Helper()
+	w := newSimWorld(t, seed, sim.StoreConfig{}, sim.DiskConfig{})
 	m := NewMemory()
-	defer m.Release()
+	t.Cleanup(m.Release)
 	f := newFixture(t, plainSpec)
 	if err := w.apply(m.Sink(w.inc.Timers()), f.job); err != nil {
 		t.Fatal(err)
 	}
+	return w, m, f
+}
+
+// A job ID names one content; a replay with another is an engine bug and
+// must be loud.
+func TestMemoryPanicsOnAReplayWithOtherContent(t *testing.T) {
+	w, m, f := memoryHolding(t, 6)
 	other := *f.job
 	other.Slices = other.Slices[:1]
 	defer func() {
@@ -230,13 +238,7 @@ func TestMemoryPanicsOnAReplayWithOtherContent(t *testing.T) {
 // Another log's job under an id the sink holds (a collision): refused
 // with ErrIDCollision, nothing of it kept, the first job untouched.
 func TestMemoryRefusesAnotherJobUnderTheSameID(t *testing.T) {
-	w := newSimWorld(t, 8, sim.StoreConfig{}, sim.DiskConfig{})
-	m := NewMemory()
-	defer m.Release()
-	f := newFixture(t, plainSpec)
-	if err := w.apply(m.Sink(w.inc.Timers()), f.job); err != nil {
-		t.Fatal(err)
-	}
+	w, m, f := memoryHolding(t, 8)
 	other := *f.job
 	other.Content = "another log's job"
 	other.Origin = segment.Origin{WAL: segment.WALID{9}, Pipeline: "b"}

@@ -52,16 +52,7 @@ func TestDaemonDiskWALKills(t *testing.T) {
 		t.Skip("stops the daemon with SIGINT")
 	}
 	t.Parallel()
-	seed := uint64(time.Now().UnixNano())
-	if v := os.Getenv(envKillSeed); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", envKillSeed, v, err)
-		}
-		seed = n
-	}
-	t.Logf("kill moments from seed %d (%s=%d draws them again)", seed, envKillSeed, seed)
-	rng := rand.New(rand.NewPCG(seed, 0x5eed))
+	rng := rand.New(rand.NewPCG(killSeed(t), 0x5eed))
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
 	// Two log partitions and 1 MiB log segments, so that a run rolls
