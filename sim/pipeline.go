@@ -63,10 +63,14 @@ func newPeer(top *World, n int, ps PipelineSpec) *World {
 	return w
 }
 
-// all returns every pipeline of the world, the first one first.
+// all returns every pipeline of the world, the first one first (the
+// slice is shared: do not modify it).
 func (w *World) all() []*World {
 	t := w.first()
-	return append([]*World{t}, t.peers...)
+	if len(t.pipelines) != 1+len(t.peers) {
+		t.pipelines = append([]*World{t}, t.peers...)
+	}
+	return t.pipelines
 }
 
 // first is the world's first pipeline: the one that runs the loop.

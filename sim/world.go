@@ -165,8 +165,10 @@ type World struct {
 	// (pipeline.go); nil on the first, which runs the loop.
 	top   *World
 	peers []*World // the further pipelines, on the first one
-	data  hostDir  // this pipeline's data directory on the disk
-	label string   // names a further pipeline in messages: its name and number
+	// pipelines is the first one and its peers (all), built once.
+	pipelines []*World
+	data      hostDir // this pipeline's data directory on the disk
+	label     string  // names a further pipeline in messages: its name and number
 	// srcBase is the global index of this pipeline's first source: UIDs
 	// name the global index, so they are unique across pipelines.
 	srcBase int
