@@ -20,7 +20,11 @@ import (
 //	MkdirAll(folder)
 //	SyncDir(every ancestor of folder, up to the disk root)  once per folder per sink
 //	ReadDir(folder), Remove(every other writer's temp file)  once per folder per sink
-//	Open(final)               exists ⇒ SyncDir(folder), applied: success
+//	Open(final)               exists ⇒ its footer decides (existing.go): Size,
+//	                          ReadAt(the last 64 KiB), [ReadAt(a longer footer)],
+//	                          judged on the Executor, Close; this job's content
+//	                          ⇒ SyncDir(folder), applied: success; another job's
+//	                          ⇒ ErrCannotApply wrapping ErrIDCollision
 //	encode                    (Executor)
 //	Open(temp, Create)        exists ⇒ Remove(temp) and create again
 //	WriteAt(body, 0), Sync, Close
@@ -49,23 +53,26 @@ import (
 // writers' temp files when it first uses a folder (leftovers of crashed
 // processes; a live writer that loses its temp file fails its rename and
 // retries). An Apply of a job whose earlier Apply on this sink is still in
-// flight joins it: both callbacks get its result.
+// flight joins it: both callbacks get its result — if it is the same job
+// (Content); another job under the id is answered with an error to retry
+// once the first is done, when the final file's footer will tell.
 type ParquetDir struct {
 	disk  engine.Disk
 	exec  engine.Executor
 	root  string // clean, relative; "" is the disk root
 	token string // names this writer's temp files (tempName)
 
-	// inflight holds, per job ID being applied, every callback waiting for
-	// that attempt.
-	// INVARIANT: every list is non-empty.
-	inflight map[string][]func(error)
+	// inflight holds, per job ID being applied, the attempt: its job's
+	// Content and every callback waiting for it.
+	// INVARIANT: every waiting list is non-empty.
+	inflight map[string]*dirInflight
 	// durableDirs holds folders whose own entry and ancestors' entries
 	// this sink has synced, and whose other writers' temp files it has
 	// removed. Entries stay durable (nothing here removes directories),
 	// so each folder is prepared once per sink, not once per job.
 	// INVARIANT: len(durableDirs) <= durableDirsMax.
 	durableDirs map[string]bool
+	stats       parquetStats
 }
 
 // durableDirsMax bounds durableDirs. A folder is one namespace's day, so a
@@ -90,7 +97,7 @@ func NewParquetDir(disk engine.Disk, exec engine.Executor, rnd engine.Rand, root
 		panic(fmt.Sprintf("sinks: NewParquetDir root %q is not inside the disk", root))
 	}
 	return &ParquetDir{disk: disk, exec: exec, root: clean, token: fmt.Sprintf("%016x", rnd.Uint64()),
-		inflight: make(map[string][]func(error)), durableDirs: make(map[string]bool)}
+		inflight: make(map[string]*dirInflight), durableDirs: make(map[string]bool)}
 }
 
 // Path returns the path of job's final file on the disk.
@@ -98,21 +105,37 @@ func (p *ParquetDir) Path(job *engine.Job) string {
 	return path.Join(p.root, jobDir(job), fileName(job))
 }
 
+// Stats returns the sink's counts of replays, trusted legacy files and
+// collisions.
+func (p *ParquetDir) Stats() ParquetStats { return p.stats.get() }
+
 // Apply implements engine.Sink (the steps are in the type's comment).
 // Errors name the job, its namespace and the file.
 func (p *ParquetDir) Apply(job *engine.Job, done func(err error)) {
 	if job == nil || done == nil {
 		panic("sinks: ParquetDir Apply with a nil job or callback")
 	}
-	if waiting, ok := p.inflight[job.ID]; ok {
-		p.inflight[job.ID] = append(waiting, done)
+	if in, ok := p.inflight[job.ID]; ok {
+		if in.content != job.Content {
+			err := fmt.Errorf("sinks: apply job %s (namespace %q): another job under its id (content %s, this job's %s) is being applied to %s; retry",
+				job.ID, job.Namespace, in.content, job.Content, p.Path(job))
+			p.exec.Go(func() {}, func() { done(err) }) // never inside Apply
+			return
+		}
+		in.waiting = append(in.waiting, done)
 		return
 	}
-	p.inflight[job.ID] = []func(error){done}
+	p.inflight[job.ID] = &dirInflight{content: job.Content, waiting: []func(error){done}}
 	dir := path.Join(p.root, jobDir(job))
 	a := &dirApply{p: p, job: job, dir: dir,
 		final: dir + "/" + fileName(job), temp: dir + "/" + tempName(job, p.token)}
 	a.mkdir()
+}
+
+// dirInflight is an attempt in flight, as Apply sees it.
+type dirInflight struct {
+	content string
+	waiting []func(error)
 }
 
 // dirApply is one attempt to apply one job; its methods are the steps,
@@ -210,18 +233,53 @@ func (p *ParquetDir) markDurable(dir string) {
 }
 
 // checkFinal looks for the final file: present means an earlier attempt
-// applied the job.
+// applied the job, if the file is the job's.
 func (a *dirApply) checkFinal() {
 	a.p.disk.Open(a.final, engine.OpenMode{}, func(f engine.File, err error) {
 		switch {
 		case err == nil:
-			// Read-only: a failed close loses nothing.
-			f.Close(func(error) { a.syncFolder() })
+			a.checkExisting(f)
 		case errors.Is(err, engine.ErrNotFound):
 			a.encode()
 		default:
 			a.finish(err)
 		}
+	})
+}
+
+// checkExisting judges the final file f found in place by its footer
+// (existing.go), closes it, and answers: the job's ⇒ syncFolder, success.
+func (a *dirApply) checkExisting(f engine.File) {
+	// Read-only: a failed close loses nothing.
+	closeAnd := func(next func()) { f.Close(func(error) { next() }) }
+	f.Size(func(size int64, err error) {
+		if err != nil {
+			closeAnd(func() { a.finish(fmt.Errorf("the file exists, and reading its size: %w", err)) })
+			return
+		}
+		read := func(off, n int64, done func([]byte, error)) {
+			b := make([]byte, n)
+			f.ReadAt(b, off, func(got int, err error) {
+				switch {
+				case err != nil:
+					done(nil, err)
+				case int64(got) != n:
+					done(nil, fmt.Errorf("read %d bytes at %d of a file of %d bytes, asked %d: it changed", got, off, size, n))
+				default:
+					done(b, nil)
+				}
+			})
+		}
+		checkExisting(a.p.exec, "parquet-dir", "the existing file", a.job, size, read, func(legacy bool, err error) {
+			a.p.stats.count(legacy, err)
+			closeAnd(func() {
+				if err != nil {
+					a.finish(err)
+					return
+				}
+				a.syncFolder()
+			})
+		})
 	})
 }
 
@@ -318,10 +376,10 @@ func (a *dirApply) finish(err error) {
 	if err != nil {
 		err = fmt.Errorf("sinks: apply job %s (namespace %q) to file %s: %w", a.job.ID, a.job.Namespace, a.final, err)
 	}
-	waiting := a.p.inflight[a.job.ID]
+	in := a.p.inflight[a.job.ID]
 	delete(a.p.inflight, a.job.ID)
 	a.body = nil
-	for _, done := range waiting {
+	for _, done := range in.waiting {
 		done(err)
 	}
 }

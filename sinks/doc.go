@@ -25,20 +25,57 @@
 // partial apply:
 //
 //   - ParquetObjects (objects.go) writes one object per job at a key derived
-//     from the job (ObjectKey), created with If-None-Match: *. A 412 means an
-//     earlier attempt landed: success.
+//     from the job (ObjectKey), created with If-None-Match: *. A 412 means the
+//     key is taken — by an earlier attempt, if the object is this job's: the
+//     footer decides (below).
 //   - ParquetDir (dir.go) writes one file per job: a temp file named after
 //     the job and the writer, fsynced, renamed to the final name, the folder
-//     synced. A final file that exists is applied: success. Two writers on
-//     one folder (a zombie and its successor) never share a temp file.
-//   - Memory (memory.go) keeps each job ID once, in first-apply order.
+//     synced. A final file that exists is this job's or not: the footer
+//     decides. Two writers on one folder (a zombie and its successor) never
+//     share a temp file.
+//   - Memory (memory.go) keeps each job ID once, in first-apply order, with
+//     its Content.
+//
+// # A name taken by another job
+//
+// A job's name (object key, file name, Memory's ID) is its compaction_id.
+// Two logs could once make the same id (issue 20), so no sink takes an id
+// it finds for "applied" on the id alone; each records the job's Content
+// and origin beside it and compares (engine.Job):
+//
+//   - Parquet (existing.go): every file's key-value metadata records
+//     skipprd.compaction_id, skipprd.content, skipprd.pipeline and
+//     skipprd.wal_id (neither for a legacy job, whose Origin is zero) and
+//     skipprd.segment. Finding the name taken, the sink reads the file's
+//     footer through its port (ParquetObjects: HEAD for the size, a ranged
+//     GET of the last 64 KiB, one more for a longer footer; ParquetDir:
+//     Size and ReadAt of the open file; a footer over 64 MiB is not read)
+//     and judges it on the Executor. skipprd.content equal to Job.Content:
+//     applied. Another content: a collision. No content (a file of a build
+//     before contents were recorded): the footer's row count and Arrow
+//     schema (its ARROW:schema; names, nullability and types, not field
+//     metadata or list element names) against the job's — equal: applied,
+//     counted as LegacyTrusted in Stats; different: a collision. Bytes
+//     that are not a Parquet footer: a collision (something foreign holds
+//     the name). A collision stands only when a second read of the same
+//     ranges returns the same bytes; reads that disagree, and read errors,
+//     are ordinary errors the engine retries.
+//   - Memory: the Content held under the ID.
+//
+// A collision is an error wrapping engine.ErrCannotApply and
+// engine.ErrIDCollision that names the sink, the job, the object or file,
+// and both contents and origins where known; the existing file is left
+// as it is. The engine refuses the job, alerts id-collision and keeps its
+// segment. The Postgres sink records and compares the same in its
+// applied-jobs table (sinks/postgres).
 //
 // # Files
 //
 // EncodeParquet (parquet.go) turns a job into one Parquet file: the
 // slices' Arrow columns in order, plus _cdc_op, _cdc_identity and
-// _cdc_order for CDC jobs; the same job always gives the same bytes. Keys
-// and paths are Hive-style by the segment's creation date (key.go):
+// _cdc_order for CDC jobs, and the job's own metadata (JobMetadata); the
+// same job always gives the same bytes. Keys and paths are Hive-style by
+// the segment's creation date (key.go):
 //
 //	{prefix}/{namespace}/p_year=YYYY/p_month=MM/p_day=DD/{job.ID}.parquet
 package sinks

@@ -25,8 +25,11 @@ import (
 //	            _cdc_order    uint64  optional  the order token ]   CDC jobs only
 //	rows:       every slice's batches, slices in ordinal order
 //	row groups: up to rowGroupRowsMax rows, batches coalesced
-//	metadata:   ARROW:schema (the Arrow schema, so arrow readers get the
-//	            exact types back), the job schema's own metadata
+//	metadata:   the job schema's own metadata; ARROW:schema (the Arrow
+//	            schema, so arrow readers get the exact types back); then
+//	            the job (JobMetadata): skipprd.compaction_id,
+//	            skipprd.content, skipprd.pipeline and skipprd.wal_id (not
+//	            for a legacy job, whose Origin is zero), skipprd.segment
 //
 // Writer properties (writerProperties): format 2.6, data page V1 (the
 // most widely read), zstd at its default level, dictionary encoding and
@@ -34,8 +37,9 @@ import (
 //
 // Determinism: the same job gives the same bytes. Encoding runs on one
 // goroutine with fixed properties; Parquet metadata holds no time, host
-// or random value (created_by is the library's version string); arrow-go
-// emits the dictionary in first-seen order; and the zstd encoder compresses
+// or random value (created_by is the library's version string, and the
+// job's entries are a function of the job); arrow-go emits the
+// dictionary in first-seen order; and the zstd encoder compresses
 // each page with EncodeAll, single-threaded, whose output depends only on
 // the input and the level. A test encodes the same job twice and compares.
 
@@ -55,6 +59,29 @@ const (
 	ColumnCDCIdentity = "_cdc_identity"
 	ColumnCDCOrder    = "_cdc_order"
 )
+
+// Keys of the job's own entries in a file's key-value metadata, written
+// after every other entry in this order (the last two only for a job with
+// an Origin). A sink that finds a file under a job's id reads them back
+// from the footer and compares skipprd.content with Job.Content
+// (existing.go); the others are there for the message and for people.
+const (
+	MetaCompactionID = "skipprd.compaction_id"
+	MetaContent      = "skipprd.content"
+	MetaPipeline     = "skipprd.pipeline"
+	MetaWALID        = "skipprd.wal_id"
+	MetaSegment      = "skipprd.segment"
+)
+
+// JobMetadata returns the key-value entries a job's file records about
+// the job, in the order they are written.
+func JobMetadata(job *engine.Job) [][2]string {
+	kv := [][2]string{{MetaCompactionID, job.ID}, {MetaContent, job.Content}}
+	if !job.Origin.IsZero() {
+		kv = append(kv, [2]string{MetaPipeline, job.Origin.Pipeline}, [2]string{MetaWALID, job.Origin.WAL.String()})
+	}
+	return append(kv, [2]string{MetaSegment, job.Segment.String()})
+}
 
 // rowGroupRowsMax bounds the rows of one row group. A job holds at most
 // one segment's rows (bodies target 4–64 MiB), so in practice a job is a
@@ -124,15 +151,23 @@ func encodeJob(job *engine.Job) (out []byte, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return encode(job, schema, cdc)
+	return encode(job, schema, cdc, JobMetadata(job))
 }
 
-func encode(job *engine.Job, schema *arrow.Schema, cdc bool) (out []byte, err error) {
+// encode writes job's file with kv appended to its key-value metadata
+// (tests pass nil for a file as builds before JobMetadata wrote it).
+func encode(job *engine.Job, schema *arrow.Schema, cdc bool, kv [][2]string) (out []byte, err error) {
 	mem := memory.DefaultAllocator
 	var buf bytes.Buffer
 	fw, err := pqarrow.NewFileWriter(schema, &buf, writerProperties(mem), arrowWriterProperties(mem))
 	if err != nil {
 		return nil, err
+	}
+	for _, e := range kv {
+		if err := fw.AppendKeyValueMetadata(e[0], e[1]); err != nil {
+			_ = fw.Close()
+			return nil, err
+		}
 	}
 	defer func() {
 		if cerr := fw.Close(); err == nil && cerr != nil {

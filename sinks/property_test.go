@@ -76,6 +76,15 @@ func TestEncodeParquetRoundTripProperty(t *testing.T) {
 		if err != nil {
 			rt.Fatalf("encode %v: %v", schema, err)
 		}
+		// A sink finding this file under the job's id calls it applied,
+		// and a legacy file of the job (no content recorded) trusted: the
+		// footer's Arrow schema is the job's, whatever its types.
+		if v, err := judgeFile(job, "the file", footerOf(rt, b)); err != nil || v != (verdict{}) {
+			rt.Fatalf("the job's own file: verdict %+v, %v", v, err)
+		}
+		if v, err := judgeFile(job, "the file", footerOf(rt, legacyFile(rt, job))); err != nil || v != (verdict{legacy: true}) {
+			rt.Fatalf("a legacy file of the job: verdict %+v, %v", v, err)
+		}
 		got := readArrow(rt, b)
 		defer got.Release()
 		want := wantRecord(rt, job, cdcRows)
@@ -128,7 +137,8 @@ func jobFromParts(t tb, parts []segment.Part) (*engine.Job, []*segment.CDCRow) {
 	if err != nil {
 		t.Fatalf("open body: %v", err)
 	}
-	job := &engine.Job{ID: "0123abcd", SinkRef: "lake", Namespace: "t", SegmentCreatedUnixMs: fixtureCreatedUnixMs}
+	job := &engine.Job{ID: "0123abcd", Content: "0123456789abcdef0123456789abcdef", SinkRef: "lake", Namespace: "t",
+		SegmentCreatedUnixMs: fixtureCreatedUnixMs}
 	for o := range bd.Index.Entries {
 		s, err := bd.ReadSlice(segment.SliceOrdinal(o), memory.DefaultAllocator)
 		if err != nil {
@@ -249,6 +259,12 @@ func TestEncodeParquetSecondsComeBackAsMillis(t *testing.T) {
 	}
 	if v := got.Column(0).(*array.Timestamp).Values(); !slices.Equal(v, []arrow.Timestamp{0, 1785585600000, -1000}) {
 		t.Fatalf("read back %v", v)
+	}
+	// A legacy file of the job is still trusted: the footer's
+	// ARROW:schema says seconds, whatever a reader makes of it.
+	job := build(0, 1785585600, -1)
+	if v, err := judgeFile(job, "the file", footerOf(t, legacyFile(t, job))); err != nil || v != (verdict{legacy: true}) {
+		t.Fatalf("a legacy file of a timestamp[s] job: verdict %+v, %v", v, err)
 	}
 	if _, err := EncodeParquet(build(1 << 62)); err == nil {
 		t.Fatal("seconds beyond the millisecond range encoded")

@@ -71,7 +71,7 @@ func apply(t *testing.T, m *postgres.Model, job, table string, cdc bool, units .
 			tx.Changes = append(tx.Changes, u.changes...)
 		}
 	}
-	if err := m.Apply(context.Background(), tx); err != nil {
+	if _, err := m.Apply(context.Background(), tx); err != nil {
 		t.Fatal(err)
 	}
 }

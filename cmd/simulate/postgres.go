@@ -198,26 +198,26 @@ type pgDB struct{ d *pgDest }
 // Apply implements postgres.DB. A transaction that commits with its ctx
 // ended ran after its process died (the Blocking port lets a COMMIT
 // already sent land); one that succeeds without committing was a replay.
-func (db pgDB) Apply(ctx context.Context, tx *postgres.Tx) error {
+func (db pgDB) Apply(ctx context.Context, tx *postgres.Tx) (postgres.Found, error) {
 	d := db.d
 	before := len(d.jobs)
-	err := d.model.Apply(ctx, tx)
+	found, err := d.model.Apply(ctx, tx)
 	switch committed := len(d.jobs) > before; {
 	case committed && ctx.Err() != nil:
 		d.marks.zombieCommit++
 	case !committed && err == nil:
 		d.marks.replayNoop++
 	}
-	return err
+	return found, err
 }
 
 // Applied implements postgres.DB.
-func (db pgDB) Applied(ctx context.Context, jobID string) (bool, error) {
-	ok, err := db.d.model.Applied(ctx, jobID)
+func (db pgDB) Applied(ctx context.Context, tx *postgres.Tx) (postgres.Found, error) {
+	found, err := db.d.model.Applied(ctx, tx)
 	if err != nil {
 		db.d.marks.lookupFailed++
 	}
-	return ok, err
+	return found, err
 }
 
 // The postgres destination's coverage marks (coverage.go).

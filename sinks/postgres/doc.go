@@ -1,6 +1,7 @@
 // Package postgres is the Postgres sink: each compaction job becomes one
-// transaction that writes its rows and records its compaction_id in an
-// applied-jobs table, so a replayed job commits nothing new.
+// transaction that writes its rows and records its compaction_id — with
+// its content and origin — in an applied-jobs table, so a replayed job
+// commits nothing new, and another job under the same id is refused.
 //
 // The sink (sink.go) plans a job into a Tx (tx.go) — pure data: the
 // table, its columns by the type mapping in types.go (PGType's comment
@@ -15,8 +16,10 @@
 //	types.go       Column, PGType (the mapping), Columns, Reconcile, limits
 //	tx.go          Tx and Plan: what a job writes, refused early when it never could
 //	sink.go        DB, ErrAmbiguous, Sink: one transaction per job, settle by lookup
+//	applied.go     Found, AppliedRow, judge: an id found applied, compared with the job
 //	model.go       Model and ApplyChange: the reference the real server must match
 //	pgx_open.go    PGX, OpenPGX: connection, session settings, the applied-jobs table
+//	               (created, or given the columns an older build's lacks)
 //	pgx_pool.go    the bounded connection pool (pgxpool)
 //	pgx_apply.go   Apply (the transaction, COMMIT's error classes) and Applied
 //	pgx_schema.go  CREATE TABLE / ADD COLUMN under a per-table advisory lock
@@ -27,14 +30,28 @@
 // One job on the server:
 //
 //	BEGIN
-//	INSERT INTO skipprd_applied_jobs … ON CONFLICT DO NOTHING
-//	    no row inserted → applied before: ROLLBACK, return nil
+//	INSERT INTO skipprd_applied_jobs (compaction_id, table_name, rows,
+//	    content, pipeline, wal_id) … ON CONFLICT DO NOTHING
+//	    no row inserted → SELECT the row, ROLLBACK, and judge:
+//	        content = the job's                     → applied: FoundApplied, nil
+//	        content NULL (an older build's row) and
+//	        table_name, rows = the job's            → applied: FoundLegacy, nil
+//	        otherwise                               → ErrCannotApply + ErrIDCollision
 //	read the table's columns; Reconcile
 //	    needs DDL → pg_advisory_xact_lock(table), read again, CREATE / ALTER
 //	plain: COPY table FROM STDIN (binary, row by row from the batches)
 //	CDC:   CREATE TEMP TABLE … ON COMMIT DROP; COPY; INSERT … SELECT DISTINCT ON
 //	       … ON CONFLICT DO UPDATE … WHERE older
 //	COMMIT
+//
+// The applied-jobs table: compaction_id text PRIMARY KEY, table_name
+// text, rows bigint, applied_at timestamptz, content text, pipeline text,
+// wal_id text (pipeline and wal_id NULL for a legacy job, whose Origin is
+// zero). OpenPGX creates it, or — for a table an older build made, without
+// the last three — adds them (ALTER TABLE … ADD COLUMN IF NOT EXISTS, only
+// when one is missing, under the table's advisory DDL lock); the old rows
+// keep NULL there and are judged on table_name and rows. The Model keeps
+// the same rows and judges them the same way.
 //
 // Invariants:
 //   - A job's rows and its applied-jobs row commit in one transaction:
@@ -52,7 +69,9 @@
 //   - Only a COMMIT that was sent and not answered (or answered by a
 //     FATAL) is ErrAmbiguous; every failure before it is definite.
 //     Applied waits for a transaction still in flight on the job's id,
-//     so the lookup's answer is final.
+//     so the lookup's answer is final; it judges the row it finds as
+//     Apply does, so an id found with another job's content is a
+//     collision, never "landed".
 //   - DDL on a table is serialized by its advisory lock; jobs that need
 //     none take no lock, as columns are only ever added.
 //

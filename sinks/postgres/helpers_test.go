@@ -2,6 +2,8 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -69,7 +71,8 @@ func (s *server) apply(t testing.TB, job *engine.Job) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 	defer cancel()
-	return s.db.Apply(ctx, tx)
+	_, err = s.db.Apply(ctx, tx)
+	return err
 }
 
 // mustApply applies job and fails t on an error.
@@ -147,8 +150,27 @@ func plainJob(id, table string, batches ...arrow.RecordBatch) *engine.Job {
 	for _, b := range batches {
 		rows += b.NumRows()
 	}
-	return &engine.Job{ID: id, SinkRef: "pg", Namespace: table, Slices: []*segment.Slice{{
+	return &engine.Job{ID: id, Content: contentOf(id), Origin: testOrigin, SinkRef: "pg", Namespace: table, Slices: []*segment.Slice{{
 		Entry: segment.IndexEntry{Rows: rows}, Schema: batches[0].Schema(), Batches: batches}}}
+}
+
+// testOrigin is the log the test jobs come from.
+var testOrigin = segment.Origin{WAL: segment.WALID{0x7e, 0x57}, Pipeline: "test"}
+
+// contentOf is a test job's content: 32 hex digits, a function of its id.
+func contentOf(id string) string {
+	sum := sha256.Sum256([]byte("content of " + id))
+	return hex.EncodeToString(sum[:16])
+}
+
+// mustPlan plans job and fails t on an error.
+func mustPlan(t testing.TB, job *engine.Job) *Tx {
+	t.Helper()
+	tx, err := Plan(job)
+	if err != nil {
+		t.Fatalf("Plan job %s: %v", job.ID, err)
+	}
+	return tx
 }
 
 // cdcJob is a job of one CDC slice: changes[i] describes row i.

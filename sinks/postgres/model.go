@@ -54,7 +54,8 @@ type Model struct {
 	mu      sync.Mutex
 	tables  map[string]*ModelTable
 	applied []string // job ids in commit order
-	byJob   map[string]bool
+	// byJob is the applied-jobs table: each id's row.
+	byJob map[string]AppliedRow
 }
 
 // Outcome is what happens to one transaction in the model.
@@ -83,20 +84,24 @@ var ErrModelDown = fmt.Errorf("postgres: model: server unavailable")
 
 // NewModel returns an empty model.
 func NewModel() *Model {
-	return &Model{tables: map[string]*ModelTable{}, byJob: map[string]bool{}}
+	return &Model{tables: map[string]*ModelTable{}, byJob: map[string]AppliedRow{}}
 }
 
 var _ DB = (*Model)(nil)
 
-// Apply implements DB.
-func (m *Model) Apply(_ context.Context, tx *Tx) error {
+// modelAppliedJobs names the model's applied-jobs table in messages.
+const modelAppliedJobs = "the model's " + AppliedJobsTable
+
+// Apply implements DB. A job id already recorded is compared with tx as
+// the real server's is (judge).
+func (m *Model) Apply(_ context.Context, tx *Tx) (Found, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.Down != nil && m.Down() {
-		return ErrModelDown
+		return NotFound, ErrModelDown
 	}
-	if m.byJob[tx.JobID] {
-		return nil
+	if row, ok := m.byJob[tx.JobID]; ok {
+		return judge(tx, modelAppliedJobs, row)
 	}
 	t := m.tables[tx.Table]
 	var have []Column
@@ -105,7 +110,7 @@ func (m *Model) Apply(_ context.Context, tx *Tx) error {
 	}
 	change, err := Reconcile(tx.Table, have, tx.Columns)
 	if err != nil {
-		return err
+		return NotFound, err
 	}
 	outcome := Commit
 	if m.Decide != nil {
@@ -113,11 +118,11 @@ func (m *Model) Apply(_ context.Context, tx *Tx) error {
 	}
 	switch outcome {
 	case Fail:
-		return fmt.Errorf("postgres: model: job %s: transaction failed", tx.JobID)
+		return NotFound, fmt.Errorf("postgres: model: job %s: transaction failed", tx.JobID)
 	case FailAmbiguous:
-		return fmt.Errorf("postgres: model: job %s: connection lost before COMMIT: %w", tx.JobID, ErrAmbiguous)
+		return NotFound, fmt.Errorf("postgres: model: job %s: connection lost before COMMIT: %w", tx.JobID, ErrAmbiguous)
 	case Refuse:
-		return fmt.Errorf("%w: postgres: model: job %s: the server rejects a value of table %q", engine.ErrCannotApply, tx.JobID, tx.Table)
+		return NotFound, fmt.Errorf("%w: postgres: model: job %s: the server rejects a value of table %q", engine.ErrCannotApply, tx.JobID, tx.Table)
 	}
 	if t == nil {
 		t = &ModelTable{State: map[string]RowState{}}
@@ -126,14 +131,14 @@ func (m *Model) Apply(_ context.Context, tx *Tx) error {
 	t.Columns = change.Apply(t.Columns)
 	m.write(t, tx)
 	m.applied = append(m.applied, tx.JobID)
-	m.byJob[tx.JobID] = true
+	m.byJob[tx.JobID] = rowOf(tx)
 	if m.OnCommit != nil {
 		m.OnCommit(tx)
 	}
 	if outcome == CommitAmbiguous {
-		return fmt.Errorf("postgres: model: job %s: connection lost during COMMIT: %w", tx.JobID, ErrAmbiguous)
+		return NotFound, fmt.Errorf("postgres: model: job %s: connection lost during COMMIT: %w", tx.JobID, ErrAmbiguous)
 	}
-	return nil
+	return Committed, nil
 }
 
 // write applies tx's rows to t.
@@ -171,13 +176,17 @@ func rowValues(b arrow.RecordBatch, i int) []string {
 }
 
 // Applied implements DB.
-func (m *Model) Applied(_ context.Context, jobID string) (bool, error) {
+func (m *Model) Applied(_ context.Context, tx *Tx) (Found, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.Down != nil && m.Down() {
-		return false, ErrModelDown
+		return NotFound, ErrModelDown
 	}
-	return m.byJob[jobID], nil
+	row, ok := m.byJob[tx.JobID]
+	if !ok {
+		return NotFound, nil
+	}
+	return judge(tx, modelAppliedJobs, row)
 }
 
 // AppliedJobs returns the applied-jobs table in commit order.

@@ -23,39 +23,42 @@ var _ DB = (*PGX)(nil)
 // Only a COMMIT whose answer never came back (the connection broke or ctx
 // ended after it was sent, or the server ended the session) gives an
 // error wrapping ErrAmbiguous; every failure before it is definite.
-func (p *PGX) Apply(ctx context.Context, tx *Tx) error {
+func (p *PGX) Apply(ctx context.Context, tx *Tx) (Found, error) {
 	if err := checkTx(tx); err != nil {
-		return err
+		return NotFound, err
 	}
 	pc, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: job %s: %w", tx.JobID, err)
+		return NotFound, fmt.Errorf("postgres: job %s: %w", tx.JobID, err)
 	}
 	defer pc.Release()
 	conn := pc.Conn()
-	err = p.apply(ctx, conn, tx)
+	found, err := p.apply(ctx, conn, tx)
 	if err != nil && !errors.Is(err, ErrAmbiguous) && !errors.Is(err, engine.ErrCannotApply) {
 		err = refuseIfPermanent(tx, err)
 	}
-	return err
+	return found, err
 }
 
 // apply runs tx's transaction on conn.
-func (p *PGX) apply(ctx context.Context, conn *pgx.Conn, tx *Tx) error {
+func (p *PGX) apply(ctx context.Context, conn *pgx.Conn, tx *Tx) (Found, error) {
 	dbtx, err := conn.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("postgres: job %s: begin: %w", tx.JobID, err)
+		return NotFound, fmt.Errorf("postgres: job %s: begin: %w", tx.JobID, err)
 	}
 	// After Commit this is a no-op; after a failure it ends the
 	// transaction, or closes a connection that cannot (release drops it).
 	defer func() { _ = dbtx.Rollback(ctx) }()
 	first, err := p.recordJob(ctx, dbtx, tx)
-	if err != nil || !first {
-		return err // !first: applied before, and the rollback writes nothing
+	if err != nil {
+		return NotFound, err
+	}
+	if !first { // applied before, or another job's id: the rollback writes nothing
+		return p.judgeRow(ctx, dbtx, tx)
 	}
 	have, err := p.ensureTable(ctx, dbtx, tx)
 	if err != nil {
-		return err
+		return NotFound, err
 	}
 	if tx.CDC {
 		err = p.upsertChanges(ctx, dbtx, tx, have)
@@ -63,9 +66,43 @@ func (p *PGX) apply(ctx context.Context, conn *pgx.Conn, tx *Tx) error {
 		err = p.copyRows(ctx, dbtx, tx)
 	}
 	if err != nil {
-		return err
+		return NotFound, err
 	}
-	return commit(ctx, conn, dbtx, tx.JobID)
+	if err := commit(ctx, conn, dbtx, tx.JobID); err != nil {
+		return NotFound, err
+	}
+	return Committed, nil
+}
+
+// judgeRow reads the applied-jobs row of tx.JobID, which is there
+// (committed: the insert that found it waited for its transaction), and
+// compares it with tx (judge).
+func (p *PGX) judgeRow(ctx context.Context, dbtx pgx.Tx, tx *Tx) (Found, error) {
+	var got AppliedRow
+	var content, pipeline, walID *string
+	err := dbtx.QueryRow(ctx, `SELECT table_name, rows, content, pipeline, wal_id FROM `+p.ident(AppliedJobsTable)+` WHERE compaction_id = $1`,
+		tx.JobID).Scan(&got.Table, &got.Rows, &content, &pipeline, &walID)
+	if err != nil {
+		// pgx.ErrNoRows: deleted since the insert found it; the retry inserts it.
+		return NotFound, fmt.Errorf("postgres: job %s: reading its row in %s: %w", tx.JobID, AppliedJobsTable, err)
+	}
+	got.Content, got.Pipeline, got.WALID = deref(content), deref(pipeline), deref(walID)
+	return judge(tx, p.schema+"."+AppliedJobsTable, got)
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// nullIfEmpty is s for a text column, NULL when empty.
+func nullIfEmpty(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 // commit sends COMMIT unless it is known beforehand that it cannot be
@@ -80,13 +117,16 @@ func commit(ctx context.Context, conn *pgx.Conn, dbtx pgx.Tx, jobID string) erro
 	return commitError(jobID, dbtx.Commit(ctx))
 }
 
-// recordJob inserts tx.JobID into the applied-jobs table. first is false
-// when it is there already. A transaction inserting the same id
-// concurrently makes this wait for its end: then the id is there (it
-// committed) or it is not (it rolled back) and this one goes on.
+// recordJob inserts tx.JobID, with its table, row count, content and
+// origin, into the applied-jobs table. first is false when the id is
+// there already. A transaction inserting the same id concurrently makes
+// this wait for its end: then the id is there (it committed) or it is not
+// (it rolled back) and this one goes on.
 func (p *PGX) recordJob(ctx context.Context, dbtx pgx.Tx, tx *Tx) (first bool, err error) {
-	tag, err := dbtx.Exec(ctx, `INSERT INTO `+p.ident(AppliedJobsTable)+` (compaction_id, table_name, rows) VALUES ($1, $2, $3) ON CONFLICT (compaction_id) DO NOTHING`,
-		tx.JobID, tx.Table, tx.Rows)
+	row := rowOf(tx)
+	tag, err := dbtx.Exec(ctx, `INSERT INTO `+p.ident(AppliedJobsTable)+` (compaction_id, table_name, rows, content, pipeline, wal_id)
+		VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (compaction_id) DO NOTHING`,
+		tx.JobID, row.Table, row.Rows, nullIfEmpty(row.Content), nullIfEmpty(row.Pipeline), nullIfEmpty(row.WALID))
 	if err != nil {
 		return false, fmt.Errorf("postgres: job %s: recording it in %s: %w", tx.JobID, AppliedJobsTable, err)
 	}
@@ -196,23 +236,28 @@ func checkTx(tx *Tx) error {
 // be in flight on the server — its client gone, its COMMIT received but
 // not yet done — and a SELECT does not see it. So Applied inserts the id
 // in a transaction it always rolls back: the insert waits for any
-// transaction holding the id, then conflicts (it committed: true) or
-// goes in (it did not: false).
-func (p *PGX) Applied(ctx context.Context, jobID string) (bool, error) {
+// transaction holding the id, then goes in (it did not commit:
+// NotFound) or conflicts (it committed), and the row found is compared
+// with tx: another job's content under the id is a collision, not
+// "landed".
+func (p *PGX) Applied(ctx context.Context, tx *Tx) (Found, error) {
 	pc, err := p.pool.Acquire(ctx)
 	if err != nil {
-		return false, fmt.Errorf("postgres: looking job %s up: %w", jobID, err)
+		return NotFound, fmt.Errorf("postgres: looking job %s up: %w", tx.JobID, err)
 	}
 	defer pc.Release()
 	conn := pc.Conn()
 	dbtx, err := conn.Begin(ctx)
 	if err != nil {
-		return false, fmt.Errorf("postgres: looking job %s up: begin: %w", jobID, err)
+		return NotFound, fmt.Errorf("postgres: looking job %s up: begin: %w", tx.JobID, err)
 	}
 	defer func() { _ = dbtx.Rollback(ctx) }() // the answer stands even if this fails: the server rolls back a dropped session
-	tag, err := dbtx.Exec(ctx, `INSERT INTO `+p.ident(AppliedJobsTable)+` (compaction_id, table_name, rows) VALUES ($1, '', 0) ON CONFLICT (compaction_id) DO NOTHING`, jobID)
+	tag, err := dbtx.Exec(ctx, `INSERT INTO `+p.ident(AppliedJobsTable)+` (compaction_id, table_name, rows) VALUES ($1, '', 0) ON CONFLICT (compaction_id) DO NOTHING`, tx.JobID)
 	if err != nil {
-		return false, fmt.Errorf("postgres: looking job %s up in %s: %w", jobID, AppliedJobsTable, err)
+		return NotFound, fmt.Errorf("postgres: looking job %s up in %s: %w", tx.JobID, AppliedJobsTable, err)
 	}
-	return tag.RowsAffected() == 0, nil
+	if tag.RowsAffected() == 1 {
+		return NotFound, nil
+	}
+	return p.judgeRow(ctx, dbtx, tx)
 }

@@ -33,10 +33,10 @@ func TestPGXCDCEqualOrderFirstStays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.db.Apply(ctxT(t), tx); err != nil {
+		if _, err := s.db.Apply(ctxT(t), tx); err != nil {
 			t.Fatal(err)
 		}
-		if err := model.Apply(ctxT(t), tx); err != nil {
+		if _, err := model.Apply(ctxT(t), tx); err != nil {
 			t.Fatal(err)
 		}
 	}

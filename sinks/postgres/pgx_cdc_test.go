@@ -54,11 +54,16 @@ func TestPGXCDCMatchesModelProperty(t *testing.T) {
 			if err != nil {
 				rt.Fatalf("Plan job %d: %v", j, err)
 			}
-			if err := s.db.Apply(ctxT(t), tx); err != nil {
+			real, err := s.db.Apply(ctxT(t), tx)
+			if err != nil {
 				rt.Fatalf("server: apply job %d: %v", j, err)
 			}
-			if err := model.Apply(ctxT(t), tx); err != nil {
+			modeled, err := model.Apply(ctxT(t), tx)
+			if err != nil {
 				rt.Fatalf("model: apply job %d: %v", j, err)
+			}
+			if real != modeled {
+				rt.Fatalf("job %d: the server %s it, the model %s", j, real, modeled)
 			}
 		}
 		for _, j := range rapid.SliceOfN(rapid.IntRange(0, len(jobs)-1), 0, 2*len(jobs)).Draw(rt, "replays") {
@@ -111,7 +116,8 @@ func cutIntoJobs(rt *rapid.T, prefix, table string, stream []change) []*engine.J
 	var jobs []*engine.Job
 	for rest := stream; len(rest) > 0; {
 		n := rapid.IntRange(1, len(rest)).Draw(rt, "job rows")
-		job := &engine.Job{ID: fmt.Sprintf("%s-j%d", prefix, len(jobs)), SinkRef: "pg", Namespace: table}
+		id := fmt.Sprintf("%s-j%d", prefix, len(jobs))
+		job := &engine.Job{ID: id, Content: contentOf(id), Origin: testOrigin, SinkRef: "pg", Namespace: table}
 		for part := rest[:n]; len(part) > 0; {
 			m := rapid.IntRange(1, len(part)).Draw(rt, "slice rows")
 			job.Slices = append(job.Slices, cdcSlice(rt, part[:m]))

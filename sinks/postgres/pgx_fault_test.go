@@ -50,13 +50,14 @@ func (r *faultRig) sinkApply(t *testing.T, job *engine.Job) error {
 func TestPGXAmbiguousCommitLanded(t *testing.T) {
 	r := newFaultRig(t)
 	r.proxy.arm(cutAfterCommit)
-	err := r.apply(t, plainJob("j-direct", "landed", bigBatch(t, 50)))
+	direct := plainJob("j-direct", "landed", bigBatch(t, 50))
+	err := r.apply(t, direct)
 	if !errors.Is(err, ErrAmbiguous) || r.proxy.cutCount() != 1 {
 		t.Fatalf("Apply with COMMIT cut after sending: err %v (cuts %d), want ErrAmbiguous", err, r.proxy.cutCount())
 	}
-	applied, err := r.db.Applied(ctxT(t), "j-direct")
-	if err != nil || !applied {
-		t.Fatalf("Applied = %t, %v; the COMMIT reached the server", applied, err)
+	found, err := r.db.Applied(ctxT(t), mustPlan(t, direct))
+	if err != nil || found != FoundApplied {
+		t.Fatalf("Applied = %s, %v; the COMMIT reached the server", found, err)
 	}
 	if n := r.count(t, "SELECT count(*) FROM landed"); n != 50 {
 		t.Fatalf("%d rows, want 50", n)
@@ -82,13 +83,14 @@ func TestPGXAmbiguousCommitLanded(t *testing.T) {
 func TestPGXCutBeforeCommitSettlesLost(t *testing.T) {
 	r := newFaultRig(t)
 	r.proxy.arm(cutBeforeCommit)
-	err := r.apply(t, plainJob("j-direct", "lost", bigBatch(t, 50)))
+	direct := plainJob("j-direct", "lost", bigBatch(t, 50))
+	err := r.apply(t, direct)
 	if !errors.Is(err, ErrAmbiguous) || r.proxy.cutCount() != 1 {
 		t.Fatalf("Apply with COMMIT cut before the server: err %v (cuts %d), want ErrAmbiguous", err, r.proxy.cutCount())
 	}
-	applied, err := r.db.Applied(ctxT(t), "j-direct")
-	if err != nil || applied {
-		t.Fatalf("Applied = %t, %v; the COMMIT never reached the server", applied, err)
+	found, err := r.db.Applied(ctxT(t), mustPlan(t, direct))
+	if err != nil || found != NotFound {
+		t.Fatalf("Applied = %s, %v; the COMMIT never reached the server", found, err)
 	}
 	if n := r.count(t, "SELECT count(*) FROM pg_class WHERE relname = 'lost'"); n != 0 {
 		t.Fatalf("the table of a job that did not commit exists")

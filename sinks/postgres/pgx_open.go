@@ -116,8 +116,13 @@ func (p *PGX) prepare(ctx context.Context) error {
 	return p.createAppliedJobs(ctx, conn)
 }
 
-// createAppliedJobs creates the applied-jobs table if it is missing, under
-// the table's DDL lock (CREATE TABLE IF NOT EXISTS races with itself).
+// createAppliedJobs creates the applied-jobs table if it is missing, and
+// adds the columns a table of an older build lacks (content, pipeline,
+// wal_id: NULL in its old rows), under the table's DDL lock (CREATE
+// TABLE IF NOT EXISTS races with itself). The ALTER runs only when a
+// column is missing: it takes the table's ACCESS EXCLUSIVE lock, which
+// would wait for — and stall — the jobs in flight of every sink sharing
+// the table.
 func (p *PGX) createAppliedJobs(ctx context.Context, conn *pgx.Conn) error {
 	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
 		if err := lockTable(ctx, tx, p.schema, AppliedJobsTable); err != nil {
@@ -127,13 +132,40 @@ func (p *PGX) createAppliedJobs(ctx context.Context, conn *pgx.Conn) error {
 			compaction_id text PRIMARY KEY,
 			table_name text NOT NULL,
 			rows bigint NOT NULL,
-			applied_at timestamptz NOT NULL DEFAULT now())`)
+			applied_at timestamptz NOT NULL DEFAULT now(),
+			content text,
+			pipeline text,
+			wal_id text)`)
 		if err != nil {
 			return fmt.Errorf("creating %s: %w", AppliedJobsTable, err)
+		}
+		var missing int
+		err = tx.QueryRow(ctx, `SELECT count(*) FROM unnest($1::text[]) AS want(name)
+			WHERE NOT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = $2::regclass AND attname = want.name AND attnum > 0 AND NOT attisdropped)`,
+			appliedJobsAddedColumns, p.ident(AppliedJobsTable)).Scan(&missing)
+		if err != nil {
+			return fmt.Errorf("reading the columns of %s: %w", AppliedJobsTable, err)
+		}
+		if missing == 0 {
+			return nil
+		}
+		alter := `ALTER TABLE ` + p.ident(AppliedJobsTable)
+		for i, c := range appliedJobsAddedColumns {
+			if i > 0 {
+				alter += ","
+			}
+			alter += ` ADD COLUMN IF NOT EXISTS ` + pgx.Identifier{c}.Sanitize() + ` text`
+		}
+		if _, err := tx.Exec(ctx, alter); err != nil {
+			return fmt.Errorf("adding %v to %s: %w", appliedJobsAddedColumns, AppliedJobsTable, err)
 		}
 		return nil
 	})
 }
+
+// appliedJobsAddedColumns are the applied-jobs columns older builds did
+// not create (all text, NULL in their rows).
+var appliedJobsAddedColumns = []string{"content", "pipeline", "wal_id"}
 
 // Close closes the connections. Applies in flight finish first on theirs.
 func (p *PGX) Close() { p.pool.Close() }

@@ -28,7 +28,9 @@ func TestOpenPGXCreatesAppliedJobs(t *testing.T) {
 		FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid JOIN pg_namespace n ON n.oid = c.relnamespace
 		WHERE c.relname = 'skipprd_applied_jobs' AND a.attnum > 0 ORDER BY n.nspname, a.attnum`)
 	want := "other compaction_id text true|other table_name text true|other rows bigint true|other applied_at timestamp with time zone true|" +
-		"public compaction_id text true|public table_name text true|public rows bigint true|public applied_at timestamp with time zone true|"
+		"other content text false|other pipeline text false|other wal_id text false|" +
+		"public compaction_id text true|public table_name text true|public rows bigint true|public applied_at timestamp with time zone true|" +
+		"public content text false|public pipeline text false|public wal_id text false|"
 	var b strings.Builder
 	for _, r := range got {
 		b.WriteString(strings.Join(r, " ") + "|")
@@ -57,11 +59,12 @@ func TestPGXAppliedWaitsForInFlight(t *testing.T) {
 		}
 		answer := make(chan bool, 1)
 		go func() {
-			applied, err := s.db.Applied(ctxT(t), id)
+			// The row is an older build's (no content), of table t and no rows.
+			found, err := s.db.Applied(ctxT(t), &Tx{JobID: id, Table: "t"})
 			if err != nil {
 				t.Errorf("Applied: %v", err)
 			}
-			answer <- applied
+			answer <- found == FoundLegacy
 		}()
 		select {
 		case a := <-answer:

@@ -87,7 +87,9 @@ func TestPGXCDCAndPlainDoNotMix(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Plan: %v", err)
 		}
-		return s.db.Apply(ctxT(t), tx), model.Apply(ctxT(t), tx)
+		_, real = s.db.Apply(ctxT(t), tx)
+		_, modeled = model.Apply(ctxT(t), tx)
+		return real, modeled
 	}
 	if r, m := applyBoth(plain); r != nil || m != nil {
 		t.Fatalf("plain job: server %v, model %v", r, m)

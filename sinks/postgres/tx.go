@@ -14,7 +14,11 @@ import (
 // job's, borrowed until the engine's done runs.
 type Tx struct {
 	JobID string
-	Table string // the job's namespace
+	// Content and Origin are the job's (engine.Job): recorded beside
+	// JobID, and compared when JobID is found already applied.
+	Content string
+	Origin  segment.Origin
+	Table   string // the job's namespace
 	// Columns are the columns the rows carry, CDC bookkeeping first when
 	// CDC (see Columns); Schema is the batches' Arrow schema.
 	Columns []Column
@@ -42,7 +46,7 @@ func Plan(job *engine.Job) (*Tx, error) {
 	}
 	first := job.Slices[0]
 	cdc := first.Sidecar != nil
-	tx := &Tx{JobID: job.ID, Table: job.Namespace, Schema: first.Schema, CDC: cdc}
+	tx := &Tx{JobID: job.ID, Content: job.Content, Origin: job.Origin, Table: job.Namespace, Schema: first.Schema, CDC: cdc}
 	for i, s := range job.Slices {
 		if !s.Schema.Equal(first.Schema) || (s.Sidecar != nil) != cdc {
 			return nil, fmt.Errorf("%w: postgres: job %s: slice %d differs from slice 0 in schema or CDC-ness", engine.ErrCannotApply, job.ID, i)
