@@ -12,7 +12,7 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
-// Oracles of compaction (issue 4): memory, a bounded WAL, reclaim, and
+// Oracles of compaction: memory, a bounded WAL, reclaim, and
 // exactly-once delivery to the destination in commit order.
 
 // memWatch remembers the last memory reading: admission and the cache

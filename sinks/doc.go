@@ -39,7 +39,7 @@
 // # A name taken by another job
 //
 // A job's name (object key, file name, Memory's ID) is its compaction_id.
-// Two logs could once make the same id (issue 20), so no sink takes an id
+// Two logs could once make the same id (before WAL identities), so no sink takes an id
 // it finds for "applied" on the id alone; each records the job's Content
 // and origin beside it and compares (engine.Job):
 //

@@ -21,8 +21,9 @@ import (
 
 // A Parquet sink that finds a file (or object) already at a job's name
 // must not take it for the job on the name alone: the name is the job's
-// id, and a file of another job under the same id (another log's, issue
-// 20) would make it report rows applied that never were. So it reads the
+// id, and a file of another job under the same id (another log's, as
+// before WAL identities) would make it report rows applied that never
+// were. So it reads the
 // file's footer — its tail, through the sink's port, every length
 // bounded — and judges it (judgeFile, on the Executor):
 //

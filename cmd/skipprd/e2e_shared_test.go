@@ -32,7 +32,7 @@ import (
 	"github.com/skipprd/skipprd/storage"
 )
 
-// Two pipelines, one destination (issue 20). Each pipeline has its own
+// Two pipelines, one destination. Each pipeline has its own
 // WAL, and every WAL numbers its snapshots from 000000000001-000000000001,
 // so before WAL identities two daemons produced the same compaction ids
 // for different rows, and every sink — which dedupes on the id alone —
@@ -738,7 +738,7 @@ func collectText(rows pgx.Rows, err error) ([]string, error) {
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// preIdentityCommit is the last build before WAL identities (issue 20):
+// preIdentityCommit is the last build before WAL identities:
 // its compaction ids are hash(snapshot id, sink, ordinals), the same in
 // every WAL. TestUpgradeAcrossCrash runs it, then the current build, on
 // one DATA_DIR.
