@@ -155,6 +155,10 @@ func (e *Engine) Err() error { return e.err }
 // Epoch returns this incarnation's writer epoch (0 before recovery).
 func (e *Engine) Epoch() uint64 { return e.epoch }
 
+// Origin names the log this engine commits for: its WAL id and pipeline
+// (zero until recovery claimed the epoch).
+func (e *Engine) Origin() segment.Origin { return e.origin }
+
 // Offsets returns a copy of the offsets view: every source offset some
 // owned segment committed. Replayable sources resume from here.
 func (e *Engine) Offsets() segment.Offsets { return e.committed.sorted() }

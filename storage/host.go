@@ -259,6 +259,12 @@ func (h *Host) Stats(ctx context.Context) (engine.Stats, error) {
 	return query(ctx, h, func() engine.Stats { return h.eng.Stats() })
 }
 
+// Origin returns the log's identity: its WAL id and pipeline (zero
+// before recovery claimed an epoch).
+func (h *Host) Origin(ctx context.Context) (segment.Origin, error) {
+	return query(ctx, h, func() segment.Origin { return h.eng.Origin() })
+}
+
 // LastAlert returns the engine's most recent alert (a condition an
 // operator must look at: an unreadable bitmap, a refused job), or nil.
 func (h *Host) LastAlert(ctx context.Context) (error, error) {

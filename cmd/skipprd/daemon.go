@@ -323,7 +323,11 @@ func (d *daemon) serve(ctx context.Context, stdout io.Writer, started time.Time)
 	if err != nil {
 		return d.close(0) // only ctx ends Offsets on a running host
 	}
-	d.log.Info("ready", "startup", time.Since(started).Round(time.Millisecond))
+	origin, err := d.host.Origin(ctx)
+	if err != nil {
+		return d.close(0)
+	}
+	d.log.Info("ready", "startup", time.Since(started).Round(time.Millisecond), "pipeline", origin.Pipeline, "wal_id", origin.WAL.String())
 	d.chaos.ready(d.log, d.stopSelf)
 	srcCtx, stopSources := context.WithCancel(context.Background())
 	defer stopSources()

@@ -439,6 +439,34 @@ func (s sharedScenario) check(t *testing.T, daemons []*sharedDaemon, acked *acke
 	for _, d := range daemons {
 		d.checkNoAlerts(t)
 	}
+	checkWALIdentities(t, daemons)
+}
+
+// checkWALIdentities: every run of a daemon that got ready named the
+// same WAL id (the identity is recovered with its WAL, kill or not), and
+// no two daemons named the same one.
+func checkWALIdentities(t *testing.T, daemons []*sharedDaemon) {
+	t.Helper()
+	owner := map[string]string{}
+	for _, d := range daemons {
+		ids := map[string]bool{}
+		for _, p := range d.runs {
+			if line := findLine(p.stderrLines(), "msg=ready"); line != "" {
+				_, id, _ := strings.Cut(line, "wal_id=")
+				id, _, _ = strings.Cut(id, " ")
+				ids[id] = true
+			}
+		}
+		if len(ids) != 1 {
+			t.Errorf("pipeline %s: its runs got ready with WAL ids %v, want one", d.name, slices.Sorted(maps.Keys(ids)))
+		}
+		for id := range ids {
+			if len(id) != 32 || owner[id] != "" {
+				t.Errorf("pipeline %s: WAL id %q (pipeline %q has it too)", d.name, id, owner[id])
+			}
+			owner[id] = d.name
+		}
+	}
 }
 
 // idsDiff describes how the ids got differ from want as multisets: ""
