@@ -227,7 +227,7 @@ func TestInspectLeftovers(t *testing.T) {
 	recA := recordOf(cfg)
 	left := func() leftover {
 		t.Helper()
-		before := snapshotDir(t, dataDir)
+		before := settledSnapshot(t, dataDir)
 		l, err := leftBy(context.Background(), cfg, recA, slog.New(slog.NewTextHandler(io.Discard, nil)))
 		if err != nil {
 			t.Fatal(err)
@@ -367,6 +367,25 @@ func (d *daemon) unlockAll() error {
 
 // snapshotDir lists every file under dir with its size and modification
 // time (wal.lock aside: it names the process holding it).
+// settledSnapshot is snapshotDir once two snapshots 100 ms apart agree:
+// a killed host's disk workers may still finish a best-effort clean-up
+// (a leftover temp file removed) after Kill returns, and the check that
+// follows must see only what the code under test changed.
+func settledSnapshot(t *testing.T, dir string) string {
+	t.Helper()
+	prev := snapshotDir(t, dir)
+	for range 50 {
+		time.Sleep(100 * time.Millisecond)
+		cur := snapshotDir(t, dir)
+		if cur == prev {
+			return cur
+		}
+		prev = cur
+	}
+	t.Fatalf("%s kept changing for 5 s with no process on it", dir)
+	return ""
+}
+
 func snapshotDir(t *testing.T, dir string) string {
 	t.Helper()
 	var b strings.Builder
