@@ -69,7 +69,8 @@ func (sc *logScan) flushedEverywhere(s *sealScan) bool {
 
 type partScan struct {
 	p     *logPart
-	units map[uint64]*unitScan // by sequence number
+	scan  *wal.PartitionScan
+	units map[uint64]*unitScan // by sequence number; INVARIANT: len = scan.Units()
 }
 
 type unitScan struct {
@@ -155,7 +156,7 @@ func (l *diskLog) readParts(ids []uint32, done func(error)) {
 			}
 		}
 		slices.Sort(nums)
-		ps := &partScan{p: p, units: map[uint64]*unitScan{}}
+		ps := &partScan{p: p, scan: wal.NewPartitionScan(p.id), units: map[uint64]*unitScan{}}
 		l.scan.parts = append(l.scan.parts, ps)
 		l.readSegs(ps, nums, func(err error) {
 			if err != nil {
@@ -255,84 +256,35 @@ func (l *diskLog) readOpen(name string, f File, tries int, best []byte, done fun
 	})
 }
 
-// scanSegment decodes one segment image into ps and the scan.
+// scanSegment decodes one segment image into ps and the scan, under the
+// log's rules (wal.PartitionScan).
 func (l *diskLog) scanSegment(ps *partScan, seg *logSeg, b []byte) {
 	e, p := l.e, ps.p
-	r := wal.Scan(seg.path, b)
-	if r.Torn {
+	torn := ps.scan.Add(seg.num, seg.path, b, wal.PartitionHooks{
+		Unit: func(_ uint64, rec *wal.UnitRecord) { ps.units[rec.Seq] = &unitScan{rec: *rec, seg: seg} },
+		Seal: func(_ uint64, rec *wal.SealRecord) { l.addSeal(p.id, seg, *rec) },
+		Flushed: func(_ uint64, rec *wal.FlushedRecord) {
+			l.scan.flushed[SnapshotID{rec.Snapshot.Epoch, rec.Snapshot.Seq}] |= 1 << p.id
+		},
+		Drop: func(seq uint64) {
+			delete(ps.units, seq)
+			e.mark(MarkWALStaleDiscarded)
+		},
+	})
+	if torn {
 		e.mark(MarkWALTornTail)
 	}
-	halt := func(err error) {
+	p.nextSeq = ps.scan.NextSeq
+	if uint64(len(ps.units)) != ps.scan.Units() {
+		e.broken("the units recovery holds are the log's: partition %d holds %d, its scan %d", p.id, len(ps.units), ps.scan.Units())
+		return
+	}
+	if err := ps.scan.Halted; err != nil {
 		p.halted = err
 		e.mark(MarkWALCorrupt)
 		e.stats.WALCorruptions++
 		e.alert(AlertWALHalted, fmt.Errorf("%w: WAL partition %d halted: %v", ErrCorrupt, p.id, err))
 	}
-	if r.Corrupt != nil {
-		halt(r.Corrupt) // entries before it are still used
-	}
-	var next uint64 // the sequence number the next unit here must carry
-	for i, ent := range r.Entries {
-		rec, err := wal.DecodeRecord(seg.path, ent.Payload)
-		if err != nil {
-			halt(err)
-			return
-		}
-		h, isHeader := rec.(*wal.Header)
-		switch {
-		case i == 0 && !isHeader:
-			halt(fmt.Errorf("%s: first entry is not a header", seg.path))
-			return
-		case i == 0:
-			if h.Partition != p.id || h.Segment != seg.num {
-				halt(fmt.Errorf("%s: header names partition %d segment %d", seg.path, h.Partition, h.Segment))
-				return
-			}
-			if !l.supersede(ps, seg, h.FirstSeq, halt) {
-				return
-			}
-			next = h.FirstSeq
-			continue
-		case isHeader:
-			halt(fmt.Errorf("%s: a header at offset %d", seg.path, ent.Offset))
-			return
-		}
-		switch rec := rec.(type) {
-		case *wal.UnitRecord:
-			if rec.Seq != next {
-				halt(fmt.Errorf("%s: unit at offset %d has sequence %d, expected %d (no gaps)", seg.path, ent.Offset, rec.Seq, next))
-				return
-			}
-			ps.units[rec.Seq] = &unitScan{rec: *rec, seg: seg}
-			next++
-		case *wal.SealRecord:
-			l.addSeal(p.id, seg, *rec)
-		case *wal.FlushedRecord:
-			l.scan.flushed[SnapshotID{rec.Snapshot.Epoch, rec.Snapshot.Seq}] |= 1 << p.id
-		}
-	}
-	if next > 0 {
-		p.nextSeq = max(p.nextSeq, next)
-	}
-}
-
-// supersede applies a segment header's first_seq: units already read at
-// or above it were a poisoned batch (never acked) and are dropped; a
-// first_seq past the next expected number is a gap.
-func (l *diskLog) supersede(ps *partScan, seg *logSeg, first uint64, halt func(error)) bool {
-	p := ps.p
-	if len(ps.units) > 0 && first > p.nextSeq {
-		halt(fmt.Errorf("%s: first sequence %d, but the log before it ends at %d (a gap)", seg.path, first, p.nextSeq-1))
-		return false
-	}
-	for seq := first; seq < p.nextSeq; seq++ {
-		if _, ok := ps.units[seq]; ok {
-			delete(ps.units, seq)
-			l.e.mark(MarkWALStaleDiscarded)
-		}
-	}
-	p.nextSeq = first
-	return true
 }
 
 func (l *diskLog) addSeal(part uint32, seg *logSeg, r wal.SealRecord) {

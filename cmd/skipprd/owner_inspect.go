@@ -236,11 +236,11 @@ type logReport struct {
 // segment size holding one entry of the largest size, with alignment.
 const logFileMax = wal.SegmentBytesMax + wal.EntryPayloadMax + 4*engine.DirectAlign
 
-// inspectLog reads every partition of the log under dataDir with the
-// scanner recovery uses and counts the units no flushed generation
-// covers, the way recovery decides them (engine/wal_disk_recover.go): a
-// torn tail is cut; a later header's first_seq supersedes units at or
-// past it; damage stops that partition (its units so far still count).
+// inspectLog reads every partition of the log under dataDir under the
+// rules recovery applies (wal.PartitionScan: a torn tail is cut, a later
+// header's first_seq supersedes units at or past it, damage stops that
+// partition — its units so far still count) and counts the units no
+// flushed generation covers.
 func inspectLog(dataDir string) (logReport, error) {
 	var r logReport
 	root := filepath.Join(dataDir, wal.Root)
@@ -252,11 +252,9 @@ func inspectLog(dataDir string) (logReport, error) {
 		return r, fmt.Errorf("reading the log: %w", err)
 	}
 	type seal struct {
-		part    uint32
-		id      wal.SnapshotRef
-		ranges  []wal.SeqRange
-		created int64
-		dir     string
+		part   uint32
+		id     wal.SnapshotRef
+		ranges []wal.SeqRange
 	}
 	var seals []seal
 	flushed := map[wal.SnapshotRef]bool{}
@@ -267,94 +265,35 @@ func inspectLog(dataDir string) (logReport, error) {
 		if !ok || !n.IsDir() {
 			continue
 		}
-		files, err := os.ReadDir(filepath.Join(root, n.Name()))
-		if err != nil {
-			return r, fmt.Errorf("reading the log: %w", err)
-		}
-		var nums []uint64
-		for _, f := range files {
-			if num, ok := wal.ParseSegmentName(f.Name()); ok {
-				nums = append(nums, num)
-			}
-		}
-		slices.Sort(nums)
 		have := map[uint64]bool{}
 		units[part] = have
-		var nextSeq uint64 = 1
-		damaged := func(format string, args ...any) {
-			r.Damaged = append(r.Damaged, fmt.Sprintf("partition %d: %s", part, fmt.Sprintf(format, args...)))
+		scan := wal.NewPartitionScan(part)
+		hooks := wal.PartitionHooks{
+			Unit: func(_ uint64, rec *wal.UnitRecord) { have[rec.Seq] = true },
+			Seal: func(_ uint64, rec *wal.SealRecord) {
+				seals = append(seals, seal{part, rec.Snapshot, rec.Ranges})
+				if r.Newest == "" || rec.CreatedUnixMs >= newest {
+					r.Newest, newest = rec.Dir, rec.CreatedUnixMs
+				}
+			},
+			Flushed: func(_ uint64, rec *wal.FlushedRecord) { flushed[rec.Snapshot] = true },
+			Drop:    func(seq uint64) { delete(have, seq) }, // a poisoned batch, never acked
 		}
-	files:
-		for _, num := range nums {
-			path := filepath.Join(dataDir, filepath.FromSlash(wal.SegmentPath(part, num)))
-			b, err := readLogFile(path)
-			if err != nil {
-				return r, err
-			}
-			res := wal.Scan(path, b)
-			var next uint64
-			for i, ent := range res.Entries {
-				rec, err := wal.DecodeRecord(path, ent.Payload)
-				if err != nil {
-					damaged("%v", err)
-					break files
-				}
-				h, isHeader := rec.(*wal.Header)
-				switch {
-				case i == 0 && (!isHeader || h.Partition != part || h.Segment != num):
-					damaged("%s: the first entry is not this file's header", path)
-					break files
-				case i == 0:
-					if len(have) > 0 && h.FirstSeq > nextSeq {
-						damaged("%s: first sequence %d, but the log before it ends at %d (a gap)", path, h.FirstSeq, nextSeq-1)
-						break files
-					}
-					for seq := h.FirstSeq; seq < nextSeq; seq++ {
-						delete(have, seq) // a poisoned batch, never acked
-					}
-					next, nextSeq = h.FirstSeq, h.FirstSeq
-					continue
-				case isHeader:
-					damaged("%s: a header at offset %d", path, ent.Offset)
-					break files
-				}
-				switch rec := rec.(type) {
-				case *wal.UnitRecord:
-					if rec.Seq != next {
-						damaged("%s: unit at offset %d has sequence %d, expected %d", path, ent.Offset, rec.Seq, next)
-						break files
-					}
-					have[rec.Seq] = true
-					next++
-				case *wal.SealRecord:
-					seals = append(seals, seal{part, rec.Snapshot, rec.Ranges, rec.CreatedUnixMs, rec.Dir})
-					if r.Newest == "" || rec.CreatedUnixMs >= newest {
-						r.Newest, newest = rec.Dir, rec.CreatedUnixMs
-					}
-				case *wal.FlushedRecord:
-					flushed[rec.Snapshot] = true
-				}
-			}
-			if next > 0 {
-				nextSeq = max(nextSeq, next)
-			}
-			if res.Corrupt != nil {
-				damaged("%v", res.Corrupt)
-				break
-			}
+		if err := scanPartition(dataDir, part, scan, hooks); err != nil {
+			return r, err
+		}
+		if scan.Halted != nil {
+			r.Damaged = append(r.Damaged, fmt.Sprintf("partition %d: %v", part, scan.Halted))
 		}
 	}
 	// A generation flushed anywhere is committed: its units are done.
 	for _, s := range seals {
 		have := units[s.part]
-		if !flushed[s.id] || len(have) == 0 {
+		if !flushed[s.id] {
 			continue
 		}
 		for _, rg := range s.ranges {
-			for seq := rg.Lo; seq <= rg.Hi && seq >= rg.Lo; seq++ {
-				if len(have) == 0 {
-					break
-				}
+			for seq := rg.Lo; seq <= rg.Hi && seq >= rg.Lo && len(have) > 0; seq++ {
 				delete(have, seq)
 			}
 		}
@@ -363,6 +302,32 @@ func inspectLog(dataDir string) (logReport, error) {
 		r.Units += len(have)
 	}
 	return r, nil
+}
+
+// scanPartition feeds partition part's segment files, in number order,
+// to scan.
+func scanPartition(dataDir string, part uint32, scan *wal.PartitionScan, hooks wal.PartitionHooks) error {
+	dir := filepath.Join(dataDir, filepath.FromSlash(wal.PartitionDir(part)))
+	files, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("reading the log: %w", err)
+	}
+	var nums []uint64
+	for _, f := range files {
+		if num, ok := wal.ParseSegmentName(f.Name()); ok {
+			nums = append(nums, num)
+		}
+	}
+	slices.Sort(nums)
+	for _, num := range nums {
+		path := filepath.Join(dataDir, filepath.FromSlash(wal.SegmentPath(part, num)))
+		b, err := readLogFile(path)
+		if err != nil {
+			return err
+		}
+		scan.Add(num, path, b, hooks)
+	}
+	return nil
 }
 
 // readLogFile reads one log file whole, refusing one larger than any log
