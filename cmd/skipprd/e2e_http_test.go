@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -115,14 +116,38 @@ func listenAddr(lines []string) string {
 // postUntilAcked posts client c's request i — its rows and key are a
 // function of (c, i) — until it is answered 200, and returns its ids.
 func postUntilAcked(t *testing.T, addr *atomic.Value, c, i int) []string {
-	rows := 1 + (c*31+i*17)%20
+	r := ingestRequest{ns: "events", key: fmt.Sprintf("client-%d-request-%d", c, i), token: "t0ken"}
 	var body bytes.Buffer
-	ids := make([]string, rows)
-	for r := range rows {
-		ids[r] = fmt.Sprintf("c%02d-%03d-%02d", c, i, r)
-		fmt.Fprintf(&body, `{"id":%q,"n":%d,"src":%d}`+"\n", ids[r], r, c)
+	for n := range 1 + (c*31+i*17)%20 {
+		r.ids = append(r.ids, fmt.Sprintf("c%02d-%03d-%02d", c, i, n))
+		fmt.Fprintf(&body, `{"id":%q,"n":%d,"src":%d}`+"\n", r.ids[n], n, c)
 	}
-	key := fmt.Sprintf("client-%d-request-%d", c, i)
+	r.body = body.Bytes()
+	if !postAcked(t, addr, r) {
+		return nil
+	}
+	return r.ids
+}
+
+// ingestRequest is one request to the HTTP source: its namespace, key,
+// bearer token ("" for none), JSON-lines body and the ids of its rows.
+type ingestRequest struct {
+	ns, key, token string
+	body           []byte
+	ids            []string
+}
+
+// ingestClient bounds one attempt: a request may wait for a segment
+// commit or a recovery fence; an attempt that times out is sent again
+// with the same key, like a cut one.
+var ingestClient = &http.Client{Timeout: 30 * time.Second}
+
+// postAcked posts r to the daemon at addr until it is answered 200
+// stating r's row count, retrying with the same key and body across
+// refused connections, cut requests, 503s and 429s (an empty address: no
+// daemon listens now). It reports false (and fails t) for any other
+// answer, or none within e2eWait.
+func postAcked(t *testing.T, addr *atomic.Value, r ingestRequest) bool {
 	deadline := time.Now().Add(e2eWait)
 	for time.Now().Before(deadline) {
 		a := addr.Load().(string)
@@ -130,27 +155,34 @@ func postUntilAcked(t *testing.T, addr *atomic.Value, c, i int) []string {
 			time.Sleep(20 * time.Millisecond)
 			continue
 		}
-		req, _ := http.NewRequest(http.MethodPost, "http://"+a+"/v1/ingest/events", bytes.NewReader(body.Bytes()))
+		req, _ := http.NewRequest(http.MethodPost, "http://"+a+"/v1/ingest/"+r.ns, bytes.NewReader(r.body))
 		req.Header.Set("Content-Type", "application/x-ndjson")
-		req.Header.Set("Idempotency-Key", key)
-		req.Header.Set("Authorization", "Bearer t0ken")
-		resp, err := http.DefaultClient.Do(req)
+		req.Header.Set("Idempotency-Key", r.key)
+		if r.token != "" {
+			req.Header.Set("Authorization", "Bearer "+r.token)
+		}
+		resp, err := ingestClient.Do(req)
 		if err != nil {
-			time.Sleep(20 * time.Millisecond) // refused or cut by a kill: retry
+			time.Sleep(20 * time.Millisecond) // refused, or cut by a kill: retry
 			continue
 		}
 		msg, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		switch resp.StatusCode {
 		case http.StatusOK:
-			return ids
+			var ans struct{ Rows int }
+			if err := json.Unmarshal(msg, &ans); err != nil || ans.Rows != len(r.ids) {
+				t.Errorf("%s request %s (%d rows) answered 200 %s", r.ns, r.key, len(r.ids), msg)
+				return false
+			}
+			return true
 		case http.StatusServiceUnavailable, http.StatusTooManyRequests:
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // recovering, or backpressure
 		default:
-			t.Errorf("request %s answered %d: %s", key, resp.StatusCode, msg)
-			return nil
+			t.Errorf("%s request %s answered %d: %s", r.ns, r.key, resp.StatusCode, msg)
+			return false
 		}
 	}
-	t.Errorf("request %s not acked within %v", key, e2eWait)
-	return nil
+	t.Errorf("%s request %s not acked within %v", r.ns, r.key, e2eWait)
+	return false
 }

@@ -4,14 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -156,33 +155,20 @@ func exitCode(t *testing.T, p *proc) int {
 }
 
 // postRows posts request i of pipeline tag — a few rows with ids
-// tag-i-r — and requires a 200; it returns the ids.
+// tag-i-r — to the daemon at addr and requires a 200; it returns the ids.
 func postRows(t *testing.T, addr, tag string, i int) []string {
 	t.Helper()
+	r := ingestRequest{ns: "events", key: fmt.Sprintf("%s-%d", tag, i)}
 	var body bytes.Buffer
-	var ids []string
-	for r := range 1 + i%5 {
-		id := fmt.Sprintf("%s-%04d-%d", tag, i, r)
-		ids = append(ids, id)
-		fmt.Fprintf(&body, `{"id":%q,"n":%d}`+"\n", id, r)
+	for n := range 1 + i%5 {
+		r.ids = append(r.ids, fmt.Sprintf("%s-%04d-%d", tag, i, n))
+		fmt.Fprintf(&body, `{"id":%q,"n":%d}`+"\n", r.ids[n], n)
 	}
-	for try := 0; ; try++ {
-		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+"/v1/ingest/events", bytes.NewReader(body.Bytes()))
-		req.Header.Set("Content-Type", "application/x-ndjson")
-		req.Header.Set("Idempotency-Key", fmt.Sprintf("%s-%d", tag, i))
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatalf("request %s-%d: %v", tag, i, err)
-		}
-		msg, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode == http.StatusOK:
-			return ids
-		case (resp.StatusCode == http.StatusServiceUnavailable || resp.StatusCode == http.StatusTooManyRequests) && try < 200:
-			time.Sleep(50 * time.Millisecond) // recovering, or backpressure
-		default:
-			t.Fatalf("request %s-%d answered %d: %s", tag, i, resp.StatusCode, msg)
-		}
+	r.body = body.Bytes()
+	var a atomic.Value
+	a.Store(addr)
+	if !postAcked(t, &a, r) {
+		t.FailNow()
 	}
+	return r.ids
 }

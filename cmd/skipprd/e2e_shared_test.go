@@ -111,20 +111,10 @@ func (d *sharedDaemon) checkNoAlerts(t *testing.T) {
 	}
 }
 
-// sharedRequest is one request of a pipeline's client: its namespace,
-// key, body and the ids of its rows. The key does not name the pipeline:
-// two pipelines' clients use the same keys, as two independent producers
-// may, and each pipeline's keys are its own.
-type sharedRequest struct {
-	ns, key string
-	body    []byte
-	ids     []string
-}
-
-// sharedRequestOf is client c's request i of pipeline name, posted to
+// ingestRequestOf is client c's request i of pipeline name, posted to
 // one of namespaces; its rows' ids are unique across pipelines.
-func sharedRequestOf(name string, namespaces []string, c, i int) sharedRequest {
-	r := sharedRequest{ns: namespaces[(c+i)%len(namespaces)], key: fmt.Sprintf("client-%d-request-%d", c, i)}
+func ingestRequestOf(name string, namespaces []string, c, i int) ingestRequest {
+	r := ingestRequest{ns: namespaces[(c+i)%len(namespaces)], key: fmt.Sprintf("client-%d-request-%d", c, i)}
 	var body bytes.Buffer
 	for n := range 1 + (c*31+i*17)%20 {
 		id := fmt.Sprintf("%s-c%02d-r%03d-%02d", name, c, i, n)
@@ -133,52 +123,6 @@ func sharedRequestOf(name string, namespaces []string, c, i int) sharedRequest {
 	}
 	r.body = body.Bytes()
 	return r
-}
-
-// sharedClient bounds one attempt: a request may wait for a segment
-// commit or a recovery fence; an attempt that times out is sent again
-// with the same key, like a cut one.
-var sharedClient = &http.Client{Timeout: 30 * time.Second}
-
-// postShared posts r to the daemon at addr until it is answered 200
-// with r's row count, retrying with the same key and body across refused
-// connections, cut requests, 503s and 429s. It reports false (and fails
-// t) for any other answer or none within e2eWait.
-func postShared(t *testing.T, addr *atomic.Value, r sharedRequest) bool {
-	deadline := time.Now().Add(e2eWait)
-	for time.Now().Before(deadline) {
-		a := addr.Load().(string)
-		if a == "" {
-			time.Sleep(20 * time.Millisecond)
-			continue
-		}
-		req, _ := http.NewRequest(http.MethodPost, "http://"+a+"/v1/ingest/"+r.ns, bytes.NewReader(r.body))
-		req.Header.Set("Content-Type", "application/x-ndjson")
-		req.Header.Set("Idempotency-Key", r.key)
-		resp, err := sharedClient.Do(req)
-		if err != nil {
-			time.Sleep(20 * time.Millisecond) // refused, or cut by a kill: retry
-			continue
-		}
-		msg, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch resp.StatusCode {
-		case http.StatusOK:
-			var ans struct{ Rows int }
-			if err := json.Unmarshal(msg, &ans); err != nil || ans.Rows != len(r.ids) {
-				t.Errorf("%s request %s (%d rows) answered 200 %s", r.ns, r.key, len(r.ids), msg)
-				return false
-			}
-			return true
-		case http.StatusServiceUnavailable, http.StatusTooManyRequests:
-			time.Sleep(50 * time.Millisecond)
-		default:
-			t.Errorf("%s request %s answered %d: %s", r.ns, r.key, resp.StatusCode, msg)
-			return false
-		}
-	}
-	t.Errorf("%s request %s not acked within %v", r.ns, r.key, e2eWait)
-	return false
 }
 
 // sharedLoad is the clients of one daemon: clients goroutines posting
@@ -236,14 +180,14 @@ func (l sharedLoad) run(t *testing.T, d *sharedDaemon, seed uint64, into *ackedR
 			defer wg.Done()
 			rng := rand.New(rand.NewPCG(seed, uint64(c)))
 			for i := range l.requests {
-				r := sharedRequestOf(d.name, l.namespaces, c, i)
-				if !postShared(t, &d.addr, r) {
+				r := ingestRequestOf(d.name, l.namespaces, c, i)
+				if !postAcked(t, &d.addr, r) {
 					return
 				}
 				into.add(r.ns, r.ids)
 				d.acked.Add(1)
 				if (c+i)%5 == 0 {
-					postShared(t, &d.addr, r) // answered 200 again, stored once
+					postAcked(t, &d.addr, r) // answered 200 again, stored once
 				}
 				if l.pause > 0 {
 					time.Sleep(time.Duration(rng.Int64N(int64(l.pause))))
@@ -297,14 +241,14 @@ func (s sharedScenario) runIssue(t *testing.T, bin, nsA, nsB string) {
 	want := &ackedRows{}
 	for i, d := range daemons {
 		ns := []string{nsA, nsB}[i]
-		r := sharedRequest{ns: ns, key: "order-42"} // one key: each pipeline's keys are its own
+		r := ingestRequest{ns: ns, key: "order-42"} // one key: each pipeline's keys are its own
 		var body bytes.Buffer
 		for n := range 2 + i {
 			r.ids = append(r.ids, fmt.Sprintf("%s-%d", d.name, n+1))
 			fmt.Fprintf(&body, `{"id":%q,"n":%d,"p":%q}`+"\n", r.ids[n], n, d.name)
 		}
 		r.body = body.Bytes()
-		if !postShared(t, &d.addr, r) {
+		if !postAcked(t, &d.addr, r) {
 			t.FailNow()
 		}
 		want.add(ns, r.ids)
@@ -902,8 +846,8 @@ func upgradeTrial(t *testing.T, trial int, old, cur string, withPG bool) bool {
 		go func() {
 			defer wg.Done()
 			for i := 0; !stopping.Load(); i++ {
-				r := sharedRequestOf(fmt.Sprintf("t%d", trial), namespaces, c, i)
-				if !postShared(t, &d.addr, r) {
+				r := ingestRequestOf(fmt.Sprintf("t%d", trial), namespaces, c, i)
+				if !postAcked(t, &d.addr, r) {
 					return
 				}
 				acked.add(r.ns, r.ids)
