@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/storage"
 )
 
 // The live WAL view: one page (web/live.html, embedded: no asset is
@@ -100,44 +101,76 @@ func (v *liveView) api(w http.ResponseWriter, r *http.Request) {
 // read gathers one liveState from the host.
 func (v *liveView) read(ctx context.Context) (liveState, error) {
 	h := v.d.host
-	tape, err := h.Tape(ctx)
-	if err != nil {
+	var in liveInputs
+	var err error
+	if in.tape, err = h.Tape(ctx); err != nil {
 		return liveState{}, err
 	}
-	st, err := h.Stats(ctx)
-	if err != nil {
+	if in.stats, err = h.Stats(ctx); err != nil {
 		return liveState{}, err
 	}
-	fd, err := h.FlushDelay(ctx)
-	if err != nil {
+	if in.delay, err = h.FlushDelay(ctx); err != nil {
 		return liveState{}, err
 	}
-	alerts, _, err := h.AlertsSince(ctx, 0)
-	if err != nil {
+	if in.alerts, _, err = h.AlertsSince(ctx, 0); err != nil {
 		return liveState{}, err
 	}
+	in.uptime = time.Since(v.started)
+	in.reclaimed = v.reclaim(in.tape)
+	return buildLive(in), nil
+}
+
+// liveInputs is what one poll read from the host.
+type liveInputs struct {
+	uptime    time.Duration
+	tape      []engine.TapeSegment
+	stats     engine.Stats
+	delay     storage.FlushDelay
+	alerts    []engine.Alert
+	reclaimed []string
+}
+
+// liveAlertsMax bounds the alerts one poll carries (the newest).
+const liveAlertsMax = 20
+
+// buildLive is the answer for in. Every list and map in it is non-nil,
+// whatever in holds — the page iterates them, and an idle pipeline has
+// none of anything (TestLiveNeverNull).
+func buildLive(in liveInputs) liveState {
+	st, fd := in.stats, in.delay
 	s := liveState{
-		UptimeS: time.Since(v.started).Seconds(), AckDelayMs: millis(st.AckDelayEMA), PersistEMAMs: millis(st.PersistEMA),
+		UptimeS: in.uptime.Seconds(), AckDelayMs: millis(st.AckDelayEMA), PersistEMAMs: millis(st.PersistEMA),
 		FlushDelayMs: millis(fd.Now), DelayLowerMs: millis(fd.Lower), DelayUpperMs: millis(fd.Upper),
 		Memory: liveMemory{Pool: st.PoolBytes, AdmissionLimit: st.AdmissionBytes, Held: st.HeldBytes,
 			CacheLimit: st.CacheBytesMax, Cached: st.CacheBytes, Pinned: st.CachePinnedBytes},
-		AckedRows: st.RowsAcked, AppliedRows: st.RowsApplied, Namespaces: map[string]uint64{},
+		AckedRows: st.RowsAcked, AppliedRows: st.RowsApplied,
+		Segments:   liveSegments(in.tape),
+		Reclaimed:  append(make([]string, 0, len(in.reclaimed)), in.reclaimed...),
+		Alerts:     make([]liveAlert, 0, min(len(in.alerts), liveAlertsMax)),
+		Namespaces: make(map[string]uint64, len(st.Namespaces)),
 	}
 	for _, ns := range st.Namespaces {
 		s.Namespaces[ns.Namespace] = ns.RowsAcked
 	}
-	for _, a := range alerts[max(0, len(alerts)-20):] {
-		s.Alerts = append(s.Alerts, liveAlert{a.Seq, a.Kind.String(), a.Err.Error()})
+	for _, a := range in.alerts[max(0, len(in.alerts)-liveAlertsMax):] {
+		s.Alerts = append(s.Alerts, liveAlert{a.Seq, a.Kind.String(), alertReason(a.Err)})
 	}
-	s.Segments = liveSegments(tape)
-	s.Reclaimed = v.reclaim(tape)
-	return s, nil
+	return s
+}
+
+// alertReason is an alert's reason as text; an alert always has one
+// (engine.Alert.Err), and the page shows it.
+func alertReason(err error) string {
+	if err == nil {
+		return "(no reason given)"
+	}
+	return err.Error()
 }
 
 func liveSegments(tape []engine.TapeSegment) []liveSegment {
 	out := make([]liveSegment, 0, len(tape))
 	for _, t := range tape {
-		seg := liveSegment{ID: t.ID, State: "committed"}
+		seg := liveSegment{ID: t.ID, State: "committed", Parts: make([]livePart, 0, len(t.Parts))}
 		switch {
 		case t.Kept:
 			seg.State = "kept"

@@ -32,38 +32,24 @@ func DuckDB(t testing.TB, sql string) []map[string]any {
 	return rows
 }
 
-// Page is what the live view showed at one moment.
-type Page struct {
-	Status                                string
-	Acked, SinceOpen, Polls               uint64
-	TapeSegments, SegDivs, Parts          int
-	Bits, BitRows, ChartLines, MemoryBars int
-	Memory, Alerts                        string
-}
-
-// LiveView opens url in chromium (a browser binary), reads the page in
-// the same tab for at least waitMs, and saves a screenshot to shot: the
-// first read, the last, and the most of each count any read saw. outside
-// lists the requests the page made to any other origin.
-func LiveView(t testing.TB, chromium, url, shot string, waitMs int) (first, second, most Page, outside []string) {
-	t.Helper()
-	env := []string{"CHROMIUM=" + chromium, "WAIT_MS=" + itoa(waitMs)}
-	out := node(t, "playwright-core", env, "browser.mjs", url, shot)
-	var got struct {
-		First, Second, Most Page
-		Outside             []string
-	}
-	if err := json.Unmarshal(out, &got); err != nil {
-		t.Fatalf("browser: its output does not decode: %v\n%.2000s", err, out)
-	}
-	return got.First, got.Second, got.Most, got.Outside
-}
-
-func itoa(n int) string { b, _ := json.Marshal(n); return string(b) }
-
 // node runs script (in this directory) with args once pkg is installed,
 // and returns its stdout.
 func node(t testing.TB, pkg string, env []string, script string, args ...string) []byte {
+	t.Helper()
+	cmd := nodeCmd(t, pkg, env, script, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("node %s %v: %v\n%s", script, args, err, stderr.String())
+	}
+	return out
+}
+
+// nodeCmd is the command that runs script (in this directory) with args,
+// once pkg is installed; without Node.js or pkg the test is skipped
+// loudly (failed under CI=true).
+func nodeCmd(t testing.TB, pkg string, env []string, script string, args ...string) *exec.Cmd {
 	t.Helper()
 	_, file, _, _ := runtime.Caller(0)
 	dir := filepath.Dir(file)
@@ -81,11 +67,5 @@ func node(t testing.TB, pkg string, env []string, script string, args ...string)
 	}
 	cmd := exec.Command("node", append([]string{filepath.Join(dir, script)}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node %s %v: %v\n%s", script, args, err, stderr.String())
-	}
-	return out
+	return cmd
 }
