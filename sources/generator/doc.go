@@ -30,11 +30,13 @@
 // One unit per offset key is in flight at a time: offsets are high-water
 // marks, and a later unit committed ahead of a refused earlier one would
 // make the host skip the earlier one forever (engine.Unit.Offsets).
-// Backpressure (engine.ErrResourceExhausted) and a host still recovering
-// (engine.ErrNotReady) are retried with the same unit after a backoff;
-// any other answer stops the partition — storage.ErrUnanswered (the host
-// was killed; the unit may be committed) in particular, since only a
-// restart's recovered offsets can tell.
+// Backpressure (engine.ErrResourceExhausted), a host still recovering
+// (engine.ErrNotReady) and an unknown outcome (engine.ErrUnknownOutcome —
+// a log write failed, say on a full disk — or storage.ErrUnanswered) are
+// retried with the same unit after a backoff: the host recognises a unit
+// it committed by its offset. Only a unit the host can never take
+// (engine.ErrInvalidUnit) or a host that refuses units for good
+// (engine.ErrClosed, failed closed) stops the partition, and Run.
 //
 // # Pace
 //

@@ -109,6 +109,7 @@ type Generator struct {
 	rowsAcked    atomic.Uint64
 	unitsAcked   atomic.Uint64
 	retries      atomic.Uint64
+	unknowns     atomic.Uint64
 
 	now   func() time.Time
 	sleep func(ctx context.Context, d time.Duration) error
@@ -194,7 +195,10 @@ type Stats struct {
 	RowsIngested uint64
 	RowsAcked    uint64 // rows of units answered nil (committed now, or before a restart)
 	UnitsAcked   uint64
-	Retries      uint64 // resubmissions after backpressure or before recovery finished
+	Retries      uint64 // resubmissions, for any reason
+	// Unknowns counts the answers that left a unit's outcome unknown (a
+	// failed log write, a host that stopped answering): each was retried.
+	Unknowns uint64
 }
 
 // Stats returns the counters. Safe from any goroutine.
@@ -204,6 +208,7 @@ func (g *Generator) Stats() Stats {
 		RowsAcked:    g.rowsAcked.Load(),
 		UnitsAcked:   g.unitsAcked.Load(),
 		Retries:      g.retries.Load(),
+		Unknowns:     g.unknowns.Load(),
 	}
 }
 
@@ -254,12 +259,16 @@ func (g *Generator) build(p *partition, from uint64, n int) arrow.RecordBatch {
 //   - engine.ErrResourceExhausted, engine.ErrNotReady: backpressure or
 //     recovery still running; the same unit (same rows, same offsets) is
 //     retried after a jittered, growing backoff.
-//   - engine.ErrClosed after ctx ended: the host is shutting down; stop.
-//   - anything else — notably storage.ErrUnanswered, the host was killed
-//     and the unit may or may not be committed: the partition stops and
-//     Run returns the error once every partition has stopped (the others
-//     are told to stop too). A restart resumes from the recovered
-//     offsets, which settle the unanswered unit either way.
+//   - any answer once ctx has ended: the host is shutting down; stop.
+//   - engine.ErrInvalidUnit, or engine.ErrClosed while ctx lives (the
+//     host failed closed): the partition stops and Run returns the error
+//     once every partition has stopped (the others are told to stop too).
+//   - anything else — engine.ErrUnknownOutcome (a log write failed: the
+//     disk filled, an fsync error), storage.ErrUnanswered: the unit may or
+//     may not be committed. The same unit (same rows, same offsets) is
+//     retried after the backoff, logged: the host recognises a unit it
+//     committed by its offset, so the retry settles it either way — as
+//     every other source does.
 //
 // Ending ctx stops producing but does not abandon a unit in flight: its
 // ingest call runs on without ctx's cancellation until answered, so that
@@ -347,19 +356,27 @@ func (g *Generator) submit(stopCtx, ingestCtx context.Context, ingest IngestFunc
 			g.rowsAcked.Add(uint64(n))
 			g.unitsAcked.Add(1)
 			return nil
-		case errors.Is(err, engine.ErrResourceExhausted), errors.Is(err, engine.ErrNotReady):
-			g.retries.Add(1)
-			// Jitter over the upper half of the backoff, so partitions
-			// refused together do not all come back together.
-			d := backoff/2 + rand.N(backoff/2+1)
-			if g.sleep(stopCtx, d) != nil {
-				return errStopped
-			}
-			backoff = min(2*backoff, g.cfg.RetryMax)
-		case errors.Is(err, engine.ErrClosed) && stopCtx.Err() != nil:
+		case stopCtx.Err() != nil:
 			return errStopped
+		case errors.Is(err, engine.ErrInvalidUnit), errors.Is(err, engine.ErrClosed):
+			return err // never accepted as it is; or the host refuses units for good
+		case errors.Is(err, engine.ErrResourceExhausted), errors.Is(err, engine.ErrNotReady):
 		default:
-			return err
+			// Outcome unknown (a log write that failed: the disk filled, an
+			// fsync error), or a host that stopped answering: the unit may
+			// be committed. The very same unit again is safe — the host
+			// recognises its offset — and it is the only way on.
+			g.unknowns.Add(1)
+			g.cfg.Logger.Warn("generator: ingest failed; retrying the same unit", "offset_key", p.offsetKey,
+				"from", from, "rows", n, "retry_in", backoff, "err", err)
 		}
+		g.retries.Add(1)
+		// Jitter over the upper half of the backoff, so partitions
+		// refused together do not all come back together.
+		d := backoff/2 + rand.N(backoff/2+1)
+		if g.sleep(stopCtx, d) != nil {
+			return errStopped
+		}
+		backoff = min(2*backoff, g.cfg.RetryMax)
 	}
 }

@@ -301,56 +301,65 @@ func checkResumed(t *testing.T, g *Generator, u engine.Unit, recovered segment.O
 	}
 }
 
-// Backpressure and "not ready" are retried with the very same unit;
-// other errors stop the run and are returned.
-func TestRunRetriesBackpressureAndStopsOnOtherErrors(t *testing.T) {
+// Backpressure, "not ready" and an unknown outcome (a log write that
+// failed, a host that stopped answering) are retried with the very same
+// unit; a unit the host can never take, or a host that refuses units for
+// good, stops the run and is returned.
+func TestRunRetriesTheSameUnitAndStopsOnRefusals(t *testing.T) {
 	streams := []Stream{{Namespace: "events", Partitions: 1, BatchRows: 10, TotalRows: 30}}
 	g, _ := newTestGenerator(t, streams)
+	errUnanswered := errors.New("unit unanswered")
 	rec := newRecorder(t, func(u engine.Unit, attempt int) error {
 		switch attempt {
 		case 1:
 			return fmt.Errorf("%w: admission full", engine.ErrResourceExhausted)
 		case 2:
 			return engine.ErrNotReady
+		case 3:
+			return fmt.Errorf("%w: WAL segment 00000001.log: no space left on device", engine.ErrUnknownOutcome)
+		case 4:
+			return errUnanswered
 		}
 		return nil
 	})
 	if err := g.Run(context.Background(), rec.ingest, nil); err != nil {
 		t.Fatal(err)
 	}
-	if len(rec.units) != 9 {
-		t.Fatalf("%d submissions, want 3 units × 3 attempts", len(rec.units))
+	const tries = 5
+	if len(rec.units) != 3*tries {
+		t.Fatalf("%d submissions, want 3 units × %d attempts", len(rec.units), tries)
 	}
-	for i := 0; i < 9; i += 3 {
-		a, b, c := rec.units[i], rec.units[i+1], rec.units[i+2]
-		if fmt.Sprint(a.offsets) != fmt.Sprint(b.offsets) || fmt.Sprint(b.offsets) != fmt.Sprint(c.offsets) ||
-			!array.RecordEqual(a.batch, b.batch) || !array.RecordEqual(b.batch, c.batch) {
-			t.Fatalf("a retry changed the unit: %v %v %v", a.offsets, b.offsets, c.offsets)
+	for i := 0; i < len(rec.units); i++ {
+		a, b := rec.units[i-i%tries], rec.units[i]
+		if fmt.Sprint(a.offsets) != fmt.Sprint(b.offsets) || !array.RecordEqual(a.batch, b.batch) {
+			t.Fatalf("a retry changed the unit: %v then %v", a.offsets, b.offsets)
 		}
 	}
-	if s := g.Stats(); s.Retries != 6 || s.RowsAcked != 30 || s.RowsIngested != 30 {
+	if s := g.Stats(); s.Retries != 3*(tries-1) || s.Unknowns != 3*2 || s.RowsAcked != 30 || s.RowsIngested != 30 {
 		t.Fatalf("stats %+v", s)
 	}
 
-	// A host killed mid-unit answers "unanswered": every partition stops
-	// and Run returns it; the unanswered unit is not counted as acked.
-	errUnanswered := errors.New("unit unanswered")
-	g2, _ := newTestGenerator(t, fastStreams())
-	rec2 := newRecorder(t, func(u engine.Unit, _ int) error {
-		if u.Offsets[0].Key == "generator/events/1" && u.Offsets[0].Value > 100 {
-			return errUnanswered
+	for _, refusal := range []error{
+		fmt.Errorf("%w: failed closed", engine.ErrClosed),
+		fmt.Errorf("%w: no batches", engine.ErrInvalidUnit),
+	} {
+		g2, _ := newTestGenerator(t, fastStreams())
+		rec2 := newRecorder(t, func(u engine.Unit, _ int) error {
+			if u.Offsets[0].Key == "generator/events/1" && u.Offsets[0].Value > 100 {
+				return refusal
+			}
+			return nil
+		})
+		err := g2.Run(context.Background(), rec2.ingest, nil)
+		if !errors.Is(err, refusal) {
+			t.Fatalf("run: %v, want %v", err, refusal)
 		}
-		return nil
-	})
-	err := g2.Run(context.Background(), rec2.ingest, nil)
-	if !errors.Is(err, errUnanswered) {
-		t.Fatalf("run: %v, want the unanswered error", err)
-	}
-	if v, _ := g2.Positions().Get("generator/events/1"); v != 100 {
-		t.Fatalf("events/1 position %d, want 100 (the unanswered unit is not acked)", v)
-	}
-	if s := g2.Stats(); s.RowsIngested != s.RowsAcked {
-		t.Fatalf("stats %+v: the unanswered unit still counts as ingested", s)
+		if v, _ := g2.Positions().Get("generator/events/1"); v != 100 {
+			t.Fatalf("events/1 position %d, want 100 (the refused unit is not acked)", v)
+		}
+		if s := g2.Stats(); s.RowsIngested != s.RowsAcked || s.Unknowns != 0 {
+			t.Fatalf("stats %+v: the refused unit still counts as ingested, or was retried", s)
+		}
 	}
 }
 
