@@ -147,7 +147,7 @@ func renderPage(b *bytes.Buffer, out outcome, tl *timeline, lanes []laneRow, end
 		{"steps", fmt.Sprintf("%d (iters %d) over %v of simulated time", r.Steps, out.job.iters, r.SimTime)},
 		{"trace hash", fmt.Sprintf("%016x", r.Hash)},
 		{"processes", fmt.Sprintf("%d; crashes %d (kill only %d), restarts %d, zombies %d", len(tl.incs), r.Crashes, r.KillsOnly, r.Restarts, r.Zombies)},
-		{"faults", e(r.Faults)},
+		{"faults", e(faultsText(r.Faults))},
 		{"acks / segments / applied", fmt.Sprintf("%d / %d / %d", r.Acks, r.Segments, r.Applied)},
 		{"reproduce", e(out.job.command(""))},
 	}
@@ -182,6 +182,15 @@ func renderPage(b *bytes.Buffer, out outcome, tl *timeline, lanes []laneRow, end
 	b.Write(svg.Bytes())
 	b.WriteString("\n</body></html>\n")
 	return agg
+}
+
+// faultsText is the run's injected faults, or says there were none: a
+// quiet run's row is not left blank.
+func faultsText(injected string) string {
+	if strings.Trim(injected, "{} ") == "" {
+		return "none injected"
+	}
+	return injected
 }
 
 func colTime(end time.Duration, columnPx int) time.Duration {

@@ -153,6 +153,38 @@ func TestTimelinePassingRun(t *testing.T) {
 	}
 }
 
+// A quiet run — no faults, no crash, one process — draws as plainly as
+// a busy one: every row of the summary filled in (the faults row says
+// there were none), one engine lane, no crash or violation marks.
+func TestTimelineQuietRun(t *testing.T) {
+	for _, iters := range []uint64{30, 5000} {
+		j, err := drawJob(timelineSeed, iters, "none")
+		if err != nil {
+			t.Fatal(err)
+		}
+		j.tap = newTimeline(j.spec)
+		out := j.run()
+		page, _ := renderTimeline(out, j.tap)
+		wellFormed(t, page)
+		s := string(page)
+		if r := out.res; r.Err() != nil || r.Crashes+r.Restarts+r.Zombies != 0 {
+			t.Fatalf("iters %d: not a quiet run: %s", iters, summary(r))
+		}
+		for _, cell := range regexp.MustCompile(`<tr><td>([^<]*)</td><td>([^<]*)</td></tr>`).FindAllStringSubmatch(s, -1) {
+			if strings.TrimSpace(cell[2]) == "" {
+				t.Errorf("iters %d: the summary's %q row is empty", iters, cell[1])
+			}
+		}
+		if !strings.Contains(s, "<td>faults</td><td>none injected</td>") {
+			t.Errorf("iters %d: the faults row does not say there were none", iters)
+		}
+		if !strings.Contains(s, `id="lane-inc-1"`) || strings.Contains(s, `id="lane-inc-2"`) ||
+			strings.Contains(s, `class="mark crash"`) || strings.Contains(s, "violation-mark") {
+			t.Errorf("iters %d: a quiet run shows other processes, crashes or violations", iters)
+		}
+	}
+}
+
 // A tap watches without touching: the run it watched has the hash of
 // the run nobody watched, and drawing it twice gives the same bytes.
 func TestTimelineDeterministic(t *testing.T) {

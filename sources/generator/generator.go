@@ -350,22 +350,18 @@ func (g *Generator) submit(stopCtx, ingestCtx context.Context, ingest IngestFunc
 	backoff := g.cfg.RetryBase
 	for {
 		err := ingest(ingestCtx, u)
-		switch {
-		case err == nil:
+		switch sources.Judge(stopCtx, err) {
+		case sources.Acked:
 			acked = true
 			g.rowsAcked.Add(uint64(n))
 			g.unitsAcked.Add(1)
 			return nil
-		case stopCtx.Err() != nil:
+		case sources.Stopped:
 			return errStopped
-		case errors.Is(err, engine.ErrInvalidUnit), errors.Is(err, engine.ErrClosed):
-			return err // never accepted as it is; or the host refuses units for good
-		case errors.Is(err, engine.ErrResourceExhausted), errors.Is(err, engine.ErrNotReady):
-		default:
-			// Outcome unknown (a log write that failed: the disk filled, an
-			// fsync error), or a host that stopped answering: the unit may
-			// be committed. The very same unit again is safe — the host
-			// recognises its offset — and it is the only way on.
+		case sources.Invalid, sources.Refuses:
+			return err
+		case sources.Later:
+		case sources.Unknown:
 			g.unknowns.Add(1)
 			g.cfg.Logger.Warn("generator: ingest failed; retrying the same unit", "offset_key", p.offsetKey,
 				"from", from, "rows", n, "retry_in", backoff, "err", err)

@@ -2,11 +2,11 @@ package objects
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sources"
 )
 
 // submit ingests u, which holds rows rows, until it is acked, retrying
@@ -46,21 +46,21 @@ func (s *Source) submit(ctx context.Context, ingest IngestFunc, u engine.Unit, r
 	backoff := retryBase
 	for {
 		err := ingest(ingestCtx, u)
-		switch {
-		case err == nil:
+		switch sources.Judge(ctx, err) {
+		case sources.Acked:
 			acked = true
 			s.pos = s.pos.Advance(o.Key, o.Value)
 			s.rowsAcked.Add(uint64(rows))
 			s.unitsAcked.Add(1)
 			return nil
-		case ctx.Err() != nil:
+		case sources.Stopped:
 			return errStopped
-		case errors.Is(err, engine.ErrInvalidUnit):
+		case sources.Invalid:
 			return err
-		case errors.Is(err, engine.ErrClosed):
+		case sources.Refuses:
 			return &hostError{fmt.Errorf("objects source %q: the host refuses units: %w", s.cfg.Name, err)}
-		case errors.Is(err, engine.ErrResourceExhausted), errors.Is(err, engine.ErrNotReady):
-		default:
+		case sources.Later:
+		case sources.Unknown:
 			s.cfg.Logger.Warn("objects source: ingest failed; retrying the same unit", "source", s.cfg.Name,
 				"offset_key", o.Key, "offset", o.Value, "retry_in", backoff, "error", err)
 		}

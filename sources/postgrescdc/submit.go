@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/sources"
 )
 
 // Backoff after a refused unit or a failed session: long enough not to
@@ -43,18 +44,18 @@ func (s *Source) submit(ctx context.Context, ingest IngestFunc, u engine.Unit) e
 	backoff := retryBase
 	for {
 		err := ingest(ingestCtx, u)
-		switch {
-		case err == nil:
+		switch sources.Judge(ctx, err) {
+		case sources.Acked:
 			s.stats.units.Add(1)
 			return nil
-		case ctx.Err() != nil:
+		case sources.Stopped:
 			return errStopped
-		case errors.Is(err, engine.ErrInvalidUnit):
+		case sources.Invalid:
 			return fmt.Errorf("postgrescdc: unit for %s at %d refused: %w", u.Offsets[0].Key, u.Offsets[0].Value, err)
-		case errors.Is(err, engine.ErrClosed):
+		case sources.Refuses:
 			return fmt.Errorf("%w: %w", errHost, err)
-		case errors.Is(err, engine.ErrResourceExhausted), errors.Is(err, engine.ErrNotReady):
-		default:
+		case sources.Later:
+		case sources.Unknown:
 			s.cfg.Logger.Warn("postgrescdc: ingest failed; retrying the same unit", "slot", s.cfg.Slot,
 				"offset_key", u.Offsets[0].Key, "offset", u.Offsets[0].Value, "retry_in", backoff, "error", err)
 		}
