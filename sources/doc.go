@@ -1,6 +1,8 @@
 // Package sources holds source plugins: HTTP ingest, files or an object
 // prefix, a Postgres database's changes (postgrescdc), and a generator,
-// and the namespace rules they share (names.go). A source hands Arrow
+// and what they share: the namespace rules (names.go) and the one
+// decision a resending source takes on the host's answer to a unit
+// (answer.go, Judge: ack, stop, give up, or resend the same unit). A source hands Arrow
 // record batches to the host with an offset or an idempotency key (or,
 // for an HTTP namespace configured at-least-once, neither) and waits for
 // the ACK; it never writes offsets itself — the host is the only writer
