@@ -42,7 +42,13 @@ func drawTimeline(t *testing.T, lossy bool) (outcome, []byte) {
 		destinations["memory"] = func(w *sim.World, ref string) sim.Destination { return lossyDest{orig(w, ref)} }
 		t.Cleanup(func() { destinations["memory"] = orig })
 	}
-	j, err := drawJob(timelineSeed, timelineIters, "swarm")
+	return drawRun(t, timelineIters, "swarm")
+}
+
+// drawRun runs timelineSeed for iters steps of profile with a tap.
+func drawRun(t *testing.T, iters uint64, profile string) (outcome, []byte) {
+	t.Helper()
+	j, err := drawJob(timelineSeed, iters, profile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,13 +164,7 @@ func TestTimelinePassingRun(t *testing.T) {
 // there were none), one engine lane, no crash or violation marks.
 func TestTimelineQuietRun(t *testing.T) {
 	for _, iters := range []uint64{30, 5000} {
-		j, err := drawJob(timelineSeed, iters, "none")
-		if err != nil {
-			t.Fatal(err)
-		}
-		j.tap = newTimeline(j.spec)
-		out := j.run()
-		page, _ := renderTimeline(out, j.tap)
+		out, page := drawRun(t, iters, "none")
 		wellFormed(t, page)
 		s := string(page)
 		if r := out.res; r.Err() != nil || r.Crashes+r.Restarts+r.Zombies != 0 {
