@@ -177,7 +177,7 @@ func renderPage(b *bytes.Buffer, out outcome, tl *timeline, lanes []laneRow, end
 	agg := renderSVG(&svg, tl, lanes, end, columnPx, each, viols)
 	if len(agg) > 0 {
 		fmt.Fprintf(b, "<div class=\"agg\">Dense marks aggregated (bars: count per %dpx column, %v of simulated time; hover for counts): %s. The page is kept under %d bytes.</div>\n",
-			columnPx, colTime(end, columnPx), e(strings.Join(agg, ", ")), pageBytesMax)
+			columnPx, colTime(end, columnPx).Round(readable(colTime(end, columnPx))), e(strings.Join(agg, ", ")), pageBytesMax)
 	}
 	b.Write(svg.Bytes())
 	b.WriteString("\n</body></html>\n")
@@ -253,9 +253,19 @@ func renderAxis(b *bytes.Buffer, end time.Duration, height int, x func(time.Dura
 	for i := 0; i <= ticks; i++ {
 		t := end * time.Duration(i) / ticks
 		fmt.Fprintf(b, "<line class=\"grid\" x1=\"%s\" y1=\"%d\" x2=\"%s\" y2=\"%d\"/><text class=\"tick\" x=\"%s\" y=\"%d\">%v</text>",
-			fx(x(t)), axisHeightPx-4, fx(x(t)), height, fx(x(t)+2), axisHeightPx-10, t.Round(time.Millisecond))
+			fx(x(t)), axisHeightPx-4, fx(x(t)), height, fx(x(t)+2), axisHeightPx-10, t.Round(readable(end/ticks)))
 	}
 	b.WriteString("</g>\n")
+}
+
+// readable is the precision a time on a scale of step is shown to: the
+// largest power of ten at most a hundredth of the step, at least 1 ms.
+func readable(step time.Duration) time.Duration {
+	p := time.Millisecond
+	for p*1000 <= step {
+		p *= 10
+	}
+	return p
 }
 
 // renderMarks draws each lane's marks, category by category, one by one

@@ -220,3 +220,19 @@ func TestTimelineAggregates(t *testing.T) {
 		t.Fatalf("%d ack bars, want 1..%d", got, plotWidthPx)
 	}
 }
+
+// Axis ticks are shown to the largest power of ten at most a hundredth
+// of their spacing (at least 1 ms): "1m58s", not "1m57.916s".
+func TestReadableTicks(t *testing.T) {
+	for step, want := range map[time.Duration]time.Duration{
+		140 * time.Millisecond: time.Millisecond,
+		2 * time.Second:        10 * time.Millisecond,
+		10 * time.Second:       100 * time.Millisecond,
+		118 * time.Second:      time.Second,
+		2 * time.Hour:          time.Second * 10,
+	} {
+		if got := readable(step); got != want {
+			t.Errorf("readable(%v) = %v, want %v", step, got, want)
+		}
+	}
+}
