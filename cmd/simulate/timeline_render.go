@@ -176,8 +176,9 @@ func renderPage(b *bytes.Buffer, out outcome, tl *timeline, lanes []laneRow, end
 	var svg bytes.Buffer
 	agg := renderSVG(&svg, tl, lanes, end, columnPx, each, viols)
 	if len(agg) > 0 {
+		col := colTime(end, columnPx)
 		fmt.Fprintf(b, "<div class=\"agg\">Dense marks aggregated (bars: count per %dpx column, %v of simulated time; hover for counts): %s. The page is kept under %d bytes.</div>\n",
-			columnPx, colTime(end, columnPx).Round(readable(colTime(end, columnPx))), e(strings.Join(agg, ", ")), pageBytesMax)
+			columnPx, col.Round(readable(col)), e(strings.Join(agg, ", ")), pageBytesMax)
 	}
 	b.Write(svg.Bytes())
 	b.WriteString("\n</body></html>\n")

@@ -158,11 +158,12 @@ func buildLive(in liveInputs) liveState {
 	return s
 }
 
-// alertReason is an alert's reason as text; an alert always has one
-// (engine.Alert.Err), and the page shows it.
+// alertReason is an alert's reason as text. The engine gives every
+// alert one (engine.Alert.Err); an alert without one is shown as the
+// engine bug it is rather than failing the whole answer.
 func alertReason(err error) string {
 	if err == nil {
-		return "(no reason given)"
+		return "(no reason: the engine raised an alert without one, a bug)"
 	}
 	return err.Error()
 }

@@ -213,10 +213,10 @@ func TestLiveViewAlert(t *testing.T) {
 // segments are not a list and whose memory holds text. Missing fields
 // (no namespaces, no alerts at all) are empty, not errors.
 func TestLiveViewPanelsDrawAlone(t *testing.T) {
-	browser := chromium(t)
 	if testing.Short() {
 		t.Skip("runs a headless Chromium")
 	}
+	browser := chromium(t)
 	t.Parallel()
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", (&liveView{}).page)

@@ -39,12 +39,12 @@ func (r LiveRead) Broken() []string {
 // LivePage is the live view open in one tab of a headless Chromium,
 // driven by live.mjs one command at a time.
 type LivePage struct {
-	t       testing.TB
-	stdin   io.WriteCloser
-	out     *bufio.Scanner
-	stderr  *bytes.Buffer
-	wait    func() error
-	closeMu sync.Once
+	t      testing.TB
+	stdin  io.WriteCloser
+	out    *bufio.Scanner
+	stderr *bytes.Buffer
+	wait   func() error
+	closed sync.Once
 	// Outside lists the requests the page made to any other origin.
 	Outside []string
 }
@@ -75,13 +75,6 @@ func OpenLive(t testing.TB, chromium, url string) *LivePage {
 	return p
 }
 
-// Read is what the page shows now.
-func (p *LivePage) Read() LiveRead {
-	var a struct{ Read LiveRead }
-	p.do(map[string]any{"op": "read"}, &a)
-	return a.Read
-}
-
 // Until reads the page until its status starts with status, for at most
 // within; the last read either way.
 func (p *LivePage) Until(status string, within time.Duration) LiveRead {
@@ -90,13 +83,13 @@ func (p *LivePage) Until(status string, within time.Duration) LiveRead {
 	return a.Read
 }
 
-// Watch reads the page every 200 ms for d — and on, up to most, while
+// Watch reads the page every 200 ms for d — and on, up to upTo, while
 // the count named until (a LiveRead field, in live.mjs's spelling, e.g.
 // "bits") was 0 in every read: the first read, the last, and the most of
 // each count any read saw.
-func (p *LivePage) Watch(d, most time.Duration, until string) (first, last, max LiveRead) {
+func (p *LivePage) Watch(d, upTo time.Duration, until string) (first, last, most LiveRead) {
 	var a struct{ First, Last, Most LiveRead }
-	p.do(map[string]any{"op": "watch", "ms": d.Milliseconds(), "max": most.Milliseconds(), "until": until}, &a)
+	p.do(map[string]any{"op": "watch", "ms": d.Milliseconds(), "max": upTo.Milliseconds(), "until": until}, &a)
 	return a.First, a.Last, a.Most
 }
 
@@ -107,7 +100,7 @@ func (p *LivePage) Shot(path string) {
 
 // Close closes the browser.
 func (p *LivePage) Close() {
-	p.closeMu.Do(func() {
+	p.closed.Do(func() {
 		_, _ = p.stdin.Write([]byte(`{"op":"close"}` + "\n"))
 		_ = p.stdin.Close()
 		if err := p.wait(); err != nil {

@@ -3,7 +3,6 @@
 // the page at argv[2], then reads JSON commands on stdin and answers
 // each with one JSON line on stdout (used by live.go):
 //
-//   {"op":"read"}                            what the page shows now
 //   {"op":"until","status":"live","ms":N}    reads until the status starts so
 //   {"op":"watch","ms":N,"max":M,"until":K}  reads every 200 ms for N ms, on
 //                                            up to M ms until count K was > 0;
@@ -50,7 +49,6 @@ try {
     const cmd = JSON.parse(raw);
     try {
       if (cmd.op === 'close') break;
-      if (cmd.op === 'read') { say({ read: await read() }); continue; }
       if (cmd.op === 'shot') { await page.screenshot({ path: cmd.path, fullPage: true }); say({}); continue; }
       if (cmd.op === 'until') {
         const start = Date.now(); let r = await read();

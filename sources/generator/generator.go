@@ -329,8 +329,9 @@ func (g *Generator) produce(stopCtx, parent context.Context, ingest IngestFunc, 
 // errStopped: the partition stopped between units, without error.
 var errStopped = errors.New("generator: stopped")
 
-// submit ingests offsets [from, from+n) of p until acked, retrying
-// backpressure with backoff.
+// submit ingests offsets [from, from+n) of p until acked, resending the
+// same unit after a backoff while the answer may change (sources.Judge:
+// backpressure, not ready, outcome unknown).
 func (g *Generator) submit(stopCtx, ingestCtx context.Context, ingest IngestFunc, p *partition, from uint64, n int) error {
 	batch := g.build(p, from, n)
 	defer batch.Release()
