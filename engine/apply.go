@@ -9,20 +9,21 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
-// startJob runs one job: get the segment body (cache, one GET, or a
-// stream for a body larger than the cache), decode only the job's PARTs
-// (off the loop), hand them to the sink.
+// startJob runs one job: for each of its pieces, get the segment body
+// (cache, one GET, or a stream for a body larger than the cache) and
+// decode only the job's PARTs (off the loop), segment after segment; then
+// hand them all to the sink.
 func (e *Engine) startJob(j *job) {
-	sink, ok := e.p.Sinks.Sink(j.sinkRef)
-	if !ok {
+	if _, ok := e.p.Sinks.Sink(j.sinkRef()); !ok {
 		j.state = jobRunning
 		e.running++
 		e.checkRunning()
-		e.refuseJob(j, fmt.Errorf("segment %s: no sink %q is configured", j.seg.ID, j.sinkRef))
+		e.refuseJob(j, fmt.Errorf("job %s (cut in segment %s): no sink %q is configured", j.id, j.cut.ID, j.sinkRef()))
 		return
 	}
-	size := j.seg.Index.BodyBytes
-	_, cached := e.cache.entries[j.seg.ID]
+	first := j.first()
+	size := first.Index.BodyBytes
+	_, cached := e.cache.entries[first.ID]
 	if !cached && size <= e.cache.budget && !e.cache.canHold(size) {
 		e.mark(MarkWaitPinned)
 		return // waits for pinned bodies to be released (compact runs again then)
@@ -32,71 +33,104 @@ func (e *Engine) startJob(j *job) {
 	if !e.checkRunning() {
 		return
 	}
-	e.withBody(j, func(b *segment.Body, release func(), err error) {
+	if len(segmentsOf(j.pieces)) > 1 {
+		e.mark(MarkJobSpans)
+	}
+	e.gather(j, 0, nil, nil)
+}
+
+// gather reads the slices of j's pieces from i on, then applies them.
+// got and releases are what earlier pieces read.
+func (e *Engine) gather(j *job, i int, got []*segment.Slice, releases []func()) {
+	releaseAll := func() {
+		for _, s := range got {
+			s.Release()
+		}
+		for _, r := range releases {
+			r()
+		}
+	}
+	if i == len(j.pieces) {
+		sink, _ := e.p.Sinks.Sink(j.sinkRef())
+		e.apply(sink, j, got, releaseAll)
+		return
+	}
+	p := j.pieces[i]
+	e.withBody(j, p, func(b *segment.Body, release func(), err error) {
 		if err != nil {
-			e.jobFailed(j, err)
+			releaseAll()
+			e.jobFailed(j, p.seg, err)
 			return
 		}
 		var slices []*segment.Slice
 		var derr error
-		e.p.Exec.Go(func() { slices, derr = readSlices(b, j.ordinals) }, func() {
+		e.p.Exec.Go(func() { slices, derr = readSlices(b, p.ordinals) }, func() {
 			if derr != nil {
 				release()
-				e.jobFailed(j, derr)
+				releaseAll()
+				e.jobFailed(j, p.seg, derr)
 				return
 			}
-			e.apply(sink, j, slices, release)
+			e.gather(j, i+1, append(got, slices...), append(releases, release))
 		})
 	})
 }
 
 func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func()) {
-	in := &Job{ID: j.id, Content: j.content, Origin: j.seg.Index.Origin, SinkRef: j.sinkRef, Namespace: j.namespace,
-		Segment: j.seg.ID, SegmentCreatedUnixMs: j.seg.Index.CreatedAtUnixMs, Slices: slices}
+	in := &Job{ID: j.id, Content: j.content, Origin: j.cut.Index.Origin, SinkRef: j.sinkRef(), Namespace: j.namespace(),
+		Segment: j.cut.ID, SegmentCreatedUnixMs: j.cut.Index.CreatedAtUnixMs, Segments: j.segmentIDs(), Slices: slices}
 	rows := in.Rows()
 	sink.Apply(in, func(err error) {
-		for _, s := range slices {
-			s.Release()
-		}
 		release()
 		if e.state == stateFailed {
 			return
 		}
 		if errors.Is(err, ErrCannotApply) {
 			e.mark(MarkSinkCannotApply)
-			e.refuseJob(j, fmt.Errorf("sink %s refused job %s of segment %s: %w", j.sinkRef, j.id, j.seg.ID, err))
+			e.refuseJob(j, fmt.Errorf("sink %s refused job %s (cut in segment %s): %w", j.sinkRef(), j.id, j.cut.ID, err))
 			return
 		}
 		if err != nil {
-			e.failing(troubleSink(j.sinkRef, j.namespace), fmt.Errorf("job %s of segment %s: %w", j.id, j.seg.ID, err))
-			e.retryJob(j) // sink down or flaky: the segment waits, nothing is lost
+			e.failing(troubleSink(j.sinkRef(), j.namespace()), fmt.Errorf("job %s (cut in segment %s): %w", j.id, j.cut.ID, err))
+			e.retryJob(j) // sink down or flaky: the segments wait, nothing is lost
 			return
 		}
-		e.succeeded(troubleSink(j.sinkRef, j.namespace))
-		e.succeeded(troubleRead(j.sinkRef, j.namespace))
+		e.succeeded(troubleSink(j.sinkRef(), j.namespace()))
+		e.succeeded(troubleRead(j.sinkRef(), j.namespace()))
 		e.stats.JobsApplied++
 		e.stats.RowsApplied += uint64(rows)
-		c := e.namespace(j.namespace)
+		c := e.namespace(j.namespace())
 		c.JobsApplied++
 		c.RowsApplied += uint64(rows)
 		e.jobDone(j, true)
 	})
 }
 
+// segmentIDs lists the segments j holds PARTs of, ascending.
+func (j *job) segmentIDs() []SnapshotID {
+	segs := segmentsOf(j.pieces)
+	out := make([]SnapshotID, len(segs))
+	for i, st := range segs {
+		out[i] = st.ID
+	}
+	return out
+}
+
 // jobFailed: corruption refuses the job for good; anything else retries.
-func (e *Engine) jobFailed(j *job, err error) {
+// st is the segment whose body could not be read.
+func (e *Engine) jobFailed(j *job, st *segState, err error) {
 	if e.state == stateFailed {
 		return
 	}
 	if errors.Is(err, ErrNotFound) {
-		e.bodyMissing(j, err)
+		e.bodyMissing(j, st, err)
 		return
 	}
 	if errors.Is(err, segment.ErrCorrupt) || errors.Is(err, ErrCorrupt) {
-		e.refuseJob(j, fmt.Errorf("%w: compaction job %s of segment %s refused: %w", ErrCorrupt, j.id, j.seg.ID, err))
+		e.refuseJob(j, fmt.Errorf("%w: compaction job %s refused: segment %s: %w", ErrCorrupt, j.id, st.ID, err))
 		return
 	}
-	e.failing(troubleRead(j.sinkRef, j.namespace), fmt.Errorf("job %s of segment %s: %w", j.id, j.seg.ID, err))
+	e.failing(troubleRead(j.sinkRef(), j.namespace()), fmt.Errorf("job %s: segment %s: %w", j.id, st.ID, err))
 	e.retryJob(j)
 }
 
@@ -115,24 +149,25 @@ func readSlices(b *segment.Body, ordinals []segment.SliceOrdinal) ([]*segment.Sl
 	return out, nil
 }
 
-// withBody gets a verified body for j and a release func: from the cache
-// (pinned), by one GET into the cache, or — when the body is larger than
-// the whole cache — by streaming it and keeping only j's PARTs.
-func (e *Engine) withBody(j *job, done func(*segment.Body, func(), error)) {
-	id := j.seg.ID
+// withBody gets a verified body for piece p of j and a release func:
+// from the cache (pinned), by one GET into the cache, or — when the body
+// is larger than the whole cache — by streaming it and keeping only p's
+// PARTs.
+func (e *Engine) withBody(j *job, p piece, done func(*segment.Body, func(), error)) {
+	id := p.seg.ID
 	unpin := func() { e.cache.unpin(id); e.compact() }
 	if b, ok := e.cache.get(id); ok {
 		done(b, unpin, nil)
 		return
 	}
-	size := j.seg.Index.BodyBytes
+	size := p.seg.Index.BodyBytes
 	if size > e.cache.budget {
 		e.mark(MarkBodyStreamed)
-		e.streamBody(j, done)
+		e.streamBody(p, done)
 		return
 	}
 	e.cache.reserved += size
-	e.fetchBody(j.seg, func(b *segment.Body, err error) {
+	e.fetchBody(p.seg, func(b *segment.Body, err error) {
 		e.cache.reserved -= size
 		if err != nil {
 			done(nil, nil, err)

@@ -77,12 +77,14 @@ import (
 //   - 0 ≤ running ≤ CompactionConcurrency (checkRunning) after every
 //     change; a job ends once per start (checkJobEnds): startJob, jobDone,
 //     retryJob, refuseJob, bodyMissing.
-//   - owned segments in id order (checkSegAppend), lanes in segment order
+//   - owned segments in id order (checkSegAppend), lanes in commit order
 //     (checkLaneAppend): register. A lane applies its head (checkLaneHead):
-//     popLane.
-//   - 0 ≤ pending ≤ jobs (checkPending): jobDone. Reclaimed only when
-//     every job is applied, every bit set, no pin (checkReclaimable):
-//     reclaim.
+//     popLane. One open job per lane (checkOpen, checkLaneOpen): register,
+//     recoveredDone. A cut takes its whole open job (checkOpenFrom) and
+//     holds what it counted or less (checkCut): endJob.
+//   - open groups of a segment ≥ 0 (checkPending): jobDone. Reclaimed only
+//     when every job is applied, no group open, every bit set, no pin
+//     (checkReclaimable): reclaim.
 //   - bitmap bits only get set: every write holds the previous one's bits
 //     (checkBitmapWrite, writeBitmap); a merge keeps them (mergeBits).
 //   - body cache: used = Σ sizes ≤ budget unless all pinned, nothing
@@ -234,22 +236,22 @@ func (e *Engine) checkRunning() bool {
 // runs, once per start; a second end would count it out of running twice.
 func (e *Engine) checkJobEnds(j *job) {
 	if j.state != jobRunning {
-		e.broken("a job ends once per start: job %s of segment %s ends in state %d", j.id, j.seg.ID, j.state)
+		e.broken("a job ends once per start: job %s (cut in segment %s) ends in state %d", j.id, j.cut.ID, j.state)
 	}
 }
 
-// checkLaneAppend: a lane's jobs are in segment order (and, within one
-// segment, in ordinal order), so rows reach a table in commit order.
-// Called before j joins the end of ln.
+// checkLaneAppend: a lane's jobs are in the order of their first PART
+// (segment, then ordinal), so rows reach a table in commit order. Called
+// before j joins the end of ln.
 func (e *Engine) checkLaneAppend(ln *lane, j *job) {
 	if len(ln.jobs) == 0 {
 		return
 	}
 	last := ln.jobs[len(ln.jobs)-1]
-	c := last.seg.ID.Compare(j.seg.ID)
-	if c > 0 || c == 0 && last.ordinals[0] >= j.ordinals[0] {
-		e.broken("lane %s/%s in segment order: job of segment %s (ordinal %d) queued after one of %s (ordinal %d)",
-			ln.key.sinkRef, ln.key.namespace, j.seg.ID, j.ordinals[0], last.seg.ID, last.ordinals[0])
+	c := last.first().ID.Compare(j.first().ID)
+	if c > 0 || c == 0 && last.pieces[0].ordinals[0] >= j.pieces[0].ordinals[0] {
+		e.broken("lane %s/%s in commit order: job starting in segment %s (ordinal %d) queued after one starting in %s (ordinal %d)",
+			ln.key.sinkRef, ln.key.namespace, j.first().ID, j.pieces[0].ordinals[0], last.first().ID, last.pieces[0].ordinals[0])
 	}
 }
 
@@ -259,10 +261,11 @@ func (e *Engine) checkLaneHead(ln *lane, j *job) bool {
 	if ln == nil || len(ln.jobs) == 0 || ln.jobs[0] != j {
 		head, n := "none", 0
 		if ln != nil && len(ln.jobs) > 0 {
-			head, n = ln.jobs[0].seg.ID.String(), len(ln.jobs)
+			h := ln.jobs[0]
+			head, n = fmt.Sprintf("%s (cut in segment %s)", h.id, h.cut.ID), len(ln.jobs)
 		}
-		e.broken("a lane applies its head first: job %s of segment %s (%s/%s) applied, lane head of segment %s, %d jobs",
-			j.id, j.seg.ID, j.sinkRef, j.namespace, head, n)
+		e.broken("a lane applies its head first: job %s (cut in segment %s, %s) applied, lane head %s, %d jobs",
+			j.id, j.cut.ID, j.group, head, n)
 		return false
 	}
 	return true
@@ -275,17 +278,70 @@ func (e *Engine) checkSegAppend(st *segState) {
 	}
 }
 
-// checkPending: 0 ≤ pending ≤ len(jobs), after pending changes.
+// checkPending: a segment's open groups are never negative, after a job
+// of it is applied.
 func (e *Engine) checkPending(st *segState) {
-	if st.pending < 0 || st.pending > len(st.jobs) {
-		e.broken("0 ≤ pending ≤ jobs of a segment: segment %s, pending %d, %d jobs", st.ID, st.pending, len(st.jobs))
+	if st.open < 0 || st.open > len(st.Index.Entries) {
+		e.broken("0 ≤ open groups ≤ parts of a segment: segment %s, %d open, %d parts", st.ID, st.open, len(st.Index.Entries))
 	}
 }
 
+// checkOpen: once a segment is registered, each lane it touched has one
+// open job at most — a lane never waits on two files at once.
+func (e *Engine) checkOpen(st *segState) {
+	groups, _ := st.pieces()
+	for _, g := range groups {
+		if ln := e.lanes[laneOf(g)]; ln != nil {
+			e.checkLaneOpen(ln)
+		}
+	}
+}
+
+func (e *Engine) checkLaneOpen(ln *lane) {
+	n := 0
+	for _, o := range ln.open {
+		if len(o.pieces) > 0 {
+			n++
+		}
+	}
+	if n > 1 {
+		e.broken("a lane has one open job at most: lane %s/%s has %d (groups %s and %s)", ln.key.sinkRef, ln.key.namespace, n, ln.open[0].group, ln.open[1].group)
+	}
+}
+
+// checkOpenFrom: a cut takes its group's whole open job — no open PART
+// lies before the cut's First. One that did would belong to an earlier
+// job whose cut was reclaimed before that job's bits were durable here,
+// which reclaim forbids (cutWaits).
+func (e *Engine) checkOpenFrom(st *segState, c segment.Cut, o *openJob, first SnapshotID) bool {
+	if len(o.pieces) > 0 && o.first().Compare(first) < 0 {
+		e.broken("a cut takes its whole open job: cut of %s in segment %s starts at %s, an unapplied PART of the group waits in %s",
+			c.Group, st.ID, first, o.first())
+		return false
+	}
+	return true
+}
+
+// checkCut: the job formed holds what its cut counted, or less of it
+// (segments reclaimed), never more — more, or other PARTs in the same
+// segments, is a log that does not say what was committed.
+func (e *Engine) checkCut(st *segState, c segment.Cut, j *job) bool {
+	segs, parts := len(segmentsOf(j.pieces)), 0
+	for _, p := range j.pieces {
+		parts += len(p.ordinals)
+	}
+	if segs > int(c.Segments) || segs == int(c.Segments) && parts != int(c.Parts) {
+		e.failClosed(fmt.Errorf("%w: cut of %s in segment %s counts %d parts in %d segments from %s; the live segments hold %d parts in %d",
+			ErrCorrupt, c.Group, st.ID, c.Parts, c.Segments, c.First, parts, segs))
+		return false
+	}
+	return true
+}
+
 // checkReclaimable: a segment is reclaimed only when every job of it is
-// applied, every bit of its bitmap set, and no job still reads its body:
-// pending = 0 must mean exactly that. Deleting it otherwise would lose
-// committed rows. O(jobs + parts/8) once per reclaim.
+// applied, no group of it waits in an open lane, every bit of its bitmap
+// is set, and no job still reads its body. Deleting it otherwise would
+// lose committed rows. O(jobs + parts/8) once per reclaim.
 func (e *Engine) checkReclaimable(st *segState) bool {
 	unapplied := 0
 	for _, j := range st.jobs {
@@ -297,9 +353,9 @@ func (e *Engine) checkReclaimable(st *segState) bool {
 	if ce := e.cache.entries[st.ID]; ce != nil {
 		pins = ce.pins
 	}
-	if st.pending != 0 || unapplied != 0 || !st.applied.AllSet() || pins != 0 {
-		e.broken("a reclaimed segment is fully applied: segment %s, pending %d, %d of %d jobs not applied, %d of %d bits set, body pinned %d times",
-			st.ID, st.pending, unapplied, len(st.jobs), st.applied.Count(), st.applied.Len(), pins)
+	if st.open != 0 || unapplied != 0 || !st.applied.AllSet() || pins != 0 {
+		e.broken("a reclaimed segment is fully applied: segment %s, %d groups open, %d of %d jobs not applied, %d of %d bits set, body pinned %d times",
+			st.ID, st.open, unapplied, len(st.jobs), st.applied.Count(), st.applied.Len(), pins)
 		return false
 	}
 	return true

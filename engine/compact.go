@@ -1,10 +1,6 @@
 package engine
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
-	"hash"
 	"slices"
 	"time"
 
@@ -14,35 +10,48 @@ import (
 // Compaction (docs/DESIGN.md §8) applies committed segments to their sinks,
 // slice by slice, exactly once, then reclaims them.
 //
-// Jobs: the PARTs of one segment that share a sink, a namespace, a schema
-// and CDC-ness form one job, in ordinal order — a pure function of the segment
-// index, so a job replayed after a crash has the same membership and the
-// same compaction_id = hash(WAL id, pipeline, snapshot id, sink_ref,
-// sorted ordinals) (compactionID).
+// Jobs span segments. The PARTs of one group — a sink, a namespace, a
+// schema and CDC-ness — wait in their lane's open job, segment after
+// segment, until the writer cuts it (cut.go): a cut, recorded in the
+// marker of the segment that ends the job, fixes its membership — every
+// PART of the group in the segments from the cut's First through the
+// cutting one — before anything applies it. A job replayed after a crash,
+// on a new host or past a zombie is formed from the same committed cuts:
+// the same PARTs, the same compaction_id (jobs.go). Segments committed
+// before spanning jobs (version 1 and 2 markers) keep one job per group
+// per segment, with the ids they had.
 //
-// Lanes: the jobs of one (sink, namespace) run one at a time in segment
-// id order, so rows reach a table in commit order. Different lanes run in
-// parallel, up to CompactionConcurrency jobs at once.
+// Lanes: the jobs of one (sink, namespace) run one at a time, in the
+// order of their first PART, so rows reach a table in commit order.
+// Different lanes run in parallel, up to CompactionConcurrency jobs at
+// once.
 //
-// Progress: an applied job's ordinals are set in the segment's completion
-// bitmap (kept in memory, written beside the segment after BitmapDelay if
-// the segment is still incomplete). A fully applied segment is reclaimed
-// (reclaim.go). A crash loses at most bits not yet written: those jobs are
-// applied again, and the sink, replay-safe on the id, ignores them.
+// Progress: an applied job's ordinals are set in the completion bitmap of
+// every segment it holds PARTs of (kept in memory, written beside the
+// segment after BitmapDelay while the segment is incomplete). A segment
+// all of whose PARTs are applied, and which no unapplied job ends, is
+// reclaimed (reclaim.go) — but a segment holding the cut of a job waits
+// until the job's bits are durable in every other live segment of it:
+// otherwise a crash could leave those PARTs unapplied with no cut to say
+// which job they belong to, and they would join another.
 
 // segState is an owned segment and its compaction progress.
 //
 // INVARIANT: applied has one bit per PART; a bit is set iff the job
 // holding that ordinal was applied (or a durable bitmap said so); bits
 // only get set (checkBitmapWrite, mergeBits).
-// INVARIANT: pending = the jobs not applied: 0 ≤ pending ≤ len(jobs)
-// (checkPending), and 0 only once every job is applied and every bit set
-// (checkReclaimable).
+// INVARIANT: pending() = groups of it waiting in open lanes + jobs of it
+// not applied, and 0 only once every bit is set (checkReclaimable).
 type segState struct {
 	Segment
+	// jobs: every job holding PARTs of it or ending with its cut, in the
+	// order they were formed; each once.
 	jobs    []*job
+	open    int // groups of its PARTs waiting in an open lane (no cut yet)
 	applied *segment.Bitmap
-	pending int  // jobs not applied yet
+	// durable: the bits known to be in the store — read at recovery, or
+	// held by the last bitmap write that succeeded.
+	durable *segment.Bitmap
 	keep    bool // never reclaim: unreadable bitmap or a refused job
 
 	// written: the bits of the last bitmap write started (nil before the
@@ -54,7 +63,7 @@ type segState struct {
 	dirty       bool   // bits set since the write in flight started
 	bitmapETag  string // version of the bitmap object last read or written; "" if none
 	reclaiming  bool
-	gone        bool // another writer reclaimed it (fence.go)
+	gone        bool // reclaimed (by us or, fence.go, another writer)
 	// logPending (disk WAL): the log has not yet durably recorded that
 	// this segment's generation is flushed. Until it has, the segment is
 	// not reclaimed: a crash would replay the generation from the log,
@@ -63,6 +72,24 @@ type segState struct {
 	// reclaimAfter: an ambiguous marker PUT of ours may land until then;
 	// deleting the marker earlier could let it come back without a body.
 	reclaimAfter time.Duration
+}
+
+// pending counts what still holds the segment: open groups and unapplied
+// jobs.
+func (st *segState) pending() int {
+	n := st.open
+	for _, j := range st.jobs {
+		if j.state != jobApplied {
+			n++
+		}
+	}
+	return n
+}
+
+func (st *segState) addJob(j *job) {
+	if !slices.Contains(st.jobs, j) {
+		st.jobs = append(st.jobs, j)
+	}
 }
 
 type jobState uint8
@@ -74,70 +101,107 @@ const (
 	jobRefused // its slices cannot be read (corruption): alert, never applied
 )
 
-// job is one compaction job of a segment.
+// piece is the PARTs of one group in one segment, in ordinal order.
+type piece struct {
+	seg      *segState
+	ordinals []segment.SliceOrdinal
+	bytes    int64 // payload bytes
+	done     bool  // every bit set when registered (recovery)
+}
+
+// job is one compaction job: pieces of one group from one or more
+// segments, ended by a cut.
 type job struct {
-	seg       *segState
-	id        string
-	content   string // jobContent: what a sink compares under an existing id
-	sinkRef   string
-	namespace string
-	schema    segment.SchemaFingerprint
-	ordinals  []segment.SliceOrdinal
-	bytes     int64 // payload bytes of its PARTs
-	state     jobState
-	notBefore time.Duration // retry backoff after a sink failure
+	id      string
+	content string // jobContent: what a sink compares under an existing id
+	group   segment.Group
+	cut     *segState // the segment whose marker ends the job
+	reason  segment.CutReason
+	pieces  []piece // ascending segment id
+	bytes   int64
+	state   jobState
+	// notBefore: retry backoff after a sink failure
+	notBefore time.Duration
 	failures  int
 	// failedClosing: it failed while the engine was closing, so the close
 	// does not retry it (the next start will).
 	failedClosing bool
 }
 
-// lane is the queue of one (sink, namespace).
+func (j *job) sinkRef() string   { return j.group.SinkRef }
+func (j *job) namespace() string { return j.group.Namespace }
+
+// first is the segment of the job's first PART.
+func (j *job) first() *segState { return j.pieces[0].seg }
+
+// lane is the queue of one (sink, namespace): its cut jobs in order, and
+// the open job its next PARTs join.
 //
-// INVARIANT: jobs in segment order, and in ordinal order within a segment
-// (checkLaneAppend); only the head runs, and it leaves when applied
-// (checkLaneHead).
+// INVARIANT: jobs in the order of their first PART (checkLaneAppend);
+// only the head runs, and it leaves when applied (checkLaneHead). At most
+// one group is open once a segment is registered (checkOpen).
 type lane struct {
 	key  laneKey
 	jobs []*job
+	open []*openJob // by group; one at most between registrations
 }
 
 type laneKey struct{ sinkRef, namespace string }
 
-// newSegState groups a segment's PARTs into jobs.
-func newSegState(s Segment, applied *segment.Bitmap) *segState {
-	st := &segState{Segment: s, applied: applied}
-	type groupKey struct {
-		sink, ns string
-		schema   segment.SchemaFingerprint
-		cdc      bool
-	}
-	byKey := map[groupKey]*job{}
-	for _, e := range s.Index.Entries {
-		k := groupKey{e.Key.SinkRef, e.Key.Namespace, e.Key.Schema, e.HasSidecar()}
-		j := byKey[k]
-		if j == nil {
-			j = &job{seg: st, sinkRef: k.sink, namespace: k.ns, schema: k.schema}
-			byKey[k] = j
-			st.jobs = append(st.jobs, j) // in order of first ordinal
-		}
-		j.ordinals = append(j.ordinals, e.Ordinal)
-		j.bytes += e.End() - e.ArrowStart
-	}
-	for _, j := range st.jobs {
-		j.id = compactionID(s.Index.Origin, s.ID, j.ordinals, j.sinkRef)
-		j.content = jobContent(s.Index.BodySum, j.ordinals)
-		if j.allSet(applied) {
-			j.state = jobApplied
-		} else {
-			st.pending++
-		}
-	}
-	return st
+func laneOf(g segment.Group) laneKey { return laneKey{g.SinkRef, g.Namespace} }
+
+// openJob is a lane's job not cut yet: the pieces its cut will hold.
+type openJob struct {
+	group  segment.Group
+	pieces []piece // not applied, ascending segment id
+	// done: pieces of the group registered with every bit set (recovery):
+	// applied by a job whose cut may or may not still be live.
+	done  []piece
+	bytes int64
+	since time.Duration // when its first piece committed (monotonic)
 }
 
-func (j *job) allSet(b *segment.Bitmap) bool {
-	for _, o := range j.ordinals {
+func (o *openJob) first() SnapshotID { return o.pieces[0].seg.ID }
+
+// parts counts the PARTs of the open pieces.
+func (o *openJob) parts() (n int) {
+	for _, p := range o.pieces {
+		n += len(p.ordinals)
+	}
+	return n
+}
+
+// newSegState groups a segment's PARTs into pieces, one per group, in
+// order of their first ordinal.
+func newSegState(s Segment, applied *segment.Bitmap) *segState {
+	return &segState{Segment: s, applied: applied, durable: applied.Clone()}
+}
+
+// pieces returns the segment's PARTs grouped, in order of first ordinal.
+func (st *segState) pieces() ([]segment.Group, []piece) {
+	var groups []segment.Group
+	var out []piece
+	at := map[segment.Group]int{}
+	for _, en := range st.Index.Entries {
+		g := segment.GroupOf(en)
+		i, ok := at[g]
+		if !ok {
+			i = len(out)
+			at[g] = i
+			groups = append(groups, g)
+			out = append(out, piece{seg: st})
+		}
+		out[i].ordinals = append(out[i].ordinals, en.Ordinal)
+		out[i].bytes += en.End() - en.ArrowStart
+	}
+	for i := range out {
+		out[i].done = out[i].allSet(st.applied)
+	}
+	return groups, out
+}
+
+func (p piece) allSet(b *segment.Bitmap) bool {
+	for _, o := range p.ordinals {
 		if !b.IsSet(o) {
 			return false
 		}
@@ -145,90 +209,221 @@ func (j *job) allSet(b *segment.Bitmap) bool {
 	return true
 }
 
-// compactionID names a job for its sink, which dedupes on it
-// (docs/DESIGN.md §8.1). It is a pure function of the committed segment
-// and the job's ordinals (sorted, in index order), so a job replayed after
-// a crash, on a new host or past a zombie has the same id:
-//
-//	origin set:  {pipeline}-hex(SHA-256("skipprd-job 2" 0 wal_id pipeline 0
-//	                 snapshot_id 0 sink_ref 0 ordinals as u32 LE))[:32]
-//	legacy:      hex(SHA-256(snapshot_id 0 sink_ref 0 ordinals as u32 LE))[:32]
-//
-// The WAL id makes ids unique across logs: snapshot ids start at
-// 000000000001-000000000001 in every log, and two pipelines writing one
-// destination must never meet each other's ids. The pipeline name is
-// there for people reading a file name or a row. A segment committed
-// before logs had identities (a version 1 marker: zero origin) keeps the
-// id it had, so a job applied under it before an upgrade is found
-// applied after it.
-func compactionID(o segment.Origin, id SnapshotID, ordinals []segment.SliceOrdinal, sinkRef string) string {
-	h := sha256.New()
-	if !o.IsZero() {
-		h.Write([]byte("skipprd-job 2\x00"))
-		h.Write(o.WAL[:])
-		h.Write([]byte(o.Pipeline))
-		h.Write([]byte{0})
-	}
-	h.Write([]byte(id.String()))
-	h.Write([]byte{0})
-	h.Write([]byte(sinkRef))
-	h.Write([]byte{0})
-	writeOrdinals(h, ordinals)
-	sum := hex.EncodeToString(h.Sum(nil)[:16])
-	if o.IsZero() {
-		return sum
-	}
-	return o.Pipeline + "-" + sum
-}
-
-// jobContent fingerprints exactly the rows a job carries: its segment's
-// body checksum and its ordinals. A sink records it beside the job's id
-// and, finding the id already applied, compares: another content under
-// the same id is another job (ErrIDCollision), never "applied".
-func jobContent(bodySum [32]byte, ordinals []segment.SliceOrdinal) string {
-	h := sha256.New()
-	h.Write([]byte("skipprd-job-content 1\x00"))
-	h.Write(bodySum[:])
-	writeOrdinals(h, ordinals)
-	return hex.EncodeToString(h.Sum(nil)[:16])
-}
-
-func writeOrdinals(h hash.Hash, ordinals []segment.SliceOrdinal) {
-	var b [4]byte
-	for _, o := range ordinals {
-		binary.LittleEndian.PutUint32(b[:], uint32(o))
-		h.Write(b[:])
-	}
-}
-
-// register adds an owned segment: its pending jobs join their lanes.
+// register adds an owned segment: its pieces join their lanes (or, for a
+// segment committed before spanning jobs, form a job each), then its cuts
+// end the jobs they name.
 func (e *Engine) register(st *segState) {
 	e.checkSegAppend(st)
 	if st.Index.Origin.IsZero() {
 		e.mark(MarkLegacyOrigin) // committed by a build before WAL identities: legacy ids
 	}
 	e.segs = append(e.segs, st)
-	for _, j := range st.jobs {
-		if j.state != jobPending {
-			continue
+	groups, pieces := st.pieces()
+	if !st.Index.Spanning {
+		for i, g := range groups {
+			e.addJob(e.legacyJob(st, g, pieces[i]))
 		}
-		k := laneKey{j.sinkRef, j.namespace}
-		ln := e.lanes[k]
-		if ln == nil {
-			ln = &lane{key: k}
-			e.lanes[k] = ln
-			e.laneOrder = append(e.laneOrder, ln)
+	} else {
+		for i, g := range groups {
+			e.joinOpen(g, pieces[i])
 		}
-		e.checkLaneAppend(ln, j)
-		ln.jobs = append(ln.jobs, j)
+		var ended []*job
+		for _, c := range st.Index.Cuts {
+			j, ok := e.endJob(st, c)
+			if !ok {
+				return // failed closed
+			}
+			if j != nil {
+				ended = append(ended, j)
+			}
+		}
+		// Cuts are in group order; lanes take jobs in commit order.
+		slices.SortStableFunc(ended, func(a, b *job) int {
+			if c := a.first().ID.Compare(b.first().ID); c != 0 {
+				return c
+			}
+			return int(a.pieces[0].ordinals[0]) - int(b.pieces[0].ordinals[0])
+		})
+		for _, j := range ended {
+			e.addJob(j)
+		}
+		e.checkOpen(st)
 	}
-	if st.pending == 0 {
+	e.armInterval()
+	if st.pending() == 0 {
 		e.reclaim(st)
 	}
 }
 
+// legacyJob is the one job of group g in a segment committed before
+// spanning jobs.
+func (e *Engine) legacyJob(st *segState, g segment.Group, p piece) *job {
+	j := &job{group: g, cut: st, reason: segment.CutEvery, pieces: []piece{p}, bytes: p.bytes}
+	j.id = legacyCompactionID(st.Index.Origin, st.ID, p.ordinals, g.SinkRef)
+	j.content = legacyJobContent(st.Index.BodySum, p.ordinals)
+	if p.done {
+		j.state = jobApplied
+	}
+	return j
+}
+
+// joinOpen adds a piece to its lane's open job of its group.
+func (e *Engine) joinOpen(g segment.Group, p piece) {
+	ln := e.lane(laneOf(g))
+	o := ln.openOf(g)
+	if o == nil {
+		o = &openJob{group: g}
+		ln.open = append(ln.open, o)
+	}
+	if p.done {
+		o.done = append(o.done, p)
+		return
+	}
+	if len(o.pieces) == 0 {
+		o.since = e.openedAt(p.seg)
+	}
+	o.pieces = append(o.pieces, p)
+	o.bytes += p.bytes
+	p.seg.open++
+}
+
+// openedAt is when a piece of st opened its lane's job, on the monotonic
+// clock: now for a segment this engine committed, its age by the wall
+// clock for one recovery found (a restart does not reset a lane's wait).
+func (e *Engine) openedAt(st *segState) time.Duration {
+	now := e.now()
+	if !e.recovered {
+		return now
+	}
+	age := time.Duration(e.p.Clock.WallUnixMs()-st.Index.CreatedAtUnixMs) * time.Millisecond
+	return now - min(max(age, 0), now)
+}
+
+func (ln *lane) openOf(g segment.Group) *openJob {
+	for _, o := range ln.open {
+		if o.group == g {
+			return o
+		}
+	}
+	return nil
+}
+
+func (e *Engine) lane(k laneKey) *lane {
+	ln := e.lanes[k]
+	if ln == nil {
+		ln = &lane{key: k}
+		e.lanes[k] = ln
+		e.laneOrder = append(e.laneOrder, ln)
+	}
+	return ln
+}
+
+// endJob forms the job cut c of segment st ends: the open pieces of its
+// group from c.First on. A job some of whose pieces are already applied,
+// or with fewer live segments than the cut counted, was applied before
+// (bits are set, and segments reclaimed, only after their jobs apply): it
+// is applied, never offered to the sink again. It returns the job to
+// queue (nil if none), and false if it failed closed.
+func (e *Engine) endJob(st *segState, c segment.Cut) (*job, bool) {
+	ln := e.lane(laneOf(c.Group))
+	o := ln.openOf(c.Group)
+	first := SnapshotID{Epoch: c.First.Epoch, Seq: c.First.Seq}
+	j := &job{group: c.Group, cut: st, reason: c.Reason}
+	if o != nil {
+		if !e.checkOpenFrom(st, c, o, first) {
+			return nil, false
+		}
+		j.pieces, o.pieces = o.pieces, nil
+		o.bytes = 0
+		for _, p := range o.done {
+			if p.seg.ID.Compare(first) >= 0 {
+				j.pieces = append(j.pieces, p)
+			}
+		}
+		o.done = nil
+		ln.dropOpen(o)
+		slices.SortStableFunc(j.pieces, func(a, b piece) int { return a.seg.ID.Compare(b.seg.ID) })
+	}
+	st.addJob(j)
+	if len(j.pieces) == 0 {
+		e.mark(MarkCutJobGone)
+		j.state = jobApplied // every segment of it was reclaimed: applied
+		return nil, true
+	}
+	if !e.checkCut(st, c, j) {
+		return nil, false
+	}
+	e.markCut(c.Reason)
+	j.id = compactionID(st.Index.Origin, st.ID, c)
+	j.content = e.jobContent(j)
+	applied := len(segmentsOf(j.pieces)) < int(c.Segments)
+	for i := range j.pieces {
+		p := &j.pieces[i]
+		j.bytes += p.bytes
+		applied = applied || p.done
+		if !p.done {
+			p.seg.open--
+		}
+		p.seg.addJob(j)
+	}
+	if applied {
+		e.mark(MarkCutFoundApplied)
+		e.setApplied(j)
+		for _, seg := range segmentsOf(j.pieces) {
+			if seg != st && seg.pending() == 0 {
+				e.reclaim(seg)
+			}
+		}
+		return nil, true
+	}
+	if e.recovered {
+		e.mark(MarkCutReplayed)
+	}
+	return j, true
+}
+
+func (ln *lane) dropOpen(o *openJob) {
+	ln.open = slices.DeleteFunc(ln.open, func(x *openJob) bool { return x == o })
+}
+
+// segmentsOf lists the distinct segments of pieces (ascending).
+func segmentsOf(ps []piece) []*segState {
+	var out []*segState
+	for _, p := range ps {
+		if len(out) == 0 || out[len(out)-1] != p.seg {
+			out = append(out, p.seg)
+		}
+	}
+	return out
+}
+
+// addJob queues a pending job on its lane (an applied one only joins its
+// segments).
+func (e *Engine) addJob(j *job) {
+	for _, p := range j.pieces {
+		p.seg.addJob(j)
+	}
+	j.cut.addJob(j)
+	if j.state != jobPending {
+		return
+	}
+	ln := e.lane(laneOf(j.group))
+	e.checkLaneAppend(ln, j)
+	ln.jobs = append(ln.jobs, j)
+}
+
+// setApplied records j applied: its bits set in every segment it holds.
+func (e *Engine) setApplied(j *job) {
+	j.state = jobApplied
+	for _, p := range j.pieces {
+		for _, o := range p.ordinals {
+			p.seg.applied.Set(o)
+		}
+	}
+}
+
 // compact starts jobs while the concurrency limit allows: among the lane
-// heads that may start now, the one of the oldest segment first (ties:
+// heads that may start now, the one of the oldest first PART first (ties:
 // lane creation order). Oldest-first is what keeps the WAL bounded: a
 // segment is reclaimed only when every lane has applied its job, so a
 // scheduler that let one busy lane take every slot would leave the other
@@ -251,7 +446,7 @@ func (e *Engine) compact() {
 }
 
 // startableHeads returns the lane heads that may start now, oldest
-// segment first.
+// first PART first.
 func (e *Engine) startableHeads(now time.Duration) []*job {
 	var heads []*job
 	closing := e.state == stateClosing
@@ -260,7 +455,7 @@ func (e *Engine) startableHeads(now time.Duration) []*job {
 			heads = append(heads, ln.jobs[0])
 		}
 	}
-	slices.SortStableFunc(heads, func(a, b *job) int { return a.seg.ID.Compare(b.seg.ID) })
+	slices.SortStableFunc(heads, func(a, b *job) int { return a.first().ID.Compare(b.first().ID) })
 	return heads
 }
 
@@ -295,37 +490,58 @@ func (e *Engine) drainPending() bool {
 	return false
 }
 
+// gone reports whether a segment of j was reclaimed by another writer
+// (fence.go): the job was applied there.
+func (j *job) gone() bool {
+	if j.cut.gone {
+		return true
+	}
+	for _, p := range j.pieces {
+		if p.seg.gone {
+			return true
+		}
+	}
+	return false
+}
+
 // jobDone records the outcome of a running job and moves its lane on.
 func (e *Engine) jobDone(j *job, applied bool) {
 	e.checkJobEnds(j)
 	e.running--
 	e.checkRunning()
-	st := j.seg
-	if st.gone {
+	if j.gone() {
 		e.compact()
 		e.checkClosed()
 		return
 	}
 	if applied {
-		j.state = jobApplied
-		for _, o := range j.ordinals {
-			st.applied.Set(o)
-		}
-		st.pending--
-		e.checkPending(st)
+		e.setApplied(j)
 		e.popLane(j)
-		if st.pending == 0 {
-			e.reclaim(st)
-		} else {
-			e.scheduleBitmap(st)
+		for _, st := range j.segments() {
+			e.checkPending(st)
+			if st.pending() == 0 {
+				e.reclaim(st)
+			} else {
+				e.scheduleBitmap(st)
+			}
 		}
 	}
 	e.compact()
 	e.checkClosed()
 }
 
+// segments lists every segment j holds PARTs of, then its cut segment
+// if that holds none.
+func (j *job) segments() []*segState {
+	out := segmentsOf(j.pieces)
+	if !slices.Contains(out, j.cut) {
+		out = append(out, j.cut)
+	}
+	return out
+}
+
 func (e *Engine) popLane(j *job) {
-	ln := e.lanes[laneKey{j.sinkRef, j.namespace}]
+	ln := e.lanes[laneOf(j.group)]
 	if !e.checkLaneHead(ln, j) {
 		return
 	}
@@ -354,13 +570,15 @@ func (e *Engine) retryJob(j *job) {
 	e.checkClosed()
 }
 
-// refuseJob: the job's slices cannot be read. Alert; its segment is kept
-// and its lane stops (order within the lane forbids skipping it).
+// refuseJob: the job's slices cannot be read. Alert; its segments are
+// kept and its lane stops (order within the lane forbids skipping it).
 func (e *Engine) refuseJob(j *job, err error) {
 	e.checkJobEnds(j)
 	e.mark(MarkJobRefused)
 	j.state = jobRefused
-	j.seg.keep = true
+	for _, st := range j.segments() {
+		st.keep = true
+	}
 	e.running--
 	e.checkRunning()
 	e.alert(alertKindOf(err, AlertCannotApply), err)

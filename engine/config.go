@@ -2,6 +2,8 @@ package engine
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
@@ -105,6 +107,20 @@ type Config struct {
 	// refusal that no retry changes (ErrRefused) stops it at once.
 	RecoveryGiveUp time.Duration
 
+	// Lanes say, per sink_ref, when a lane's open compaction job is cut
+	// (cut.go); a sink missing here takes DefaultLanes. The zero
+	// LaneLimits cut at every segment: a job per group per segment.
+	Lanes        map[string]LaneLimits
+	DefaultLanes LaneLimits
+	// ValveSegments and ValveBytes are the WAL pressure valve: once the
+	// owned segments reach ValveSegments, or their bytes ValveBytes, the
+	// next segment cuts every open job that pins a segment older than the
+	// newest half of that — so lanes waiting to fill a file never hold
+	// the log at LiveSegmentsMax. 0: LiveSegmentsMax/2 (at least 1), and
+	// ValveSegments × TargetBytes.
+	ValveSegments int
+	ValveBytes    int64
+
 	// Disk, if set, makes the WAL the local disk (WAL_STORAGE=disk):
 	// units are acked at the group-commit fsync, and memtable generations
 	// become segments in Store later. nil: the S3 WAL.
@@ -168,13 +184,64 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: config: recovery give-up %v is negative", c.RecoveryGiveUp)
 	case c.RecoveryConcurrency <= 0:
 		return fmt.Errorf("engine: config: recovery concurrency %d must be positive", c.RecoveryConcurrency)
+	case c.ValveSegments < 0 || c.ValveSegments > c.LiveSegmentsMax || c.ValveBytes < 0:
+		return fmt.Errorf("engine: config: valve at %d segments (live segments max %d) or %d bytes", c.ValveSegments, c.LiveSegmentsMax, c.ValveBytes)
 	case c.OffsetsViewMax < 0 || c.OffsetsViewMax > segment.CheckpointEntriesMax:
 		return fmt.Errorf("engine: config: offsets view max %d outside 0..%d (what one checkpoint holds)", c.OffsetsViewMax, segment.CheckpointEntriesMax)
+	}
+	if err := c.DefaultLanes.Validate("default"); err != nil {
+		return err
+	}
+	for _, ref := range slices.Sorted(maps.Keys(c.Lanes)) {
+		if err := c.Lanes[ref].Validate(fmt.Sprintf("sink %q", ref)); err != nil {
+			return err
+		}
 	}
 	if c.Disk != nil {
 		return c.Disk.Validate()
 	}
 	return nil
+}
+
+// LaneLimits say when a lane's open job is cut: at the first segment
+// after its PARTs' payload bytes reach FileBytes, or its oldest PART has
+// waited FlushInterval (cut.go). FileBytes 0 cuts at every segment (the
+// interval is then unused).
+type LaneLimits struct {
+	FileBytes     int64
+	FlushInterval time.Duration
+}
+
+// Validate reports limits no lane can follow; what names them in the
+// message.
+func (l LaneLimits) Validate(what string) error {
+	switch {
+	case l.FileBytes < 0 || l.FlushInterval < 0:
+		return fmt.Errorf("engine: config: lanes of %s: file bytes %d and flush interval %v must not be negative", what, l.FileBytes, l.FlushInterval)
+	case l.FileBytes > 0 && l.FlushInterval == 0:
+		return fmt.Errorf("engine: config: lanes of %s: file bytes %d need a flush interval, or a quiet lane would wait for ever", what, l.FileBytes)
+	}
+	return nil
+}
+
+// valve returns the pressure valve's thresholds, defaults filled in.
+func (c *Config) valve() (segments int, bytes int64) {
+	segments, bytes = c.ValveSegments, c.ValveBytes
+	if segments == 0 {
+		segments = max(c.LiveSegmentsMax/2, 1)
+	}
+	if bytes == 0 {
+		bytes = int64(segments) * c.TargetBytes
+	}
+	return segments, bytes
+}
+
+// lanesOf returns the limits of sink ref's lanes.
+func (c *Config) lanesOf(ref string) LaneLimits {
+	if l, ok := c.Lanes[ref]; ok {
+		return l
+	}
+	return c.DefaultLanes
 }
 
 // SyncMode says when the disk WAL fsyncs (WAL_SYNC_MODE).

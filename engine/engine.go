@@ -73,6 +73,14 @@ type Engine struct {
 	lanes     map[laneKey]*lane
 	laneOrder []*lane // lanes in creation order (deterministic scans)
 	running   int     // jobs in flight; INVARIANT: 0 ≤ running ≤ CompactionConcurrency (checkRunning)
+	// Cuts (cut.go): the timer of the earliest open job's flush interval,
+	// and whether a snapshot must be sealed to carry cuts.
+	cutTimer func()
+	cutAt    time.Duration
+	cutDue   bool
+	// recovered: the segments registering are recovery's (their lanes'
+	// waits are dated from the segments' creation).
+	recovered bool
 	cache     *bodyCache
 	budget    budget // the memory pool's split (memory.go)
 
@@ -287,6 +295,7 @@ func (e *Engine) Close(done func(error)) {
 		e.checkClosed()
 	})
 	e.flushDue = true
+	e.cutDue = e.hasOpen() // every open job is cut (cut.go)
 	e.maybeSeal()
 	e.checkClosed()
 }

@@ -24,8 +24,18 @@ func (e *Engine) BreakRunning(delta int) { e.running += delta }
 // BreakAnswering adds delta to the answers counted in flight.
 func (e *Engine) BreakAnswering(delta int) { e.answering += delta }
 
-// BreakPending adds delta to the first owned segment's pending jobs.
-func (e *Engine) BreakPending(delta int) { e.segs[0].pending += delta }
+// BreakPending takes the first owned segment's first waiting job for
+// applied, without setting its bits, and reclaims the segment.
+func (e *Engine) BreakPending() {
+	st := e.segs[0]
+	for _, j := range st.jobs {
+		if j.state == jobPending {
+			j.state = jobApplied
+			break
+		}
+	}
+	e.reclaim(st)
+}
 
 // BreakCacheUsed adds delta to the body cache's used bytes.
 func (e *Engine) BreakCacheUsed(delta int64) { e.cache.used += delta }
@@ -33,7 +43,8 @@ func (e *Engine) BreakCacheUsed(delta int64) { e.cache.used += delta }
 // fakeJob is a refused job (never started) of a segment that is not owned.
 func fakeJob(sinkRef, ns string, id SnapshotID) *job {
 	st := &segState{Segment: Segment{ID: id}}
-	return &job{seg: st, id: "fake", sinkRef: sinkRef, namespace: ns, ordinals: []segment.SliceOrdinal{0}, state: jobRefused}
+	g := segment.Group{SinkRef: sinkRef, Namespace: ns}
+	return &job{cut: st, id: "fake", group: g, pieces: []piece{{seg: st, ordinals: []segment.SliceOrdinal{0}}}, state: jobRefused}
 }
 
 // BreakLaneTail appends a job of segment id to the end of a lane.

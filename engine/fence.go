@@ -72,11 +72,12 @@ func (e *Engine) readFence() {
 	})
 }
 
-// bodyMissing handles a job whose body is not in the store: if the
-// marker is gone too, another writer reclaimed the segment (all its jobs
-// applied) and it is dropped; a marker without its body is corruption.
-func (e *Engine) bodyMissing(j *job, cause error) {
-	key := e.layout.Key(j.seg.Dir, j.seg.ID, KindMarker)
+// bodyMissing handles a job one of whose bodies (segment st's) is not in
+// the store: if the marker is gone too, another writer reclaimed the
+// segment (every job of it applied) and the job is done elsewhere; a
+// marker without its body is corruption.
+func (e *Engine) bodyMissing(j *job, st *segState, cause error) {
+	key := e.layout.Key(st.Dir, st.ID, KindMarker)
 	e.retry(func(d func(error)) {
 		e.p.Store.HeadObject(key, func(_ ObjectInfo, err error) { d(err) })
 	}, func(err error, _ bool) {
@@ -88,17 +89,18 @@ func (e *Engine) bodyMissing(j *job, cause error) {
 			e.checkJobEnds(j)
 			e.running--
 			e.checkRunning()
-			e.reclaimedElsewhere(j.seg)
+			e.reclaimedElsewhere(st)
 		case err == nil:
-			e.refuseJob(j, fmt.Errorf("%w: committed segment %s has no body: %v", ErrCorrupt, j.seg.ID, cause))
+			e.refuseJob(j, fmt.Errorf("%w: committed segment %s has no body: %v", ErrCorrupt, st.ID, cause))
 		default:
 			e.retryJob(j)
 		}
 	})
 }
 
-// reclaimedElsewhere forgets a segment another writer reclaimed: its
-// pending jobs leave their lanes; jobs of it still running end quietly.
+// reclaimedElsewhere forgets a segment another writer reclaimed: the jobs
+// holding it were applied there, so they leave their lanes (a job of it
+// still running ends quietly).
 func (e *Engine) reclaimedElsewhere(st *segState) {
 	if st.gone {
 		return
@@ -108,7 +110,7 @@ func (e *Engine) reclaimedElsewhere(st *segState) {
 	for _, ln := range e.laneOrder {
 		kept := ln.jobs[:0]
 		for _, j := range ln.jobs {
-			if j.seg != st {
+			if !j.gone() {
 				kept = append(kept, j)
 			}
 		}

@@ -48,7 +48,7 @@ func (e *Engine) flushDelay() time.Duration {
 // maybeSeal seals the live accumulator when a flush is due and the queue
 // has room, and starts the writer.
 func (e *Engine) maybeSeal() {
-	if e.live.empty() || !e.flushDue || e.cooling || len(e.queue) >= e.cfg.QueueCapacity {
+	if e.live.empty() && !e.cutOnlyDue() || !e.flushDue && !e.cutDue || e.cooling || len(e.queue) >= e.cfg.QueueCapacity {
 		return
 	}
 	if e.state != stateReady && e.state != stateClosing {
@@ -74,7 +74,10 @@ func (e *Engine) seal() {
 	e.live = newBatchSet()
 	e.checkQueue()
 	e.checkHeld()
-	e.flushDue = false
+	if s.content.empty() {
+		e.mark(MarkCutOnlySegment)
+	}
+	e.flushDue, e.cutDue = false, false
 	if e.flushCancel != nil {
 		e.flushCancel()
 		e.flushCancel = nil
@@ -82,6 +85,15 @@ func (e *Engine) seal() {
 	// Last: the disk WAL's backlog joins the new live here, which may
 	// arm its flush delay or seal it again.
 	e.dlog.sealed()
+}
+
+// cutOnlyDue reports whether a snapshot without PARTs should be sealed
+// to carry cuts (cut.go): an open job's interval ran out, or the engine
+// closes, while nothing is being written — and the WAL has room for one
+// more segment.
+func (e *Engine) cutOnlyDue() bool {
+	return e.cutDue && len(e.queue) == 0 && e.active == nil && e.hasOpen() &&
+		len(e.segs) < e.cfg.LiveSegmentsMax && (e.state == stateReady || e.state == stateClosing)
 }
 
 // pump starts persisting the oldest sealed snapshot if the writer is idle.

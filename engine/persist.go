@@ -75,11 +75,14 @@ func (e *Engine) persist(s *snapshot) {
 			s.index, err = segment.Encode(&buf, created, offsets, merged, nil)
 			releaseMerged(parts, merged)
 		}
+	}, func() {
 		if err == nil {
-			s.index.Origin = origin
+			// The cuts are decided on the loop, now that every earlier
+			// snapshot is committed (cut.go); the marker is small.
+			s.index.Origin, s.index.Spanning = origin, true
+			s.index.Cuts = e.decideCuts(s)
 			s.marker, err = segment.EncodeMarker(s.index)
 		}
-	}, func() {
 		if err != nil {
 			// Submit validated every unit, so this is a bug, not bad
 			// input: stop rather than guess.
@@ -254,6 +257,12 @@ func (e *Engine) settle(s *snapshot, early bool) {
 		case err == nil && bytes.Equal(got, s.marker):
 			e.mark(MarkInDoubtCommitted)
 			e.fenceThenCommit(s)
+		case err == nil && e.sameButCuts(s, key, got):
+			// A replayed generation (disk WAL) decided its cuts again;
+			// the marker that landed is the commit, and its cuts are the
+			// jobs.
+			e.mark(MarkMarkerCutsAdopted)
+			e.fenceThenCommit(s)
 		case err == nil:
 			e.failClosed(fmt.Errorf("%w: marker %s holds another writer's commit", ErrCorrupt, e.key(s, KindMarker)))
 		case errors.Is(err, ErrNotFound) && early:
@@ -267,6 +276,17 @@ func (e *Engine) settle(s *snapshot, early bool) {
 			e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() { e.settle(s, early) })
 		}
 	})
+}
+
+// sameButCuts reports whether the marker got, found at s's key, commits
+// s's body with other cuts; if so s takes them.
+func (e *Engine) sameButCuts(s *snapshot, key string, got []byte) bool {
+	ix, err := segment.DecodeMarker(key, got)
+	if err != nil || !ix.Equal(s.index) || ix.Origin != s.index.Origin || ix.Spanning != s.index.Spanning {
+		return false
+	}
+	s.index.Cuts, s.marker = ix.Cuts, got
+	return true
 }
 
 // fenceThenCommit runs once the marker is known to exist. It acks only if

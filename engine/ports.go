@@ -67,12 +67,14 @@ type Sink interface {
 	Apply(job *Job, done func(err error))
 }
 
-// Job is one compaction job: the PARTs of one segment that share a
-// sink, a namespace, a schema and CDC-ness (all or none carry a
-// sidecar), in ordinal order. Its ID is a pure
-// function of the segment and the PARTs, so a job replayed after a crash
-// has the same ID; it is unique across logs (it includes the WAL id), so
-// jobs of several pipelines can share a destination.
+// Job is one compaction job: the PARTs of one group — a sink, a
+// namespace, a schema and CDC-ness (all or none carry a sidecar) — from
+// one or more consecutive segments, in commit order (segment, then
+// ordinal). Which PARTs is fixed by the cut that ends the job, committed
+// in a segment's marker before the job is first applied, and its ID is a
+// pure function of that cut, so a job replayed after a crash has the same
+// PARTs and the same ID; it is unique across logs (it includes the WAL
+// id), so jobs of several pipelines can share a destination.
 //
 // A sink records Content beside the ID. Finding the ID already applied,
 // it compares the recorded Content with the job's: the same means an
@@ -85,20 +87,24 @@ type Job struct {
 	// digits alone for a segment committed before WAL identities (a
 	// zero Origin).
 	ID string
-	// Content fingerprints the job's rows: 32 hex digits of the segment
-	// body's checksum and the job's ordinals.
+	// Content fingerprints the job's rows: 32 hex digits of its segments'
+	// body checksums and the job's ordinals in them.
 	Content string
-	// Origin is the log that committed the segment: its WAL id and
+	// Origin is the log that committed the segments: its WAL id and
 	// pipeline (zero for a segment committed before WAL identities).
 	Origin    segment.Origin
-	SinkRef   string     // destination name
-	Namespace string     // table / stream
-	Segment   SnapshotID // the segment the rows come from
-	// SegmentCreatedUnixMs is when the segment was sealed (wall clock),
-	// for Hive-style date folders; a bucketed PART's own time bucket is
-	// in its key.
+	SinkRef   string // destination name
+	Namespace string // table / stream
+	// Segment is the segment whose cut ends the job: the job's name in
+	// the log (a segment committed before spanning jobs is its own).
+	Segment SnapshotID
+	// SegmentCreatedUnixMs is when Segment was sealed (wall clock), for
+	// Hive-style date folders — the same for every attempt of the job; a
+	// bucketed PART's own time bucket is in its key.
 	SegmentCreatedUnixMs int64
-	Slices               []*segment.Slice
+	// Segments are the segments holding the job's PARTs, ascending.
+	Segments []SnapshotID
+	Slices   []*segment.Slice
 }
 
 // Rows is the number of rows in the job.

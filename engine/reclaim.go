@@ -48,15 +48,18 @@ func (e *Engine) writeBitmap(st *segState) {
 		return
 	}
 	st.writing, st.dirty = true, false
+	written := st.written
 	key := e.layout.Key(st.Dir, st.ID, KindBitmap)
 	in := PutObjectInput{Key: key, Body: st.applied.Encode(), IfMatch: st.bitmapETag, IfNoneMatch: st.bitmapETag == ""}
 	e.p.Store.PutObject(in, func(etag string, err error) {
 		if err == nil {
 			st.bitmapETag = etag
 			st.writing = false
+			st.durable = written
 			if st.dirty {
 				e.scheduleBitmap(st)
 			}
+			e.wakeCuts(st)
 			return
 		}
 		// Refused (the object is not the version we wrote last) or
@@ -67,6 +70,7 @@ func (e *Engine) writeBitmap(st *segState) {
 			if rerr == nil && b != nil {
 				e.mergeBits(st, b) // same segment: same length
 				st.bitmapETag = etag
+				st.durable = b
 			}
 			e.scheduleBitmap(st)
 		})
@@ -83,6 +87,9 @@ func (e *Engine) reclaim(st *segState) {
 		e.p.Timers.AfterFunc(wait, func() { e.reclaim(st) })
 		return
 	}
+	if e.cutWaits(st) {
+		return
+	}
 	if !e.checkReclaimable(st) {
 		return // never delete what is not applied
 	}
@@ -96,6 +103,42 @@ func (e *Engine) reclaim(st *segState) {
 	})
 }
 
+// cutWaits reports whether st, which ends applied jobs with its cuts,
+// must wait before it is reclaimed: a job's bits are not yet durable in
+// another of its live segments. Deleting the cut first would leave that
+// segment's PARTs unapplied after a crash with nothing to say which job
+// they belong to — they would join another, under another id. It asks
+// for the bitmap writes it waits for; wakeCuts calls reclaim again.
+func (e *Engine) cutWaits(st *segState) bool {
+	waits := false
+	for _, j := range st.jobs {
+		if j.cut != st {
+			continue
+		}
+		for _, p := range j.pieces {
+			if p.seg == st || p.seg.gone || p.allSet(p.seg.durable) {
+				continue
+			}
+			if !waits {
+				e.mark(MarkReclaimWaitsCut)
+			}
+			waits = true
+			e.scheduleBitmap(p.seg)
+		}
+	}
+	return waits
+}
+
+// wakeCuts retries the reclaim of segments whose cuts waited for st's
+// bits to be durable (or for st to be gone).
+func (e *Engine) wakeCuts(st *segState) {
+	for _, j := range st.jobs {
+		if c := j.cut; c != st && !c.gone && c.pending() == 0 {
+			e.reclaim(c)
+		}
+	}
+}
+
 // deleteSegment deletes a reclaimed segment's objects, marker first.
 func (e *Engine) deleteSegment(st *segState) {
 	if st.gone {
@@ -104,6 +147,8 @@ func (e *Engine) deleteSegment(st *segState) {
 	e.deleteInOrder(st, []ObjectKind{KindMarker, KindBody, KindBitmap}, func() {
 		e.cache.drop(st.ID)
 		e.forget(st)
+		st.gone = true
+		e.wakeCuts(st)
 		e.dlog.roomFreed()
 		e.stats.SegmentsReclaimed++
 		e.checkClosed()

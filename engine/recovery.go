@@ -222,6 +222,8 @@ func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 func (e *Engine) open(r recovered) {
 	e.committed, e.keys = r.view, r.keys
 	e.state = stateReady
+	e.recovered = true
+	defer e.recoveredDone()
 	for i, s := range r.owned {
 		e.mergeCommitted(s.Index.Offsets)
 		bm := r.bitmaps[i]
@@ -239,6 +241,22 @@ func (e *Engine) open(r recovered) {
 		st.logPending = e.dlog.holds(s.ID)
 		e.register(st)
 	}
+}
+
+// recoveredDone ends the registration of recovered segments: PARTs found
+// applied that no live cut claimed were applied by jobs whose cuts were
+// reclaimed; they leave the lanes, and every lane has one open job at
+// most.
+func (e *Engine) recoveredDone() {
+	e.recovered = false
+	for _, ln := range e.laneOrder {
+		for _, o := range ln.open {
+			o.done = nil
+		}
+		ln.open = slices.DeleteFunc(ln.open, func(o *openJob) bool { return len(o.pieces) == 0 })
+		e.checkLaneOpen(ln)
+	}
+	e.armInterval()
 }
 
 // readBitmaps GETs the completion bitmap of every owned segment the

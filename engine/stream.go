@@ -24,11 +24,11 @@ import (
 // twice: the body itself is bad — corrupt, no more passes.
 
 // streamBody streams j's body, up to AttemptsMax passes.
-func (e *Engine) streamBody(j *job, done func(*segment.Body, func(), error)) {
+func (e *Engine) streamBody(p piece, done func(*segment.Body, func(), error)) {
 	var prev []uint32 // the previous pass's chunk checksums
 	var pass func(n int)
 	pass = func(n int) {
-		e.streamOnce(j, prev, func(b *segment.Body, sums []uint32, err error) {
+		e.streamOnce(p, prev, func(b *segment.Body, sums []uint32, err error) {
 			sameBytes := prev != nil && slices.Equal(sums, prev)
 			switch {
 			case err == nil:
@@ -48,12 +48,12 @@ func (e *Engine) streamBody(j *job, done func(*segment.Body, func(), error)) {
 // streamOnce is one pass of streamBody; prev (nil in the first pass) are
 // the previous pass's chunk checksums, which each chunk must agree with or
 // be read again. done gets this pass's checksums.
-func (e *Engine) streamOnce(j *job, prev []uint32, done func(*segment.Body, []uint32, error)) {
-	st := j.seg
+func (e *Engine) streamOnce(p piece, prev []uint32, done func(*segment.Body, []uint32, error)) {
+	st := p.seg
 	key := e.layout.Key(st.Dir, st.ID, KindBody)
 	check := segment.NewStreamCheck(key, st.Index)
-	windows := make([]segment.Window, len(j.ordinals))
-	for i, o := range j.ordinals {
+	windows := make([]segment.Window, len(p.ordinals))
+	for i, o := range p.ordinals {
 		off, n := segment.PartWindow(st.Index.Entries[o])
 		windows[i] = segment.Window{Off: off, Bytes: make([]byte, 0, n)}
 	}

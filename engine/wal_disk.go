@@ -387,7 +387,7 @@ func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
 			l.forget(gen)
 			if st != nil {
 				st.logPending = false
-				if st.pending == 0 {
+				if st.pending() == 0 {
 					l.e.reclaim(st)
 				}
 			}

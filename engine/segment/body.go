@@ -22,10 +22,17 @@ type Index struct {
 	// zero in an index read from a body (bodies do not carry it) and in a
 	// version 1 marker's.
 	Origin Origin
+	// Spanning (version 3 markers): the segment's PARTs join their lanes'
+	// open jobs, which end where a Cut says (cut.go); Cuts are the jobs
+	// this segment ends. False (versions 1 and 2, and an index read from a
+	// body): every group of PARTs is a job of its own, as builds before
+	// spanning jobs had it.
+	Spanning bool
+	Cuts     []Cut
 }
 
-// Equal reports whether two indexes describe the same body (the origin,
-// which only the marker carries, is not compared).
+// Equal reports whether two indexes describe the same body (the origin
+// and the cuts, which only the marker carries, are not compared).
 func (ix *Index) Equal(o *Index) bool {
 	return ix.CreatedAtUnixMs == o.CreatedAtUnixMs && ix.BodyBytes == o.BodyBytes &&
 		ix.BodySum == o.BodySum && slices.Equal(ix.Offsets, o.Offsets) &&

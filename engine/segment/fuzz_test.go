@@ -129,7 +129,7 @@ func assertCanonical(t *testing.T, data []byte, encode func() ([]byte, error)) {
 
 // writeFuzzCorpus seeds each target with the golden objects and a few
 // pieces of them, in the go test corpus format.
-func writeFuzzCorpus(t *testing.T, body, marker, markerV2, bitmap []byte, ix *Index) {
+func writeFuzzCorpus(t *testing.T, body, marker, markerV2, markerV3, bitmap []byte, ix *Index) {
 	t.Helper()
 	cdc := ix.Entries[0]
 	sidecar := body[cdc.SidecarStart:cdc.End()]
@@ -137,7 +137,7 @@ func writeFuzzCorpus(t *testing.T, body, marker, markerV2, bitmap []byte, ix *In
 	seeds := map[string]map[string][]byte{
 		"FuzzOpenBody":      {"golden": body, "empty_segment": emptyBody(t)},
 		"FuzzReadIndex":     {"golden": body},
-		"FuzzDecodeMarker":  {"golden": marker, "golden_v2": markerV2},
+		"FuzzDecodeMarker":  {"golden": marker, "golden_v2": markerV2, "golden_v3": markerV3},
 		"FuzzDecodeBitmap":  {"golden": bitmap, "empty": NewBitmap(0).Encode()},
 		"FuzzDecodeSidecar": {"golden": sidecar},
 		"FuzzDecodeOffsets": {"golden": blob},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -45,13 +46,33 @@ func goldenObjects(t *testing.T, mem memory.Allocator) (body, marker, bitmap []b
 // goldenOrigin is the origin of the golden version 2 marker.
 var goldenOrigin = Origin{WAL: WALID{0x5e, 0x9d, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 0xff}, Pipeline: "golden"}
 
-// goldenMarkerV2 is the golden segment's marker as this build writes it:
-// version 2, with an origin. (segment.seg.commit, version 1, is what
-// builds before origins wrote; both must keep decoding.)
+// goldenMarkerV2 is the golden segment's marker as builds before cuts
+// wrote it: version 2, with an origin. (segment.seg.commit, version 1, is
+// what builds before origins wrote; all three versions must keep decoding.)
 func goldenMarkerV2(t *testing.T, ix *Index) []byte {
 	t.Helper()
 	with := *ix
 	with.Origin = goldenOrigin
+	b, err := EncodeMarker(&with)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// goldenCuts are the cuts of the golden version 3 marker.
+var goldenCuts = []Cut{
+	{Group: Group{SinkRef: "lake", Namespace: "events", Schema: 0x0123456789abcdef}, First: SegmentRef{3, 17}, Segments: 4, Parts: 9, Reason: CutSize},
+	{Group: Group{SinkRef: "lake", Namespace: "orders", Schema: 7, CDC: true}, First: SegmentRef{4, 1}, Segments: 1, Parts: 1, Reason: CutInterval},
+	{Group: Group{SinkRef: "pg", Namespace: "events", Schema: 7}, First: SegmentRef{4, 2}, Segments: 1, Parts: 2, Reason: CutEvery},
+}
+
+// goldenMarkerV3 is the golden segment's marker as this build writes it:
+// version 3, with an origin and cuts.
+func goldenMarkerV3(t *testing.T, ix *Index) []byte {
+	t.Helper()
+	with := *ix
+	with.Origin, with.Spanning, with.Cuts = goldenOrigin, true, goldenCuts
 	b, err := EncodeMarker(&with)
 	if err != nil {
 		t.Fatal(err)
@@ -77,17 +98,18 @@ func TestGoldenVectors(t *testing.T) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	defer mem.AssertSize(t, 0)
 	body, marker, bitmap, ix := goldenObjects(t, mem)
-	markerV2 := goldenMarkerV2(t, ix)
+	markerV2, markerV3 := goldenMarkerV2(t, ix), goldenMarkerV3(t, ix)
 	files := map[string][]byte{
 		"segment.seg":           body,
 		"segment.seg.commit":    marker,
 		"segment-v2.seg.commit": markerV2,
+		"segment-v3.seg.commit": markerV3,
 		"segment.scbl":          bitmap,
 		"segment.txt":           []byte(describe(ix)),
 	}
-	golden.Check(t, goldenDir, files, []string{"segment.seg", "segment.seg.commit", "segment-v2.seg.commit", "segment.scbl", "segment.txt"}, *update)
+	golden.Check(t, goldenDir, files, []string{"segment.seg", "segment.seg.commit", "segment-v2.seg.commit", "segment-v3.seg.commit", "segment.scbl", "segment.txt"}, *update)
 	if *update {
-		writeFuzzCorpus(t, body, marker, markerV2, bitmap, ix)
+		writeFuzzCorpus(t, body, marker, markerV2, markerV3, bitmap, ix)
 	}
 }
 
@@ -132,6 +154,16 @@ func TestGoldenDecode(t *testing.T) {
 	}
 	if checked2, err := CheckBody(mix2, "segment.seg", Bytes(body), int64(len(body))); err != nil || checked2.Index.Origin != goldenOrigin {
 		t.Fatalf("CheckBody with a version 2 marker: %v, origin %v", err, checked2.Index.Origin)
+	}
+	if mix2.Spanning || len(mix2.Cuts) > 0 {
+		t.Fatalf("version 2 marker decoded as spanning (%d cuts)", len(mix2.Cuts))
+	}
+	mix3, err := DecodeMarker("segment-v3.seg.commit", read("segment-v3.seg.commit"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mix3.Origin != goldenOrigin || !mix3.Equal(mix) || !mix3.Spanning || !slices.Equal(mix3.Cuts, goldenCuts) {
+		t.Fatalf("version 3 marker: origin %v, same index %v, spanning %v, cuts %v (want %v)", mix3.Origin, mix3.Equal(mix), mix3.Spanning, mix3.Cuts, goldenCuts)
 	}
 	bm, err := DecodeBitmap("segment.scbl", bitmap)
 	if err != nil {

@@ -44,7 +44,8 @@ const (
 		5*8 // arrow start/len, sidecar start/len, rows
 
 	// MarkerBytesMax bounds a .seg.commit object.
-	MarkerBytesMax = markerFixedBytes + markerOriginBytesMax + OffsetsBlobBytesMax + PartsMax*IndexEntryBytesMax + sumBytes
+	MarkerBytesMax = markerFixedBytes + markerOriginBytesMax + OffsetsBlobBytesMax + PartsMax*IndexEntryBytesMax +
+		4 + CutsMax*cutBytesMax + sumBytes
 
 	// BitmapBytesMax bounds an SCBL object.
 	BitmapBytesMax = bitmapFixedBytes + PartsMax/8 + sumBytes
@@ -92,10 +93,13 @@ const (
 	sidecarMagic = "CDCS"
 
 	BodyVersion = 3
-	// MarkerVersion is what this build writes for a segment with an
-	// origin; a segment without one (a test's, or an old build's) is
-	// written and read as MarkerVersionLegacy.
-	MarkerVersion       = 2
+	// MarkerVersion is what this build writes: an origin and cuts
+	// (spanning jobs). MarkerVersionOrigin — an origin, no cuts — and
+	// MarkerVersionLegacy — neither — are what earlier builds wrote; both
+	// are still read and written (an index without Spanning, or without an
+	// origin), byte for byte as those builds did.
+	MarkerVersion       = 3
+	MarkerVersionOrigin = 2
 	MarkerVersionLegacy = 1
 	BitmapVersion       = 1
 	SidecarVersion      = 1

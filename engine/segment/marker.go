@@ -15,44 +15,44 @@ const markerEntryBytesMin = 4 + 3*lenPrefixBytes + 2 + 1 + 8 + 5*8
 
 // EncodeMarker returns the .seg.commit object for a body's index:
 //
-//	"SEGC" | u16 version=2 | u64 body_bytes | [32] body_sha256
+//	"SEGC" | u16 version=3 | u64 body_bytes | [32] body_sha256
 //	| u64 created_at_unix_ms
-//	| [16] wal_id | u16 pipeline_len | pipeline          (version 2 only)
+//	| [16] wal_id | u16 pipeline_len | pipeline          (versions 2, 3)
 //	| u32 parts_count
 //	| u32 offsets_len | offsets blob
 //	| parts_count × index entry (the PART headers without their magic)
+//	| u32 cuts_count | cuts                               (version 3; cut.go)
 //	| [32] sha256 of every preceding byte
 //
 // body_sha256 is the body's footer checksum. Carrying the index and the
 // offsets lets recovery register a segment from its marker alone. The
-// origin (version 2) names the log that committed the segment; an index
-// without one encodes as version 1, byte for byte what builds before
-// origins wrote.
+// origin (versions 2 and 3) names the log that committed the segment; the
+// cuts (version 3) end lanes' spanning jobs. An index without Spanning
+// encodes as version 2, and one without an origin as version 1, byte for
+// byte what builds before cuts and before origins wrote.
 func EncodeMarker(ix *Index) ([]byte, error) {
 	if len(ix.Entries) > PartsMax {
 		return nil, tooLargef("marker: %d parts, limit %d", len(ix.Entries), PartsMax)
 	}
-	version := uint16(MarkerVersionLegacy)
-	if !ix.Origin.IsZero() {
-		if err := ix.Origin.Validate(); err != nil {
-			return nil, fmt.Errorf("marker: %w", err)
-		}
-		version = MarkerVersion
+	version, err := markerVersion(ix)
+	if err != nil {
+		return nil, err
 	}
-	b := make([]byte, 0, markerFixedBytes+markerOriginBytesMax+ix.Offsets.encodedLen()+len(ix.Entries)*IndexEntryBytesMax/4+sumBytes)
+	b := make([]byte, 0, markerFixedBytes+markerOriginBytesMax+ix.Offsets.encodedLen()+len(ix.Entries)*IndexEntryBytesMax/4+
+		4+len(ix.Cuts)*cutBytesMin*2+sumBytes)
 	b = append(b, markerMagic...)
 	b = binary.LittleEndian.AppendUint16(b, version)
 	b = binary.LittleEndian.AppendUint64(b, uint64(ix.BodyBytes))
 	b = append(b, ix.BodySum[:]...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(ix.CreatedAtUnixMs))
-	if version == MarkerVersion {
+	if version >= MarkerVersionOrigin {
 		b = append(b, ix.Origin.WAL[:]...)
 		b = binary.LittleEndian.AppendUint16(b, uint16(len(ix.Origin.Pipeline)))
 		b = append(b, ix.Origin.Pipeline...)
 	}
 	b = binary.LittleEndian.AppendUint32(b, uint32(len(ix.Entries)))
 	b = binary.LittleEndian.AppendUint32(b, uint32(ix.Offsets.encodedLen()))
-	b, err := AppendOffsets(b, ix.Offsets)
+	b, err = AppendOffsets(b, ix.Offsets)
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +61,9 @@ func EncodeMarker(ix *Index) ([]byte, error) {
 			return nil, fmt.Errorf("marker entry %d: %w", i, err)
 		}
 		b = appendIndexEntry(b, e)
+	}
+	if version == MarkerVersion {
+		b = appendCuts(b, ix.Cuts)
 	}
 	sum := sha256.Sum256(b)
 	return append(b, sum[:]...), nil
@@ -91,7 +94,7 @@ func DecodeMarker(name string, b []byte) (*Index, error) {
 	}
 	ix.BodySum = c.sum("body_sha256")
 	ix.CreatedAtUnixMs = int64(c.u64("created_at_unix_ms"))
-	if version == MarkerVersion {
+	if version >= MarkerVersionOrigin {
 		ix.Origin = c.origin()
 	}
 	parts := int(c.bounded("parts_count", 4, uint64(min(PartsMax, c.remaining()/markerEntryBytesMin))))
@@ -117,6 +120,10 @@ func DecodeMarker(name string, b []byte) (*Index, error) {
 	if c.err == nil && pos != footStart {
 		c.fail("body_bytes", ErrCorrupt, "parts end at %d, footer would start at %d", pos, footStart)
 	}
+	if version == MarkerVersion {
+		ix.Spanning = true
+		ix.Cuts = c.cuts()
+	}
 	c.end("entries")
 	if err := c.failed(); err != nil {
 		return nil, err
@@ -124,7 +131,30 @@ func DecodeMarker(name string, b []byte) (*Index, error) {
 	return ix, nil
 }
 
-// origin reads a version 2 marker's origin: a zero WAL id or an empty,
+// markerVersion is the version ix encodes as (see EncodeMarker).
+func markerVersion(ix *Index) (uint16, error) {
+	switch {
+	case ix.Origin.IsZero() && (ix.Spanning || len(ix.Cuts) > 0):
+		return 0, fmt.Errorf("marker: cuts need an origin (version %d)", MarkerVersion)
+	case ix.Origin.IsZero():
+		return MarkerVersionLegacy, nil
+	}
+	if err := ix.Origin.Validate(); err != nil {
+		return 0, fmt.Errorf("marker: %w", err)
+	}
+	if !ix.Spanning {
+		if len(ix.Cuts) > 0 {
+			return 0, fmt.Errorf("marker: %d cuts in an index without spanning jobs", len(ix.Cuts))
+		}
+		return MarkerVersionOrigin, nil
+	}
+	if err := CheckCuts(ix.Cuts); err != nil {
+		return 0, err
+	}
+	return MarkerVersion, nil
+}
+
+// origin reads a version 2 or 3 marker's origin: a zero WAL id or an empty,
 // oversized or non-UTF-8 pipeline name is corruption (the encoder never
 // writes one).
 func (c *cursor) origin() Origin {
@@ -134,7 +164,7 @@ func (c *cursor) origin() Origin {
 	o.Pipeline = string(c.bytes("pipeline", PipelineBytesMax))
 	if c.err == nil && o.WAL.IsZero() {
 		c.pos = start - len(o.WAL)
-		c.fail("wal_id", ErrCorrupt, "zero WAL id in a version %d marker", MarkerVersion)
+		c.fail("wal_id", ErrCorrupt, "zero WAL id in a version %d or %d marker", MarkerVersionOrigin, MarkerVersion)
 	}
 	if c.err == nil && (o.Pipeline == "" || !utf8.ValidString(o.Pipeline)) {
 		c.pos = start

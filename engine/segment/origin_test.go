@@ -30,8 +30,8 @@ func TestMarkerOriginRoundTrip(t *testing.T) {
 	if got := binary.LittleEndian.Uint16(v1[4:]); got != MarkerVersionLegacy {
 		t.Fatalf("a marker without an origin is version %d, want %d", got, MarkerVersionLegacy)
 	}
-	if got := binary.LittleEndian.Uint16(v2[4:]); got != MarkerVersion {
-		t.Fatalf("a marker with an origin is version %d, want %d", got, MarkerVersion)
+	if got := binary.LittleEndian.Uint16(v2[4:]); got != MarkerVersionOrigin {
+		t.Fatalf("a marker with an origin and no cuts is version %d, want %d", got, MarkerVersionOrigin)
 	}
 	if want := len(v1) + WALIDBytes + lenPrefixBytes + len(goldenOrigin.Pipeline); len(v2) != want {
 		t.Fatalf("version 2 marker of %d bytes, want %d (version 1's %d plus the origin)", len(v2), want, len(v1))
@@ -67,7 +67,8 @@ func TestMarkerOriginChecked(t *testing.T) {
 			binary.LittleEndian.PutUint16(b[nameLenAt:], PipelineBytesMax+1)
 			return b
 		}, ErrCorrupt, "pipeline_len"},
-		{"version 3", func(b []byte) []byte { binary.LittleEndian.PutUint16(b[4:], 3); return b }, ErrUnsupportedVersion, "version"},
+		{"version 4", func(b []byte) []byte { binary.LittleEndian.PutUint16(b[4:], 4); return b }, ErrUnsupportedVersion, "version"},
+		{"version 3 without its cuts", func(b []byte) []byte { binary.LittleEndian.PutUint16(b[4:], 3); return b }, ErrTruncated, "cuts_count"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
