@@ -21,6 +21,7 @@ import (
 type countingSink struct {
 	inner   engine.Sink
 	applies map[string]int
+	spans   map[string]int // segments each job held PARTs of
 	down    map[string]bool
 	timers  engine.Timers
 	delay   time.Duration // each apply starts this long after it was asked for
@@ -32,6 +33,7 @@ func (s *countingSink) Apply(j *engine.Job, done func(error)) {
 		return
 	}
 	s.applies[j.ID]++
+	s.spans[j.ID] = len(j.Segments)
 	if s.delay == 0 {
 		s.inner.Apply(j, done)
 		return
@@ -47,7 +49,7 @@ func (o oneSink) Sink(ref string) (engine.Sink, bool) { return o.s, ref == "lake
 // follows each new incarnation.
 func withSink(r *rig) (*sinks.Memory, *countingSink) {
 	dest := sinks.NewMemory()
-	cs := &countingSink{applies: map[string]int{}, down: map[string]bool{}}
+	cs := &countingSink{applies: map[string]int{}, spans: map[string]int{}, down: map[string]bool{}}
 	r.sinksFor = func(inc *sim.Incarnation) engine.Sinks {
 		cs.inner, cs.timers = dest.Sink(inc.Timers()), inc.Timers()
 		return oneSink{cs}

@@ -224,8 +224,8 @@ func (l LaneLimits) Validate(what string) error {
 	return nil
 }
 
-// valve returns the pressure valve's thresholds, defaults filled in.
-func (c *Config) valve() (segments int, bytes int64) {
+// Valve returns the pressure valve's thresholds, defaults filled in.
+func (c *Config) Valve() (segments int, bytes int64) {
 	segments, bytes = c.ValveSegments, c.ValveBytes
 	if segments == 0 {
 		segments = max(c.LiveSegmentsMax/2, 1)
@@ -236,8 +236,8 @@ func (c *Config) valve() (segments int, bytes int64) {
 	return segments, bytes
 }
 
-// lanesOf returns the limits of sink ref's lanes.
-func (c *Config) lanesOf(ref string) LaneLimits {
+// LanesOf returns the limits of sink ref's lanes.
+func (c *Config) LanesOf(ref string) LaneLimits {
 	if l, ok := c.Lanes[ref]; ok {
 		return l
 	}

@@ -38,7 +38,7 @@ func (e *Engine) decideCuts(s *snapshot) []segment.Cut {
 	valveBefore, valve := e.valveBoundary()
 	var cuts []segment.Cut
 	for _, k := range e.cutLanes(groups) {
-		limits := e.cfg.lanesOf(k.sinkRef)
+		limits := e.cfg.LanesOf(k.sinkRef)
 		var open *openJob
 		if ln := e.lanes[k]; ln != nil {
 			open = ln.openNow()
@@ -175,10 +175,16 @@ func indexPieces(ix *segment.Index) ([]segment.Group, []piece) {
 // so, the oldest of the newest segments an open job may keep pinning:
 // jobs whose first PART is older are cut.
 func (e *Engine) valveBoundary() (SnapshotID, bool) {
-	segs, bytes := e.cfg.valve()
+	segs, bytes := e.cfg.Valve()
 	var total int64
 	for _, st := range e.segs {
 		total += st.Index.BodyBytes
+	}
+	if len(e.segs)+len(e.queue)+1 >= e.cfg.LiveSegmentsMax {
+		// This segment fills the WAL: no open job may pin it, or the
+		// log could stay full with nothing to apply.
+		e.mark(MarkValveOpen)
+		return SnapshotID{Epoch: ^uint64(0), Seq: ^uint64(0)}, true
 	}
 	if len(e.segs) < segs && total < bytes {
 		return SnapshotID{}, false
@@ -198,9 +204,12 @@ func (e *Engine) valveBoundary() (SnapshotID, bool) {
 
 // armInterval arranges for the earliest open job's flush interval to cut
 // it even if nothing else is written.
+//
+// A job whose interval ran out is cut by the next snapshot persisted: the
+// timer asks for one (cutDue) and is armed again only after a commit.
 func (e *Engine) armInterval() {
 	at, ok := e.nextInterval()
-	if !ok || e.cutTimer != nil && e.cutAt <= at {
+	if !ok || at <= e.now() && e.cutDue || e.cutTimer != nil && e.cutAt <= at {
 		return
 	}
 	if e.cutTimer != nil {
@@ -209,9 +218,10 @@ func (e *Engine) armInterval() {
 	e.cutAt = at
 	e.cutTimer = e.p.Timers.AfterFunc(max(at-e.now(), 0), func() {
 		e.cutTimer = nil
-		if _, ok := e.nextInterval(); ok && e.nextIntervalDue() {
+		if e.nextIntervalDue() {
 			e.cutDue = true
 			e.maybeSeal()
+			return
 		}
 		e.armInterval()
 	})
@@ -223,7 +233,7 @@ func (e *Engine) nextInterval() (time.Duration, bool) {
 	found := false
 	for _, ln := range e.laneOrder {
 		o := ln.openNow()
-		l := e.cfg.lanesOf(ln.key.sinkRef)
+		l := e.cfg.LanesOf(ln.key.sinkRef)
 		if o == nil || l.FileBytes == 0 {
 			continue
 		}
@@ -263,4 +273,28 @@ func (e *Engine) markCut(r segment.CutReason) {
 	case segment.CutShape:
 		e.mark(MarkCutShape)
 	}
+}
+
+// OpenJob is a lane's job waiting for its cut, as an oracle or an
+// operator sees it.
+type OpenJob struct {
+	SinkRef, Namespace string
+	First              SnapshotID    // the segment of its first PART
+	Segments, Parts    int           // what it holds so far
+	Bytes              int64         // payload bytes so far
+	Waited             time.Duration // since its first PART committed
+}
+
+// OpenJobs lists the lanes' open jobs, in lane creation order.
+func (e *Engine) OpenJobs() []OpenJob {
+	var out []OpenJob
+	for _, ln := range e.laneOrder {
+		o := ln.openNow()
+		if o == nil {
+			continue
+		}
+		out = append(out, OpenJob{SinkRef: ln.key.sinkRef, Namespace: ln.key.namespace, First: o.first(),
+			Segments: len(segmentsOf(o.pieces)), Parts: o.parts(), Bytes: o.bytes, Waited: e.now() - o.since})
+	}
+	return out
 }

@@ -116,3 +116,9 @@ func UnitPayloadForTest(u Unit, seq uint64) ([]byte, error) {
 	}
 	return p, err
 }
+
+// EncodeWriterObjectWAL returns a version 3 writer object for a log with
+// identity wal: epoch, nonce, floor = epoch, no seals.
+func EncodeWriterObjectWAL(epoch, nonce uint64, wal segment.WALID) []byte {
+	return writerRecord{epoch: epoch, nonce: nonce, wal: wal, floor: epoch}.encode()
+}

@@ -92,8 +92,8 @@ func (e *Engine) seal() {
 // closes, while nothing is being written — and the WAL has room for one
 // more segment.
 func (e *Engine) cutOnlyDue() bool {
-	return e.cutDue && len(e.queue) == 0 && e.active == nil && e.hasOpen() &&
-		len(e.segs) < e.cfg.LiveSegmentsMax && (e.state == stateReady || e.state == stateClosing)
+	due := e.state == stateClosing && e.hasOpen() || e.state == stateReady && e.nextIntervalDue()
+	return e.cutDue && due && len(e.queue) == 0 && e.active == nil && len(e.segs) < e.cfg.LiveSegmentsMax
 }
 
 // pump starts persisting the oldest sealed snapshot if the writer is idle.

@@ -18,12 +18,36 @@ import (
 // segment committed, what a destination holds) without keeping them.
 // Two digests are equal iff the same rows were added in the same order
 // (up to 64-bit hash collisions).
+//
+// The sum is a polynomial hash of the words added (each mixed first), so
+// digests compose: the digest of a job that spans segments is the Then of
+// its segments' digests, in order, computed without the rows.
 type RowDigest struct {
-	Rows int
-	Sum  uint64
+	Rows  int
+	Words int
+	Sum   uint64
 }
 
-func (d *RowDigest) word(v uint64) { d.Sum = mix64(d.Sum ^ v + golden) }
+// digestBase is the polynomial's base (odd: multiplying by it is a
+// bijection mod 2⁶⁴).
+const digestBase = 0x100000001b3
+
+func (d *RowDigest) word(v uint64) {
+	d.Sum = d.Sum*digestBase + mix64(v+golden)
+	d.Words++
+}
+
+// Then is the digest of d's rows followed by o's.
+func (d RowDigest) Then(o RowDigest) RowDigest {
+	p, b := uint64(1), uint64(digestBase)
+	for n := o.Words; n > 0; n >>= 1 {
+		if n&1 == 1 {
+			p *= b
+		}
+		b *= b
+	}
+	return RowDigest{Rows: d.Rows + o.Rows, Words: d.Words + o.Words, Sum: d.Sum*p + o.Sum}
+}
 
 // AddRow adds one row of the unit schema (uid, row, payload).
 func (d *RowDigest) AddRow(uid int64, row int32, payload string) {

@@ -81,6 +81,34 @@ type markerInfo struct {
 	bodiless bool            // landed when its body no longer existed
 	offsets  segment.Offsets // what the marker says its segment covers
 	origin   segment.Origin  // the log the marker says committed it
+	// spanning: a version 3 marker, whose segment's PARTs join lanes'
+	// spanning jobs, ended by cuts; false: a job per group of it.
+	spanning bool
+	cuts     []segment.Cut
+	created  int64 // the segment's created_at, Unix ms
+	groups   map[jobKey]groupParts // its PARTs by group, from the index
+}
+
+// groupParts counts one group's PARTs in a segment.
+type groupParts struct {
+	parts int
+	bytes int64 // payload
+}
+
+// keyOf is the job key of a cut's group.
+func keyOf(g segment.Group) jobKey { return jobKey{g.SinkRef, g.Namespace, g.Schema, g.CDC} }
+
+// indexGroups counts an index's PARTs by group.
+func indexGroups(ix *segment.Index) map[jobKey]groupParts {
+	out := map[jobKey]groupParts{}
+	for _, e := range ix.Entries {
+		k := keyOf(segment.GroupOf(e))
+		g := out[k]
+		g.parts++
+		g.bytes += e.End() - e.ArrowStart
+		out[k] = g
+	}
+	return out
 }
 
 // jobKey is what the engine groups a segment's slices into jobs by.
@@ -169,11 +197,13 @@ func (o *Oracle) markerLanded(key string) {
 		return
 	}
 	_, id, _, _ := o.w.layout.ParseKey(key)
-	m := &markerInfo{key: key, id: id, jobs: map[jobKey]RowDigest{}, offsets: ix.Offsets, origin: ix.Origin}
+	m := &markerInfo{key: key, id: id, jobs: map[jobKey]RowDigest{}, offsets: ix.Offsets, origin: ix.Origin,
+		spanning: ix.Spanning, cuts: ix.Cuts, groups: indexGroups(ix), created: ix.CreatedAtUnixMs}
 	o.markers[key] = m
 	i, _ := slices.BinarySearchFunc(o.order, id, func(s *markerInfo, id engine.SnapshotID) int { return s.id.Compare(id) })
 	o.order = slices.Insert(o.order, i, m)
 	o.pending = append(o.pending, m)
+	o.checkCutReasons(m)
 	defer o.decideValidity()
 	bodyKey := strings.TrimSuffix(key, ".commit")
 	body, ok := o.w.store.Object(bodyKey)

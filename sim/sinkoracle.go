@@ -27,6 +27,8 @@ type engineGauges interface {
 	Memory() (held, admission, cached, cache int64)
 	Stats() engine.Stats
 	LastAlert() error
+	Segments() []engine.Segment
+	OpenJobs() []engine.OpenJob
 }
 
 func (o *Oracle) checkMemory(eng engineGauges) {
@@ -75,6 +77,7 @@ func (o *Oracle) checkWAL(eng engineGauges) {
 	if live > w.engCfg.LiveSegmentsMax {
 		o.fail("%d segments owned, above LiveSegmentsMax %d", live, w.engCfg.LiveSegmentsMax)
 	}
+	o.checkValve(eng)
 	now, p := w.sched.Now(), &w.progress
 	if st.JobsApplied != p.applied || live == 0 || st.Alerts > 0 {
 		p.applied, p.since = st.JobsApplied, now
@@ -84,6 +87,22 @@ func (o *Oracle) checkWAL(eng engineGauges) {
 		o.fail("compaction applied nothing for %v with %d segments owned and the sink healthy (jobs applied %d, sink failures %d)",
 			stall, live, st.JobsApplied, st.SinkFailures)
 		p.since = now
+	}
+}
+
+// checkValve: no lane's open job pins more owned segments than the WAL
+// pressure valve's threshold — the segment that would take it past is
+// cut there (engine cut.go), so a lane waiting to fill a file never holds
+// the log.
+func (o *Oracle) checkValve(eng engineGauges) {
+	valve, _ := o.w.engCfg.Valve()
+	segs := eng.Segments()
+	for _, j := range eng.OpenJobs() {
+		i, _ := slices.BinarySearchFunc(segs, j.First, func(s engine.Segment, id engine.SnapshotID) int { return s.ID.Compare(id) })
+		if pinned := len(segs) - i; pinned > valve {
+			o.fail("the open job of %s/%s pins %d owned segments from %s, above the valve's %d", j.SinkRef, j.Namespace, pinned, j.First, valve)
+			return
+		}
 	}
 }
 
@@ -136,35 +155,114 @@ func (k destKey) of() string {
 	return fmt.Sprintf("%s (WAL %.8s…)", k.origin.Pipeline, k.origin.WAL)
 }
 
-// committedJobs returns, per (pipeline, namespace, segment), the digests
-// of the jobs every pipeline's counting markers committed for sink ref,
-// and the keys in the order first met.
+// committedJobs returns, per (pipeline, namespace, cutting segment), the
+// digests of the jobs every pipeline's counting markers committed for
+// sink ref, and the keys in the order first met. A version 3 marker's
+// cuts name its jobs: each the rows of its group in the counting markers
+// from the cut's First through the cutting one, in order — computed here
+// from the markers alone, not from the engine's lanes. A marker before
+// spanning jobs is a job per group of it. After a run that converged,
+// every PART is in exactly one job, and each cut counts what it holds
+// (checkCuts).
 func (o *Oracle) committedJobs(ref string, partial bool) (map[destKey][]RowDigest, []destKey) {
 	want := map[destKey][]RowDigest{}
 	var order []destKey
+	add := func(k destKey, d RowDigest) {
+		if want[k] == nil {
+			order = append(order, k)
+		}
+		want[k] = append(want[k], d)
+	}
 	for _, p := range o.w.all() {
-		po := p.oracle
-		for _, m := range po.order {
-			// A run that stopped early may end between a writer's claim and
-			// the seal that decides its predecessor's markers: their jobs may
-			// have been applied already, and whether they count is not known.
-			undecided := partial && m.validity == validityPending
-			if !po.counts(m) && !undecided {
+		counting := p.oracle.countingMarkers(partial)
+		claims := map[pieceKey]int{}
+		for i, m := range counting {
+			if !m.spanning {
+				//engine:orderless — collected per key, compared as sets.
+				for jk, d := range m.jobs {
+					if jk.sink == ref {
+						add(destKey{m.origin, jk.namespace, m.id}, d)
+					}
+				}
 				continue
 			}
-			//engine:orderless — collected per key, compared as sets.
-			for jk, d := range m.jobs {
-				if jk.sink == ref {
-					k := destKey{m.origin, jk.namespace, m.id}
-					if want[k] == nil {
-						order = append(order, k)
-					}
-					want[k] = append(want[k], d)
+			for _, c := range m.cuts {
+				if c.Group.SinkRef != ref {
+					continue
+				}
+				d, segs, parts := o.cutJob(counting[:i+1], c, claims)
+				add(destKey{m.origin, c.Group.Namespace, m.id}, d)
+				if !partial && (segs != int(c.Segments) || parts != int(c.Parts)) {
+					o.fail("pipeline %s: cut of %s in segment %s counts %d parts in %d segments from %s; the counting markers hold %d parts in %d",
+						m.origin.Pipeline, c.Group, m.id, c.Parts, c.Segments, c.First, parts, segs)
 				}
 			}
 		}
+		if !partial {
+			o.checkClaims(ref, counting, claims)
+		}
 	}
 	return want, order
+}
+
+// pieceKey is one group's PARTs in one segment.
+type pieceKey struct {
+	marker *markerInfo
+	job    jobKey
+}
+
+// cutJob is the job cut c ends, from the counting markers up to and
+// including the cutting one: its digest and what it holds. Each piece it
+// takes is counted in claims.
+func (o *Oracle) cutJob(markers []*markerInfo, c segment.Cut, claims map[pieceKey]int) (d RowDigest, segs, parts int) {
+	k := keyOf(c.Group)
+	first := engine.SnapshotID{Epoch: c.First.Epoch, Seq: c.First.Seq}
+	for _, m := range markers {
+		g, ok := m.groups[k]
+		if !ok || m.id.Less(first) || !m.spanning {
+			continue
+		}
+		d = d.Then(m.jobs[k])
+		segs++
+		parts += g.parts
+		claims[pieceKey{m, k}]++
+	}
+	return d, segs, parts
+}
+
+// checkClaims: after convergence, every PART of a spanning segment for
+// sink ref is in exactly one cut's job — none left waiting, none twice.
+func (o *Oracle) checkClaims(ref string, markers []*markerInfo, claims map[pieceKey]int) {
+	for _, m := range markers {
+		if !m.spanning {
+			continue
+		}
+		keys := slices.SortedFunc(maps.Keys(m.groups), jobKey.compare)
+		for _, k := range keys {
+			if n := claims[pieceKey{m, k}]; k.sink == ref && n != 1 {
+				o.fail("pipeline %s: the PARTs of %s/%s in segment %s are in %d jobs, want 1", m.origin.Pipeline, k.sink, k.namespace, m.id, n)
+			}
+		}
+	}
+}
+
+func (a jobKey) compare(b jobKey) int {
+	return segment.Group{SinkRef: a.sink, Namespace: a.namespace, Schema: a.schema, CDC: a.cdc}.
+		Compare(segment.Group{SinkRef: b.sink, Namespace: b.namespace, Schema: b.schema, CDC: b.cdc})
+}
+
+// countingMarkers are the markers of this pipeline that count, in id
+// order — with, in a run that stopped early (partial), those whose
+// validity the run ended before deciding: their jobs may have been
+// applied already.
+func (o *Oracle) countingMarkers(partial bool) []*markerInfo {
+	var out []*markerInfo
+	for _, m := range o.order {
+		if o.counts(m) || partial && m.validity == validityPending {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 // checkDestination compares a destination's jobs with the counting

@@ -16,6 +16,39 @@ type gauges struct {
 func (g gauges) Memory() (int64, int64, int64, int64) { return g.held, g.admission, g.cached, g.cache }
 func (g gauges) Stats() engine.Stats                  { return engine.Stats{LiveSegments: g.live} }
 func (g gauges) LastAlert() error                     { return nil }
+func (g gauges) Segments() []engine.Segment           { return nil }
+func (g gauges) OpenJobs() []engine.OpenJob           { return nil }
+
+// valveGauges has owned segments 1..n of epoch 1 and one open job from
+// segment first.
+type valveGauges struct {
+	gauges
+	n, first uint64
+}
+
+func (g valveGauges) Segments() []engine.Segment {
+	out := make([]engine.Segment, g.n)
+	for i := range out {
+		out[i].ID = engine.SnapshotID{Epoch: 1, Seq: uint64(i) + 1}
+	}
+	return out
+}
+
+func (g valveGauges) OpenJobs() []engine.OpenJob {
+	return []engine.OpenJob{{SinkRef: "lake", Namespace: "ns0", First: engine.SnapshotID{Epoch: 1, Seq: g.first}}}
+}
+
+// An open job may pin up to the valve's threshold of owned segments,
+// never more.
+func TestOracleValveBound(t *testing.T) {
+	w := testWorld(t)
+	w.dests = map[string]Destination{"lake": &fakeDest{}}
+	w.engCfg.ValveSegments = 4
+	w.oracle.checkWAL(valveGauges{gauges{live: 10}, 10, 7}) // pins 4
+	wantClean(t, w)
+	w.oracle.checkWAL(valveGauges{gauges{live: 10}, 10, 6}) // pins 5
+	wantViolation(t, w, "above the valve's 4")
+}
 
 // Memory may sit above a budget that shrank, but never grow above it.
 func TestOracleMemory(t *testing.T) {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -126,6 +128,7 @@ func DrawWorld(r *Rand, dests []string) WorldSpec {
 	}
 	s.Response = Latency{Base: 500 * time.Microsecond, Tail: r.Duration(0, 5*time.Millisecond)}
 	s.Sinks = drawSinks(r.Split("sinks"), dests)
+	drawLanes(r.Split("lanes"), &s.Engine, s.Sinks)
 	s.Sources = drawSources(r.Split("sources"), s)
 	if p := r.Split("pipelines"); len(s.Sinks) > 0 && p.Chance(pipelinesShare) {
 		s.Pipelines = drawPipelines(p, s)
@@ -173,6 +176,38 @@ func drawEngine(r *Rand) engine.Config {
 		cfg.OrphanGrace = r.Duration(500*time.Millisecond, 5*time.Second)
 	}
 	return cfg
+}
+
+// drawLanes draws when lanes' jobs are cut (engine.LaneLimits): in most
+// worlds jobs span segments, cut by size in some (file bytes of 16 KiB–
+// 8 MiB of payload), by their flush interval (100 ms–1 min) in others, by
+// the WAL pressure valve where it sits low; a job per segment (the limits
+// before spanning jobs) in a fifth of them, and per sink now and then.
+func drawLanes(r *Rand, c *engine.Config, sinks []SinkSpec) {
+	draw := func() engine.LaneLimits {
+		if r.Chance(0.2) {
+			return engine.LaneLimits{}
+		}
+		return engine.LaneLimits{
+			FileBytes:     int64(logUniform(r, 16<<10, 8<<20)),
+			FlushInterval: time.Duration(logUniform(r, float64(100*time.Millisecond), float64(time.Minute))),
+		}
+	}
+	c.DefaultLanes = draw()
+	for _, k := range sinks[min(1, len(sinks)):] {
+		if r.Chance(0.5) {
+			if c.Lanes == nil {
+				c.Lanes = map[string]engine.LaneLimits{}
+			}
+			c.Lanes[k.Ref] = draw()
+		}
+	}
+	if r.Chance(0.4) {
+		c.ValveSegments = 1 + r.Intn(max(c.LiveSegmentsMax/4, 1))
+	}
+	if r.Chance(0.2) {
+		c.ValveBytes = int64(logUniform(r, float64(c.TargetBytes), 8*float64(c.TargetBytes)))
+	}
 }
 
 // diskWALShare is the share of drawn worlds that run the local-disk WAL.
@@ -264,11 +299,29 @@ func (s WorldSpec) Summary() string {
 	for _, src := range s.Sources {
 		srcs = append(srcs, src.summary())
 	}
-	out := fmt.Sprintf("wal=%s target=%s part=%s parts_in_flight=%d queue=%d live_max=%d compaction=%d stream_chunk=%s memory=%s page=%d sinks=[%s] sources=[%s]",
+	out := fmt.Sprintf("wal=%s target=%s part=%s parts_in_flight=%d queue=%d live_max=%d compaction=%d stream_chunk=%s memory=%s page=%d lanes=%s sinks=[%s] sources=[%s]",
 		walSummary(c.Disk), mib(c.TargetBytes), mib(c.PartBytes), c.PartConcurrency, c.QueueCapacity, c.LiveSegmentsMax, c.CompactionConcurrency,
-		mib(c.StreamChunkBytes), mib(s.MemoryBytes), s.PageSize, strings.Join(sinks, " "), strings.Join(srcs, " "))
+		mib(c.StreamChunkBytes), mib(s.MemoryBytes), s.PageSize, lanesSummary(c), strings.Join(sinks, " "), strings.Join(srcs, " "))
 	for _, p := range s.Pipelines {
 		out += " " + p.summary()
+	}
+	return out
+}
+
+// lanesSummary says when the world's lanes are cut.
+func lanesSummary(c engine.Config) string {
+	one := func(l engine.LaneLimits) string {
+		if l.FileBytes == 0 {
+			return "per-segment"
+		}
+		return fmt.Sprintf("%s/%v", mib(l.FileBytes), l.FlushInterval.Round(time.Millisecond))
+	}
+	out := one(c.DefaultLanes)
+	for _, ref := range slices.Sorted(maps.Keys(c.Lanes)) {
+		out += fmt.Sprintf(",%s:%s", ref, one(c.Lanes[ref]))
+	}
+	if c.ValveSegments > 0 || c.ValveBytes > 0 {
+		out += fmt.Sprintf(",valve=%d/%s", c.ValveSegments, mib(c.ValveBytes))
 	}
 	return out
 }

@@ -1,0 +1,331 @@
+package engine_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sim"
+)
+
+// submitEach submits units one after the other, each acked (committed)
+// before the next: one segment each.
+func (r *rig) submitEach(ns string, from, n int) {
+	r.t.Helper()
+	for i := range n {
+		v := int64(from + i)
+		res := r.submit(unit(ns, v))
+		r.until(func() bool { return res.done }, "ack")
+		if res.err != nil {
+			r.t.Fatalf("unit %d: %v", v, res.err)
+		}
+	}
+}
+
+func seq(from, n int) []int64 {
+	out := make([]int64, n)
+	for i := range out {
+		out[i] = int64(from + i)
+	}
+	return out
+}
+
+// maxSpan is the most segments one applied job held.
+func (cs *countingSink) maxSpan() (n int) {
+	for _, s := range cs.spans {
+		n = max(n, s)
+	}
+	return n
+}
+
+// Jobs cut by size hold the PARTs of several segments: one file for many
+// segments, every row once and in order, and every segment reclaimed.
+func TestSpanningJobsCutBySize(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 2 << 10, FlushInterval: time.Hour}
+	dest, cs := withSink(r)
+	eng := r.start()
+	r.submitEach("events", 0, 24)
+	r.until(func() bool { return eng.Stats().JobsApplied >= 2 }, "jobs cut by size")
+	if got := eng.Marks()[engine.MarkCutSize]; got == 0 {
+		t.Fatal("no job cut by size")
+	}
+	if cs.maxSpan() < 2 {
+		t.Fatalf("jobs held at most %d segments, want several: %v", cs.maxSpan(), cs.spans)
+	}
+	if applied, segs := eng.Stats().JobsApplied, r.markers()+int(eng.Stats().SegmentsReclaimed); applied*2 > uint64(segs) {
+		t.Fatalf("%d jobs for %d segments: jobs do not span", applied, segs)
+	}
+	closeEngine(t, r)
+	if got := destValues(dest)["events"]; !slices.Equal(got, seq(0, 24)) {
+		t.Fatalf("destination holds %v, want 0..23 once each, in order", got)
+	}
+	if keys := r.walKeys(); len(keys) != 0 {
+		t.Fatalf("the WAL still holds %v", keys)
+	}
+}
+
+// closeEngine closes the rig's engine gracefully and waits for the answer.
+func closeEngine(t *testing.T, r *rig) {
+	t.Helper()
+	var closed bool
+	var err error
+	r.eng.Close(func(e error) { closed, err = true, e })
+	r.until(func() bool { return closed }, "close")
+	if err != nil {
+		t.Fatalf("close: %v", err)
+	}
+}
+
+// A quiet lane is cut by its flush interval, by a segment that carries
+// only the cut when nothing else is written.
+func TestSpanningJobCutByInterval(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 1 << 30, FlushInterval: 5 * time.Second}
+	dest, cs := withSink(r)
+	eng := r.start()
+	r.submitEach("events", 0, 3)
+	r.sched.RunUntil(r.sched.Now() + 3*time.Second)
+	if n := eng.Stats().JobsApplied; n != 0 {
+		t.Fatalf("%d jobs applied before the interval ran out", n)
+	}
+	r.until(func() bool { return eng.Stats().JobsApplied == 1 }, "the interval cut")
+	r.until(func() bool { return eng.Drained() && len(r.walKeys()) == 0 }, "reclaim")
+	m := eng.Marks()
+	if m[engine.MarkCutInterval] != 1 || m[engine.MarkCutOnlySegment] != 1 {
+		t.Fatalf("interval cuts %d, cut-only segments %d; want 1 and 1", m[engine.MarkCutInterval], m[engine.MarkCutOnlySegment])
+	}
+	if cs.maxSpan() != 3 {
+		t.Fatalf("the job held %d segments, want 3", cs.maxSpan())
+	}
+	if got := destValues(dest)["events"]; !slices.Equal(got, seq(0, 3)) {
+		t.Fatalf("destination holds %v", got)
+	}
+}
+
+// A graceful close cuts every open job: nothing waits for a next start.
+func TestCloseCutsOpenJobs(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 1 << 30, FlushInterval: time.Hour}
+	dest, _ := withSink(r)
+	eng := r.start()
+	r.submitEach("events", 0, 4)
+	r.submitEach("pageviews", 100, 2)
+	closeEngine(t, r)
+	if m := eng.Marks(); m[engine.MarkCutClose] != 2 {
+		t.Fatalf("close cuts %d, want 2 (one per lane)", m[engine.MarkCutClose])
+	}
+	got := destValues(dest)
+	if !slices.Equal(got["events"], seq(0, 4)) || !slices.Equal(got["pageviews"], seq(100, 2)) {
+		t.Fatalf("destination holds %v", got)
+	}
+	if keys := r.walKeys(); len(keys) != 0 {
+		t.Fatalf("the WAL still holds %v after a close", keys)
+	}
+}
+
+// A crash after a spanning job was applied but before any of its bits
+// were written: recovery forms the same job from the committed cut — the
+// same PARTs, the same id — and the sink, finding the id, holds the rows
+// once.
+func TestSpanningJobReplayedAfterCrash(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 2 << 10, FlushInterval: time.Hour}
+	r.cfg.BitmapDelay = time.Hour // the crash comes before any bitmap is written
+	dest, cs := withSink(r)
+	deletes := false // no segment is reclaimed before the crash
+	r.faults = func(op sim.Op, _ string) sim.Outcome {
+		if op == sim.OpDelete && !deletes {
+			return sim.Fail
+		}
+		return sim.OK
+	}
+	r.start()
+	r.submitEach("events", 0, 12)
+	r.until(func() bool { return len(cs.applies) > 1 }, "spanning jobs applied")
+	ids := map[string]int{}
+	for id, n := range cs.applies {
+		if n > 0 && cs.spans[id] > 1 {
+			ids[id] = cs.spans[id]
+		}
+	}
+	if len(ids) == 0 {
+		t.Fatalf("no spanning job applied: %v", cs.spans)
+	}
+	second := r.start() // a crash
+	deletes = true
+	r.until(func() bool { return second.Drained() && len(r.walKeys()) == 0 }, "drain after the crash")
+	for id, span := range ids {
+		if cs.applies[id] != 2 || cs.spans[id] != span {
+			t.Fatalf("job %s applied %d times holding %d segments after the crash; want 2, %d (applies %v, recovery marks: found applied %d, replayed %d)",
+				id, cs.applies[id], cs.spans[id], span, cs.applies, second.Marks()[engine.MarkCutFoundApplied], second.Marks()[engine.MarkCutReplayed])
+		}
+	}
+	if second.Marks()[engine.MarkCutReplayed] == 0 {
+		t.Fatal("recovery replayed no cut")
+	}
+	if got := destValues(dest)["events"]; !slices.Equal(got, seq(0, 12)) {
+		t.Fatalf("destination holds %v, want 0..11 once each", got)
+	}
+}
+
+// The pressure valve cuts jobs that pin the oldest segments, so lanes
+// waiting to fill a file never hold the WAL at its limit: ingest goes on
+// without backpressure.
+func TestValveCutsPinningJobs(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.LiveSegmentsMax, r.cfg.ValveSegments = 8, 4
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 1 << 30, FlushInterval: time.Hour}
+	dest, _ := withSink(r)
+	eng := r.start()
+	for i := range 20 {
+		r.submitEach("events", i, 1)
+		if live := eng.Stats().LiveSegments; live > 5 {
+			t.Fatalf("%d segments live after unit %d, valve at 4", live, i)
+		}
+	}
+	st := eng.Stats()
+	if eng.Marks()[engine.MarkCutValve] == 0 || eng.Marks()[engine.MarkBackpressureWAL] != 0 {
+		t.Fatalf("valve cuts %d, WAL backpressure %d; want some and none", eng.Marks()[engine.MarkCutValve], eng.Marks()[engine.MarkBackpressureWAL])
+	}
+	closeEngine(t, r)
+	if got := destValues(dest)["events"]; !slices.Equal(got, seq(0, 20)) {
+		t.Fatalf("destination holds %v (jobs %d)", got, st.JobsApplied)
+	}
+}
+
+// A schema change in a lane cuts its open job: a file holds one schema.
+func TestShapeChangeCutsTheLane(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 1 << 30, FlushInterval: time.Hour}
+	_, cs := withSink(r)
+	eng := r.start()
+	r.submitEach("events", 0, 3)
+	wide := renamed(unit("events", 99)) // another schema: the same lane, another group
+	res := r.submit(wide)
+	r.until(func() bool { return res.done }, "ack")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	r.until(func() bool { return eng.Stats().JobsApplied == 1 }, "the shape cut")
+	if eng.Marks()[engine.MarkCutShape] == 0 || cs.maxSpan() != 3 {
+		t.Fatalf("shape cuts %d, the job held %d segments; want some, 3", eng.Marks()[engine.MarkCutShape], cs.maxSpan())
+	}
+}
+
+// renamed is u with its column renamed: another schema.
+func renamed(u engine.Unit) engine.Unit {
+	s := arrow.NewSchema([]arrow.Field{{Name: "w", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := u.Batches[0]
+	u.Schema, u.Key.Schema = s, segment.FingerprintOf(s)
+	u.Batches = []arrow.RecordBatch{array.NewRecordBatch(s, b.Columns(), b.NumRows())}
+	return u
+}
+
+// legacyV2ID is the id of a job of a version 2 segment, as the builds
+// that wrote them computed it (pinned by TestUpgradeFromVersion2).
+func legacyV2ID(o segment.Origin, id engine.SnapshotID, sinkRef string, ordinals ...uint32) string {
+	h := sha256.New()
+	h.Write([]byte("skipprd-job 2\x00"))
+	h.Write(o.WAL[:])
+	h.Write([]byte(o.Pipeline + "\x00" + id.String() + "\x00" + sinkRef + "\x00"))
+	for _, ord := range ordinals {
+		h.Write(binary.LittleEndian.AppendUint32(nil, ord))
+	}
+	return o.Pipeline + "-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// putV2Segment stores a segment as a build before spanning jobs committed
+// it: body, and a version 2 marker (origin, no cuts).
+func (r *rig) putV2Segment(o segment.Origin, id engine.SnapshotID, u engine.Unit, offsets segment.Offsets) {
+	r.t.Helper()
+	var buf bytes.Buffer
+	ix, err := segment.Encode(&buf, r.sched.WallUnixMs(), offsets, []segment.Part{{Key: u.Key, Schema: u.Schema, Batches: u.Batches}}, nil)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ix.Origin = o
+	marker, err := segment.EncodeMarker(ix)
+	if err != nil || binary.LittleEndian.Uint16(marker[4:]) != segment.MarkerVersionOrigin {
+		r.t.Fatalf("version 2 marker: %v (version %d)", err, binary.LittleEndian.Uint16(marker[4:]))
+	}
+	dir := engine.NewLayout("wal", o.Pipeline).SegmentDir(r.sched.WallUnixMs())
+	r.putObject(dir+id.String()+".seg", buf.Bytes())
+	r.putObject(dir+id.String()+".seg.commit", marker)
+}
+
+// An upgrade across a crash from a build before spanning jobs: its
+// version 2 segments keep one job per segment under the ids they had
+// (the formula is pinned), through an apply, a crash before any bitmap
+// was written and the replay after it; the segments this build commits
+// after them span.
+func TestUpgradeFromVersion2(t *testing.T) {
+	wal := segment.WALID{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}
+	o := segment.Origin{WAL: wal, Pipeline: "test"}
+	if got, want := legacyV2ID(o, engine.SnapshotID{Epoch: 1, Seq: 1}, "lake", 0), "test-b4eed1aea5bb6fdb21c96f0f5c8f408c"; got != want {
+		t.Fatalf("version 2 id formula %s, the released one gives %s", got, want)
+	}
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.BitmapDelay = time.Hour
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 1 << 30, FlushInterval: time.Hour}
+	dest, cs := withSink(r)
+	r.putObject(engine.NewLayout("wal", "test").WriterKey(), engine.EncodeWriterObjectWAL(1, 7, wal))
+	old := []engine.SnapshotID{{Epoch: 1, Seq: 1}, {Epoch: 1, Seq: 2}}
+	for i, id := range old {
+		r.putV2Segment(o, id, unit("events", int64(10*i)), segment.Offsets{{Key: "src/p", Value: uint64(i + 1)}})
+	}
+	r.start()
+	r.until(func() bool { return len(dest.Applied()) == 2 }, "the version 2 jobs applied")
+	second := r.start() // a crash: no bit was written
+	r.submitEach("events", 100, 2)
+	closeEngine(t, r)
+	for _, id := range old {
+		if want := legacyV2ID(o, id, "lake", 0); cs.applies[want] != 2 {
+			t.Fatalf("version 2 job %s of %s applied %d times, want 2 (before and after the crash): %v", want, id, cs.applies[want], cs.applies)
+		}
+	}
+	if second.Marks()[engine.MarkCutClose] != 1 || cs.maxSpan() != 2 {
+		t.Fatalf("close cuts %d, widest job %d segments; want the new segments in one job", second.Marks()[engine.MarkCutClose], cs.maxSpan())
+	}
+	if got := destValues(dest)["events"]; !slices.Equal(got, []int64{0, 10, 100, 101}) {
+		t.Fatalf("destination holds %v, want each row once", got)
+	}
+}
+
+// A segment that holds only a cut is not reclaimed while its job's bits
+// are not durable in an earlier segment the job spans: after a crash that
+// segment's PARTs would have no cut to say which job they belong to, join
+// the next, and reach the sink twice. Here the job's second segment also
+// holds a lane whose sink is down, so it stays, with bits in memory only.
+func TestCutSegmentWaitsForDurableBits(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.BitmapDelay = time.Hour // no bitmap is written before the crash
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 1 << 30, FlushInterval: 2 * time.Second}
+	dest, cs := withSink(r)
+	cs.down["held"] = true
+	eng := r.start()
+	r.submitEach("events", 1, 1)
+	a, b := r.submit(unit("events", 2)), r.submit(unit("held", -1))
+	r.until(func() bool { return a.done && b.done }, "acks")
+	r.until(func() bool { return eng.Stats().JobsApplied == 1 }, "the events job, cut by its interval")
+	r.sched.RunUntil(r.sched.Now() + 10*time.Second)
+	waited := eng.Marks()[engine.MarkReclaimWaitsCut]
+	second := r.start() // a crash: the first segment's events bit was never written
+	delete(cs.down, "held")
+	closeEngine(t, r)
+	if got := destValues(dest)["events"]; !slices.Equal(got, []int64{1, 2}) {
+		t.Fatalf("destination holds events %v, want 1 and 2 once each (recovery: found applied %d, replayed %d)",
+			got, second.Marks()[engine.MarkCutFoundApplied], second.Marks()[engine.MarkCutReplayed])
+	}
+	if waited == 0 {
+		t.Fatal("the cut's segment did not wait")
+	}
+}

@@ -1,0 +1,60 @@
+package sim
+
+import (
+	"time"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// The cut oracle: a marker's cuts follow its lanes' limits. A job cut by
+// size holds its sink's file bytes and did not hold them before the
+// cutting segment (the writer cuts as soon as a lane is full — files of
+// the size asked for, not smaller, not later); a job cut by its interval
+// waited it; a job a segment is only cut that way for a sink without
+// limits. Computed from the markers (the job's bytes and ages), not from
+// the engine's lanes.
+
+// intervalSlack absorbs the millisecond rounding of created_at.
+const intervalSlack = 2 * time.Millisecond
+
+// checkCutReasons checks marker m's cuts as it lands.
+func (o *Oracle) checkCutReasons(m *markerInfo) {
+	for _, c := range m.cuts {
+		l := o.w.engCfg.LanesOf(c.Group.SinkRef)
+		bytes, before, first := o.cutBytes(m, c)
+		waited := time.Duration(m.created-first) * time.Millisecond
+		switch {
+		case c.Reason == segment.CutEvery && l.FileBytes != 0:
+			o.fail("segment %s cuts %s at every segment, but its sink's files are %d bytes", m.id, c.Group, l.FileBytes)
+		case c.Reason == segment.CutSize && (l.FileBytes == 0 || bytes < l.FileBytes || before >= l.FileBytes):
+			o.fail("segment %s cuts %s by size at %d bytes (%d before it), file bytes %d", m.id, c.Group, bytes, before, l.FileBytes)
+		case c.Reason == segment.CutInterval && (l.FileBytes == 0 || waited < l.FlushInterval-intervalSlack):
+			o.fail("segment %s cuts %s by its interval after %v, flush interval %v (file bytes %d)", m.id, c.Group, waited, l.FlushInterval, l.FileBytes)
+		}
+	}
+}
+
+// cutBytes sums the payload bytes of cut c's job in the markers landed so
+// far (not known invalid): in all, and before the cutting marker m; and
+// the created_at of its first segment.
+func (o *Oracle) cutBytes(m *markerInfo, c segment.Cut) (bytes, before, first int64) {
+	k := keyOf(c.Group)
+	from := engine.SnapshotID{Epoch: c.First.Epoch, Seq: c.First.Seq}
+	first = m.created
+	found := false
+	for _, mm := range o.order {
+		g, ok := mm.groups[k]
+		if !ok || !mm.spanning || mm.validity == validityInvalid || mm.id.Less(from) || m.id.Less(mm.id) {
+			continue
+		}
+		bytes += g.bytes
+		if mm != m {
+			before += g.bytes
+		}
+		if !found {
+			first, found = mm.created, true
+		}
+	}
+	return bytes, before, first
+}
