@@ -56,8 +56,15 @@
 // like a failed request, and only an object that fails it on every try is
 // corrupt (read.go).
 //
-// Compaction takes the oldest segment's jobs first across lanes, so
-// segments complete, and are reclaimed, in order (compact.go).
+// Compaction jobs span segments: a lane's PARTs wait in its open job
+// until the writer cuts it — by its sink's file size or flush interval,
+// by the WAL pressure valve, at a close or a schema change — in the
+// marker of the segment that ends it, so a job's membership and id are
+// fixed by committed bytes before its first apply (cut.go, compact.go,
+// jobs.go). Compaction takes the oldest job first across lanes, so
+// segments complete, and are reclaimed, in order; a segment ending a job
+// is reclaimed only once that job's bits are durable in its other live
+// segments.
 //
 // A superseded writer that is still running (a zombie: it froze while a
 // successor recovered) can neither ack nor delete: it reads the writer
@@ -92,7 +99,8 @@
 // slow reader missed; Stats.AlertsByKind counts every alert, dropped or
 // not (alerts.go).
 //
-// Close is graceful: it commits and acks what is held, applies what it can
+// Close is graceful: it commits and acks what is held (cutting every open
+// job), applies what it can
 // (a job failing during the close is left for the next start) and gives
 // reclaims CloseReclaimGrace; whatever is left is recovered like after a
 // crash.
@@ -129,6 +137,8 @@
 //     for the simulator's coverage report.
 //   - recovery.go, sweep.go: recovery from markers, bitmaps and the
 //     offsets checkpoint; the orphan sweeper.
+//   - cut.go: where the writer ends lanes' open jobs; jobs.go: compaction
+//     ids and contents.
 //   - compact.go, apply.go, reclaim.go, cache.go, memory.go: compaction
 //     jobs and lanes, body loading (cache, GET, stream), completion
 //     bitmaps, reclaim, the memory pool; stream.go: a body larger than

@@ -11,8 +11,9 @@ import (
 // size holds its sink's file bytes and did not hold them before the
 // cutting segment (the writer cuts as soon as a lane is full — files of
 // the size asked for, not smaller, not later); a job cut by its interval
-// waited it; a job a segment is only cut that way for a sink without
-// limits. Computed from the markers (the job's bytes and ages), not from
+// waited it — by the time its cut landed, from its first segment's
+// created_at (the cut is decided between the two); a job a segment is
+// only cut that way for a sink without limits. Computed from the markers (the job's bytes and ages), not from
 // the engine's lanes.
 
 // intervalSlack absorbs the millisecond rounding of created_at.
@@ -23,7 +24,7 @@ func (o *Oracle) checkCutReasons(m *markerInfo) {
 	for _, c := range m.cuts {
 		l := o.w.engCfg.LanesOf(c.Group.SinkRef)
 		bytes, before, first := o.cutBytes(m, c)
-		waited := time.Duration(m.created-first) * time.Millisecond
+		waited := time.Duration(m.landed-first) * time.Millisecond
 		switch {
 		case c.Reason == segment.CutEvery && l.FileBytes != 0:
 			o.fail("segment %s cuts %s at every segment, but its sink's files are %d bytes", m.id, c.Group, l.FileBytes)

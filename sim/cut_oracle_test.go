@@ -14,7 +14,7 @@ var cutGroup = segment.Group{SinkRef: "lake", Namespace: "ns0", Schema: 7}
 // PART of cutGroup of the given bytes, created at ms.
 func spanMarker(seq uint64, bytes, ms int64, cuts ...segment.Cut) *markerInfo {
 	k := keyOf(cutGroup)
-	return &markerInfo{id: engine.SnapshotID{Epoch: 1, Seq: seq}, spanning: true, validity: validityValid, created: ms,
+	return &markerInfo{id: engine.SnapshotID{Epoch: 1, Seq: seq}, spanning: true, validity: validityValid, created: ms, landed: ms,
 		groups: map[jobKey]groupParts{k: {parts: 1, bytes: bytes}}, jobs: map[jobKey]RowDigest{k: {Rows: 1, Words: 1, Sum: seq}}, cuts: cuts}
 }
 

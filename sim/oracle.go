@@ -86,6 +86,7 @@ type markerInfo struct {
 	spanning bool
 	cuts     []segment.Cut
 	created  int64 // the segment's created_at, Unix ms
+	landed   int64 // when the marker landed, Unix ms of the world's wall clock
 	groups   map[jobKey]groupParts // its PARTs by group, from the index
 }
 
@@ -198,7 +199,8 @@ func (o *Oracle) markerLanded(key string) {
 	}
 	_, id, _, _ := o.w.layout.ParseKey(key)
 	m := &markerInfo{key: key, id: id, jobs: map[jobKey]RowDigest{}, offsets: ix.Offsets, origin: ix.Origin,
-		spanning: ix.Spanning, cuts: ix.Cuts, groups: indexGroups(ix), created: ix.CreatedAtUnixMs}
+		spanning: ix.Spanning, cuts: ix.Cuts, groups: indexGroups(ix), created: ix.CreatedAtUnixMs,
+		landed: o.w.sched.WallUnixMs()}
 	o.markers[key] = m
 	i, _ := slices.BinarySearchFunc(o.order, id, func(s *markerInfo, id engine.SnapshotID) int { return s.id.Compare(id) })
 	o.order = slices.Insert(o.order, i, m)

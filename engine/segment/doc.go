@@ -38,22 +38,26 @@
 // SHA-256 as it writes it; ReadIndex walks only the headers (cost O(parts),
 // independent of payload bytes); ReadSlice decodes one PART's window.
 //
-// # Commit marker (.seg.commit), version 2
+// # Commit marker (.seg.commit), version 3
 //
-//	SEGC | u16 2 | u64 body_bytes | [32] body_sha256 | u64 created_at_ms
-//	| [16] wal_id | u16 pipeline_len | pipeline            (version 2 only)
+//	SEGC | u16 3 | u64 body_bytes | [32] body_sha256 | u64 created_at_ms
+//	| [16] wal_id | u16 pipeline_len | pipeline            (versions 2, 3)
 //	| u32 parts_count | u32 offsets_len | offsets blob
 //	| parts_count × index entry (a PART header without "PART")
+//	| u32 cuts_count | cuts                                 (version 3; cut.go)
 //	| [32] SHA-256 of every byte before it
 //
 // body_sha256 is the body's footer checksum. The marker repeats the index
 // and offsets so recovery registers a segment without reading its body;
 // CheckBody binds a fetched body to its marker. The origin (origin.go)
 // names the log that committed the segment: its WAL id, never zero, and
-// its pipeline, 1..PipelineBytesMax bytes of UTF-8. Version 1 — the same
-// without the origin — is what builds before WAL identities wrote; it is
-// still read (Index.Origin zero), and an index without an origin encodes
-// as version 1, byte for byte.
+// its pipeline, 1..PipelineBytesMax bytes of UTF-8. The cuts end lanes'
+// compaction jobs that span segments: canonical, one per group, ascending.
+// Version 2 — no cuts — is what builds before spanning jobs wrote, and
+// version 1 — no origin either — what builds before WAL identities
+// wrote; both are still read (Index.Spanning false; Index.Origin zero in
+// version 1), and an index encodes as the version its fields need, byte
+// for byte.
 //
 // # Completion bitmap (SCBL), version 1
 //
