@@ -104,19 +104,18 @@ const (
 	// WAL identities (compact.go).
 	MarkLegacyOrigin // a segment committed before WAL identities was registered: its jobs keep their old ids
 	// Spanning jobs and their cuts (cut.go, compact.go).
-	MarkCutSize           // a job was cut: its bytes reached the sink's file size
-	MarkCutInterval       // a job was cut: its oldest PART waited the flush interval
-	MarkCutValve          // a job was cut by the WAL pressure valve
-	MarkCutClose          // a job was cut by a graceful close
-	MarkCutShape          // a job was cut: its lane's schema or CDC-ness changed
-	MarkValveOpen         // a cut decision found the WAL at its pressure valve
-	MarkCutOnlySegment    // a segment without PARTs was sealed to carry cuts
-	MarkJobSpans          // a job holding PARTs of two segments or more started
-	MarkCutReplayed       // recovery formed a job from a live cut and offered it to its sink again
-	MarkCutFoundApplied   // a cut's job was found applied (a bit set, or a segment of it reclaimed)
-	MarkCutJobGone        // a cut's job had no live segment left: applied
-	MarkReclaimWaitsCut   // a cut's segment waited for its job's bits to be durable elsewhere
-	MarkMarkerCutsAdopted // a replayed generation found its marker landed with other cuts: took them
+	MarkCutSize         // a job was cut: its bytes reached the sink's file size
+	MarkCutInterval     // a job was cut: its oldest PART waited the flush interval
+	MarkCutValve        // a job was cut by the WAL pressure valve
+	MarkCutClose        // a job was cut by a graceful close
+	MarkCutShape        // a job was cut: its lane's schema or CDC-ness changed
+	MarkValveOpen       // a cut decision found the WAL at its pressure valve
+	MarkCutOnlySegment  // a segment without PARTs was sealed to carry cuts
+	MarkJobSpans        // a job holding PARTs of two segments or more started
+	MarkCutReplayed     // recovery formed a job from a live cut and offered it to its sink again
+	MarkCutFoundApplied // a cut's job was found applied (a bit set, or a segment of it reclaimed)
+	MarkCutJobGone      // a cut's job had no live segment left: applied
+	MarkReclaimWaitsCut // a cut's segment waited for its job's bits to be durable elsewhere
 	NumMarks
 )
 
@@ -145,7 +144,7 @@ var markNames = [NumMarks]string{
 	"legacy-origin",
 	"cut-size", "cut-interval", "cut-valve", "cut-close", "cut-shape", "valve-open",
 	"cut-only-segment", "job-spans", "cut-replayed", "cut-found-applied", "cut-job-gone",
-	"reclaim-waits-cut", "marker-cuts-adopted",
+	"reclaim-waits-cut",
 }
 
 // String returns the mark's name.

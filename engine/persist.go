@@ -257,12 +257,6 @@ func (e *Engine) settle(s *snapshot, early bool) {
 		case err == nil && bytes.Equal(got, s.marker):
 			e.mark(MarkInDoubtCommitted)
 			e.fenceThenCommit(s)
-		case err == nil && e.sameButCuts(s, key, got):
-			// A replayed generation (disk WAL) decided its cuts again;
-			// the marker that landed is the commit, and its cuts are the
-			// jobs.
-			e.mark(MarkMarkerCutsAdopted)
-			e.fenceThenCommit(s)
 		case err == nil:
 			e.failClosed(fmt.Errorf("%w: marker %s holds another writer's commit", ErrCorrupt, e.key(s, KindMarker)))
 		case errors.Is(err, ErrNotFound) && early:
@@ -276,17 +270,6 @@ func (e *Engine) settle(s *snapshot, early bool) {
 			e.p.Timers.AfterFunc(e.backoff(AttemptsMax), func() { e.settle(s, early) })
 		}
 	})
-}
-
-// sameButCuts reports whether the marker got, found at s's key, commits
-// s's body with other cuts; if so s takes them.
-func (e *Engine) sameButCuts(s *snapshot, key string, got []byte) bool {
-	ix, err := segment.DecodeMarker(key, got)
-	if err != nil || !ix.Equal(s.index) || ix.Origin != s.index.Origin || ix.Spanning != s.index.Spanning {
-		return false
-	}
-	s.index.Cuts, s.marker = ix.Cuts, got
-	return true
 }
 
 // fenceThenCommit runs once the marker is known to exist. It acks only if

@@ -44,6 +44,8 @@ import (
 //     to the lake and every segment reclaimed (Stats: RowsApplied covers
 //     the rows acked, LiveSegments == 0). Start-up (recovery, its fence
 //     wait) and the graceful Close are outside the timer.
+//   - pipeline-spanning: the same, with the lake's jobs spanning segments
+//     (e2eSpanning): fewer, larger files.
 //   - raw-multipart-upload: the same bytes written to a fresh store of the
 //     same kind as 16 MiB objects (the segment size) of 8 MiB parts —
 //     CreateMultipartUpload, UploadPart × 2, CompleteMultipartUpload —
@@ -81,7 +83,8 @@ const (
 func BenchmarkE2E(b *testing.B) {
 	pool := newE2EPool()
 	units := int((e2eIngestBytes + pool.unitBytes - 1) / pool.unitBytes)
-	b.Run("pipeline", func(b *testing.B) { benchE2EPipeline(b, pool, units) })
+	b.Run("pipeline", func(b *testing.B) { benchE2EPipeline(b, pool, units, engine.LaneLimits{}) })
+	b.Run("pipeline-spanning", func(b *testing.B) { benchE2EPipeline(b, pool, units, e2eSpanning) })
 	b.Run("raw-multipart-upload", func(b *testing.B) { benchE2ERawUpload(b, pool, units) })
 }
 
@@ -157,7 +160,7 @@ func e2eStore(b *testing.B) (client *s3.Client, counter *requestCounter, close f
 
 // e2eTotals accumulates over b.N iterations.
 type e2eTotals struct {
-	bytes, rows, writes, all, lakeBytes int64
+	bytes, rows, writes, all, lakeBytes, files int64
 	elapsed                             time.Duration
 }
 
@@ -171,7 +174,12 @@ func (t e2eTotals) report(b *testing.B, lake bool) {
 	}
 }
 
-func benchE2EPipeline(b *testing.B, pool *e2ePool, units int) {
+// e2eSpanning are the lake's lane limits in pipeline-spanning: jobs that
+// span segments, cut at 32 MiB of a namespace's rows (about one job per
+// namespace of the run) or after a second.
+var e2eSpanning = engine.LaneLimits{FileBytes: 32 << 20, FlushInterval: time.Second}
+
+func benchE2EPipeline(b *testing.B, pool *e2ePool, units int, lanes engine.LaneLimits) {
 	b.SetBytes(int64(units) * pool.unitBytes)
 	var tot e2eTotals
 	for range b.N {
@@ -179,6 +187,7 @@ func benchE2EPipeline(b *testing.B, pool *e2ePool, units int) {
 		client, counter, closeStore := e2eStore(b)
 		cfg := engine.DeriveConfig("wal", "bench-e2e", e2eTargetBytes, e2eWriters, 0)
 		cfg.FenceWait = e2eRequestTimeout + e2eRequestTimeout/4
+		cfg.DefaultLanes = lanes
 		h := newWALHostWith(b, cfg, client, e2eRequestTimeout, func(l *Loop, s *S3Store) engine.Sinks {
 			return sinks.Set{"lake": sinks.NewParquetObjects(s, l.Executor(), e2eLakePrefix)}
 		})
@@ -217,10 +226,12 @@ func benchE2EPipeline(b *testing.B, pool *e2ePool, units int) {
 		tot.writes += writes
 		tot.all += all
 		tot.lakeBytes += lakeBytes
+		tot.files += int64(files)
 		tot.elapsed += elapsed
 		b.StartTimer()
 	}
 	tot.report(b, true)
+	b.ReportMetric(float64(tot.files)/float64(b.N), "files/op")
 }
 
 // e2eIngest submits units 0…units-1 from e2eWriters goroutines, each with
