@@ -28,19 +28,44 @@ func (e *Engine) startJob(j *job) {
 		e.mark(MarkWaitPinned)
 		return // waits for pinned bodies to be released (compact runs again then)
 	}
+	if j.spans() && e.running > 0 && !e.cache.canHold(j.bytes) {
+		e.mark(MarkWaitPinned)
+		return // its slices would not fit the pool's share next to the others'
+	}
 	j.state = jobRunning
 	e.running++
 	if !e.checkRunning() {
 		return
 	}
-	if len(segmentsOf(j.pieces)) > 1 {
+	if j.spans() {
+		// Its slices are copied out of each body (gather), and held
+		// until the sink answers: they count against the cache's share
+		// of the memory pool meanwhile.
 		e.mark(MarkJobSpans)
+		e.cache.reserved += j.bytes
 	}
 	e.gather(j, 0, nil, nil)
 }
 
+// spans reports whether j holds PARTs of more than one segment.
+func (j *job) spans() bool { return len(j.pieces) > 1 && j.pieces[0].seg != j.pieces[len(j.pieces)-1].seg }
+
+// unreserve ends what a running spanning job holds of the memory pool.
+func (e *Engine) unreserve(j *job) {
+	if j.spans() {
+		e.cache.reserved -= j.bytes
+		e.cache.check(false)
+	}
+}
+
 // gather reads the slices of j's pieces from i on, then applies them.
 // got and releases are what earlier pieces read.
+//
+// A job that spans segments reads its slices from a detached body (a
+// copy of its PARTs' bytes) and lets each body go as soon as they are
+// read, so it holds its own rows and one body at a time — not every body
+// it touched. A job of one segment reads in place and keeps the body
+// pinned until the sink answers.
 func (e *Engine) gather(j *job, i int, got []*segment.Slice, releases []func()) {
 	releaseAll := func() {
 		for _, s := range got {
@@ -49,6 +74,7 @@ func (e *Engine) gather(j *job, i int, got []*segment.Slice, releases []func()) 
 		for _, r := range releases {
 			r()
 		}
+		e.unreserve(j)
 	}
 	if i == len(j.pieces) {
 		sink, _ := e.p.Sinks.Sink(j.sinkRef())
@@ -62,13 +88,22 @@ func (e *Engine) gather(j *job, i int, got []*segment.Slice, releases []func()) 
 			e.jobFailed(j, p.seg, err)
 			return
 		}
+		src, spans := b, j.spans()
+		if spans {
+			src = b.Detached()
+		}
 		var slices []*segment.Slice
 		var derr error
-		e.p.Exec.Go(func() { slices, derr = readSlices(b, p.ordinals) }, func() {
+		e.p.Exec.Go(func() { slices, derr = readSlices(src, p.ordinals) }, func() {
 			if derr != nil {
 				release()
 				releaseAll()
 				e.jobFailed(j, p.seg, derr)
+				return
+			}
+			if spans {
+				release() // the slices hold copies
+				e.gather(j, i+1, append(got, slices...), releases)
 				return
 			}
 			e.gather(j, i+1, append(got, slices...), append(releases, release))

@@ -17,7 +17,8 @@ import (
 // open job is cut in this segment when the first of these holds:
 //
 //   - every: its sink takes a job per segment (FileBytes 0);
-//   - size: its payload bytes, with this segment's, reach FileBytes;
+//   - size: its payload bytes, with this segment's, reach FileBytes (or a
+//     quarter of the body cache's memory, if less: jobBytesMax);
 //   - interval: its oldest PART has waited FlushInterval;
 //   - valve: the WAL is at its pressure valve (Config.ValveSegments or
 //     ValveBytes) and the job pins a segment older than the newest half
@@ -64,7 +65,7 @@ func (e *Engine) decideCuts(s *snapshot) []segment.Cut {
 		switch {
 		case limits.FileBytes == 0:
 			c.Reason = segment.CutEvery
-		case c.bytes >= limits.FileBytes:
+		case c.bytes >= min(limits.FileBytes, e.jobBytesMax()):
 			c.Reason = segment.CutSize
 		case now-since >= limits.FlushInterval:
 			c.Reason = segment.CutInterval
@@ -83,6 +84,12 @@ func (e *Engine) decideCuts(s *snapshot) []segment.Cut {
 	}
 	return cuts
 }
+
+// jobBytesMax bounds a job's payload bytes by memory: a quarter of the
+// body cache's share of the pool, which a running job's slices are
+// counted against (apply.go). On a small machine files come out smaller
+// than file_bytes rather than overrunning memory.
+func (e *Engine) jobBytesMax() int64 { return max(e.cache.budget/4, 1) }
 
 // sizedCut is a cut and the payload bytes of the job it ends.
 type sizedCut struct {

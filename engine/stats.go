@@ -50,6 +50,9 @@ type Stats struct {
 	WALLogBytes        int64  // bytes in the log's segments now (0 with the S3 WAL)
 
 	LiveSegments int           // owned segments not yet reclaimed
+	// OpenJobs are the lanes' jobs waiting for their cut (to fill their
+	// file or their interval), in lane creation order.
+	OpenJobs []OpenJob
 	SegmentBytes int64         // body bytes of the owned segments
 	PersistEMA   time.Duration // moving average of one snapshot's persist time
 	AckDelayEMA  time.Duration // moving average of submit-to-ack time
@@ -136,6 +139,7 @@ func (e *Engine) Stats() Stats {
 	s.HeldBytes = e.held
 	s.CacheBytes = e.cache.used + e.cache.reserved
 	s.CachePinnedBytes = e.cache.pinnedBytes()
+	s.OpenJobs = e.OpenJobs()
 	s.Namespaces = make([]NamespaceStats, 0, len(e.namespaces))
 	//engine:orderless — sorted right below
 	for _, ns := range e.namespaces {

@@ -8,7 +8,9 @@ import (
 )
 
 // The cut oracle: a marker's cuts follow its lanes' limits. A job cut by
-// size holds its sink's file bytes and did not hold them before the
+// size holds its sink's file bytes — or a quarter of the smallest body
+// cache the engine had, which bounds a job by memory — and did not hold
+// them before the
 // cutting segment (the writer cuts as soon as a lane is full — files of
 // the size asked for, not smaller, not later); a job cut by its interval
 // waited it — by the time its cut landed, from its first segment's
@@ -28,8 +30,8 @@ func (o *Oracle) checkCutReasons(m *markerInfo) {
 		switch {
 		case c.Reason == segment.CutEvery && l.FileBytes != 0:
 			o.fail("segment %s cuts %s at every segment, but its sink's files are %d bytes", m.id, c.Group, l.FileBytes)
-		case c.Reason == segment.CutSize && (l.FileBytes == 0 || bytes < l.FileBytes || before >= l.FileBytes):
-			o.fail("segment %s cuts %s by size at %d bytes (%d before it), file bytes %d", m.id, c.Group, bytes, before, l.FileBytes)
+		case c.Reason == segment.CutSize && (l.FileBytes == 0 || bytes < o.sizeFloor(l) || before >= l.FileBytes):
+			o.fail("segment %s cuts %s by size at %d bytes (%d before it), file bytes %d (floor %d)", m.id, c.Group, bytes, before, l.FileBytes, o.sizeFloor(l))
 		case c.Reason == segment.CutInterval && (l.FileBytes == 0 || waited < l.FlushInterval-intervalSlack):
 			o.fail("segment %s cuts %s by its interval after %v, flush interval %v (file bytes %d)", m.id, c.Group, waited, l.FlushInterval, l.FileBytes)
 		}
@@ -58,4 +60,15 @@ func (o *Oracle) cutBytes(m *markerInfo, c segment.Cut) (bytes, before, first in
 		}
 	}
 	return bytes, before, first
+}
+
+// sizeFloor is the fewest bytes a job cut by size may hold: its file
+// bytes, or a quarter of the smallest body cache seen (engine
+// jobBytesMax), if less.
+func (o *Oracle) sizeFloor(l engine.LaneLimits) int64 {
+	floor := l.FileBytes
+	if c := o.w.memWatch.cacheMin; c > 0 {
+		floor = min(floor, max(c/4, 1))
+	}
+	return floor
 }

@@ -20,6 +20,7 @@ import (
 // but may never grow while above it.
 type memWatch struct {
 	held, cached int64
+	cacheMin     int64 // the smallest body cache budget seen (0: none yet)
 }
 
 // engineGauges is what the compaction oracles read of a running engine.
@@ -41,6 +42,9 @@ func (o *Oracle) checkMemory(eng engineGauges) {
 		o.fail("body cache grew to %d bytes over its budget of %d", cached, cache)
 	}
 	m.held, m.cached = held, cached
+	if m.cacheMin == 0 || cache < m.cacheMin {
+		m.cacheMin = cache
+	}
 }
 
 // The bounded-WAL oracles.

@@ -40,6 +40,16 @@ type liveState struct {
 	Memory       liveMemory        `json:"memory"`
 	Alerts       []liveAlert       `json:"alerts"`     // newest last
 	Namespaces   map[string]uint64 `json:"namespaces"` // rows acked
+	Waiting      []liveWaiting     `json:"waiting"`    // lanes' open jobs
+}
+
+// liveWaiting is a lane's job waiting for its cut.
+type liveWaiting struct {
+	Sink      string  `json:"sink"`
+	Namespace string  `json:"ns"`
+	Bytes     int64   `json:"bytes"`
+	Segments  int     `json:"segments"`
+	WaitedS   float64 `json:"waited_s"`
 }
 
 type liveSegment struct {
@@ -148,6 +158,10 @@ func buildLive(in liveInputs) liveState {
 		Reclaimed:  append(make([]string, 0, len(in.reclaimed)), in.reclaimed...),
 		Alerts:     make([]liveAlert, 0, min(len(in.alerts), liveAlertsMax)),
 		Namespaces: make(map[string]uint64, len(st.Namespaces)),
+		Waiting:    make([]liveWaiting, 0, len(st.OpenJobs)),
+	}
+	for _, j := range st.OpenJobs {
+		s.Waiting = append(s.Waiting, liveWaiting{j.SinkRef, j.Namespace, j.Bytes, j.Segments, j.Waited.Seconds()})
 	}
 	for _, ns := range st.Namespaces {
 		s.Namespaces[ns.Namespace] = ns.RowsAcked

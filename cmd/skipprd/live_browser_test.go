@@ -88,8 +88,8 @@ func TestLiveViewIdle(t *testing.T) {
 		t.Errorf("the tape says %q, the bitmaps %q: an empty panel must say it is empty", last.TapeEmpty, last.BitmapsEmpty)
 	case last.ChartLines != 5 || last.MemoryBars != 3:
 		t.Errorf("the chart draws %d lines (want 5), the memory panel %d bars (want 3)", last.ChartLines, last.MemoryBars)
-	case last.Namespaces != "none yet" || last.Alerts != "none":
-		t.Errorf("namespaces %q, alerts %q", last.Namespaces, last.Alerts)
+	case last.Namespaces != "none yet" || last.Alerts != "none" || last.Waiting != "no rows waiting for a file":
+		t.Errorf("namespaces %q, waiting %q, alerts %q", last.Namespaces, last.Waiting, last.Alerts)
 	case len(page.Outside) > 0:
 		t.Errorf("the page asked other origins for %v", page.Outside)
 	}
@@ -139,6 +139,8 @@ func TestLiveViewInBrowser(t *testing.T) {
 		t.Errorf("the memory panel: %d bars, %q", last.MemoryBars, last.Memory)
 	case !strings.Contains(last.Namespaces, "events"):
 		t.Errorf("the namespaces panel shows %q, no events", last.Namespaces)
+	case !strings.Contains(last.Waiting, "waiting for a file: lake/"):
+		t.Errorf("the namespaces panel shows no lane waiting for its file on a busy daemon (lake files are cut at 128 MiB or 5 min): %q", last.Waiting)
 	case last.Alerts != "none":
 		t.Errorf("the alert feed shows %q on a healthy daemon", last.Alerts)
 	case len(page.Outside) > 0:

@@ -62,6 +62,9 @@ func TestLiveNeverNull(t *testing.T) {
 		for i := range rapid.IntRange(0, 3).Draw(t, "namespaces") {
 			in.stats.Namespaces = append(in.stats.Namespaces, engine.NamespaceStats{Namespace: fmt.Sprint("ns", i), RowsAcked: 1})
 		}
+		for i := range rapid.IntRange(0, 3).Draw(t, "waiting") {
+			in.stats.OpenJobs = append(in.stats.OpenJobs, engine.OpenJob{SinkRef: "lake", Namespace: fmt.Sprint("ns", i), Bytes: 10, Segments: 1})
+		}
 		if rapid.Bool().Draw(t, "reclaimed") {
 			in.reclaimed = []string{"000001-000000"}
 		}
@@ -77,7 +80,7 @@ func TestLiveNeverNull(t *testing.T) {
 			t.Fatal(err)
 		}
 		if len(got.Segments) != len(in.tape) || len(got.Alerts) != min(len(in.alerts), liveAlertsMax) ||
-			len(got.Namespaces) != len(in.stats.Namespaces) || len(got.Reclaimed) != len(in.reclaimed) {
+			len(got.Namespaces) != len(in.stats.Namespaces) || len(got.Reclaimed) != len(in.reclaimed) || len(got.Waiting) != len(in.stats.OpenJobs) {
 			t.Fatalf("the answer dropped something: %s", b)
 		}
 		if k := len(got.Alerts); k > 0 && got.Alerts[k-1].Seq != uint64(len(in.alerts)) {
@@ -88,11 +91,11 @@ func TestLiveNeverNull(t *testing.T) {
 
 // jsonNulls is the oracle of TestLiveNeverNull: it must find every null,
 // however deep — the zero liveState (what the handler answered on an
-// idle pipeline, Go's nil slices) has four.
+// idle pipeline, Go's nil slices) has five.
 func TestJSONNullsFindsThem(t *testing.T) {
 	b, _ := json.Marshal(liveState{})
 	got, _ := jsonNulls(b)
-	if want := []string{"$.alerts", "$.namespaces", "$.reclaimed", "$.segments"}; !slices.Equal(got, want) {
+	if want := []string{"$.alerts", "$.namespaces", "$.reclaimed", "$.segments", "$.waiting"}; !slices.Equal(got, want) {
 		t.Fatalf("jsonNulls(zero liveState) = %v, want %v", got, want)
 	}
 	if got, _ := jsonNulls([]byte(`{"a":[1,{"b":null}],"c":[]}`)); !slices.Equal(got, []string{"$.a[1].b"}) {

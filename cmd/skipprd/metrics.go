@@ -86,6 +86,9 @@ var (
 	descS3       = desc("s3_requests_total", "S3 requests by operation and outcome.", "op", "outcome")
 	descFailing  = desc("failing_seconds", "How long each operation the engine is retrying has been failing (absent when it works).", "op")
 	descStatsUp  = desc("engine_stats_up", "1 if this scrape read the engine's stats, 0 if its loop did not answer in time.")
+	descWaitB    = desc("lane_waiting_bytes", "Payload bytes of a lane's open job, waiting to fill its file or its flush interval (absent when none waits).", "sink", "namespace")
+	descWaitS    = desc("lane_waiting_seconds", "How long a lane's open job has waited since its first rows committed (absent when none waits).", "sink", "namespace")
+	descWaitSeg  = desc("lane_waiting_segments", "Segments a lane's open job holds rows of, and so keeps in the WAL (absent when none waits).", "sink", "namespace")
 )
 
 // Describe implements prometheus.Collector.
@@ -96,7 +99,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range nsMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp, descFailing} {
+	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp, descFailing, descWaitB, descWaitS, descWaitSeg} {
 		ch <- d
 	}
 }
@@ -121,6 +124,11 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, m := range nsMetrics {
 			ch <- prometheus.MustNewConstMetric(m.desc, prometheus.CounterValue, float64(m.value(ns)), ns.Namespace)
 		}
+	}
+	for _, j := range st.OpenJobs {
+		ch <- prometheus.MustNewConstMetric(descWaitB, prometheus.GaugeValue, float64(j.Bytes), j.SinkRef, j.Namespace)
+		ch <- prometheus.MustNewConstMetric(descWaitS, prometheus.GaugeValue, j.Waited.Seconds(), j.SinkRef, j.Namespace)
+		ch <- prometheus.MustNewConstMetric(descWaitSeg, prometheus.GaugeValue, float64(j.Segments), j.SinkRef, j.Namespace)
 	}
 	for _, k := range engine.AlertKinds() {
 		ch <- prometheus.MustNewConstMetric(descAlerts, prometheus.CounterValue, float64(st.AlertsByKind[k]), k.String())

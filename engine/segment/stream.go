@@ -86,3 +86,13 @@ func (w windowReader) ReadAt(p []byte, off int64) (int, error) {
 func EncodedBody(name string, ix *Index, body []byte) *Body {
 	return &Body{name: name, r: Bytes(body), Index: ix}
 }
+
+// Detached returns b read through a plain io.ReaderAt: a slice read from
+// it copies its PART's bytes instead of pointing into b's (ReadSlice reads
+// an in-memory body in place), so it holds only its own bytes once b is
+// let go — what a compaction job that spans many segments needs, or it
+// would keep every one of their bodies alive.
+func (b *Body) Detached() *Body { return &Body{name: b.name, r: readerOnly{b.r}, Index: b.Index} }
+
+// readerOnly hides the concrete type of an io.ReaderAt.
+type readerOnly struct{ io.ReaderAt }

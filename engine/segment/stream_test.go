@@ -5,6 +5,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/memory"
 )
 
@@ -64,6 +65,41 @@ func TestStreamCheckRejects(t *testing.T) {
 		check.Write(c.in)
 		if err := check.Done(); !errors.Is(err, c.want) {
 			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+// A slice read from a detached body holds its own bytes: damaging the
+// body after the read does not change it. (Read in place, it would.)
+func TestDetachedBodyCopies(t *testing.T) {
+	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
+	defer mem.AssertSize(t, 0)
+	parts, offsets := goldenParts(mem)
+	defer releaseParts(parts)
+	body, _ := encodeParts(t, parts, offsets, mem)
+	for _, detached := range []bool{false, true} {
+		raw := bytes.Clone(body)
+		b, err := OpenBody("b", Bytes(raw), int64(len(raw)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if detached {
+			b = b.Detached()
+		}
+		s, err := b.ReadSlice(1, mem)
+		if err != nil {
+			t.Fatal(err)
+		}
+		clear(raw)
+		same := true
+		for i := range s.Batches {
+			if !array.RecordEqual(s.Batches[i], parts[1].Batches[i]) {
+				same = false
+			}
+		}
+		s.Release()
+		if same != detached {
+			t.Fatalf("detached %v: slice unchanged by clearing the body: %v", detached, same)
 		}
 	}
 }

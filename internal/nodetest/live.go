@@ -22,6 +22,7 @@ type LiveRead struct {
 	BitmapsEmpty                       string
 	ChartLines, MemoryBars             int
 	Chart, Memory, Namespaces, Alerts  string
+	Waiting                            string            // the lanes whose rows wait for a file
 	Errors                             map[string]string // panel → the error it shows ("" if none)
 }
 

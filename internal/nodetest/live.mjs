@@ -41,7 +41,7 @@ try {
       bits: q('#bitmaps .bit'), bitRows: q('#bitmaps .bmrow'),
       bitmapsEmpty: document.querySelector('#bitmaps .empty')?.textContent ?? '',
       chartLines: q('#chart polyline'), chart: text('chart'), memoryBars: q('#memory .bar'), memory: text('memory'),
-      namespaces: text('nstable'), alerts: text('alerts'), errors,
+      namespaces: text('nstable'), waiting: text('waiting'), alerts: text('alerts'), errors,
     };
   });
   say({ ready: true });
