@@ -161,7 +161,7 @@ func e2eStore(b *testing.B) (client *s3.Client, counter *requestCounter, close f
 // e2eTotals accumulates over b.N iterations.
 type e2eTotals struct {
 	bytes, rows, writes, all, lakeBytes, files int64
-	elapsed                             time.Duration
+	elapsed                                    time.Duration
 }
 
 func (t e2eTotals) report(b *testing.B, lake bool) {
