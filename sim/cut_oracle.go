@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"slices"
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
@@ -46,9 +47,12 @@ func (o *Oracle) cutBytes(m *markerInfo, c segment.Cut) (bytes, before, first in
 	from := engine.SnapshotID{Epoch: c.First.Epoch, Seq: c.First.Seq}
 	first = m.created
 	found := false
-	for _, mm := range o.order {
+	for _, mm := range markersFrom(o.order, from) {
+		if m.id.Less(mm.id) {
+			break
+		}
 		g, ok := mm.groups[k]
-		if !ok || !mm.spanning || mm.validity == validityInvalid || mm.id.Less(from) || m.id.Less(mm.id) {
+		if !ok || !mm.spanning || mm.validity == validityInvalid {
 			continue
 		}
 		bytes += g.bytes
@@ -71,4 +75,10 @@ func (o *Oracle) sizeFloor(l engine.LaneLimits) int64 {
 		floor = min(floor, max(c/4, 1))
 	}
 	return floor
+}
+
+// markersFrom is the tail of markers (in id order) from id on.
+func markersFrom(markers []*markerInfo, id engine.SnapshotID) []*markerInfo {
+	i, _ := slices.BinarySearchFunc(markers, id, func(m *markerInfo, id engine.SnapshotID) int { return m.id.Compare(id) })
+	return markers[i:]
 }

@@ -221,9 +221,9 @@ type pieceKey struct {
 func (o *Oracle) cutJob(markers []*markerInfo, c segment.Cut, claims map[pieceKey]int) (d RowDigest, segs, parts int) {
 	k := keyOf(c.Group)
 	first := engine.SnapshotID{Epoch: c.First.Epoch, Seq: c.First.Seq}
-	for _, m := range markers {
+	for _, m := range markersFrom(markers, first) {
 		g, ok := m.groups[k]
-		if !ok || m.id.Less(first) || !m.spanning {
+		if !ok || !m.spanning {
 			continue
 		}
 		d = d.Then(m.jobs[k])
