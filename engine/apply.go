@@ -48,7 +48,9 @@ func (e *Engine) startJob(j *job) {
 }
 
 // spans reports whether j holds PARTs of more than one segment.
-func (j *job) spans() bool { return len(j.pieces) > 1 && j.pieces[0].seg != j.pieces[len(j.pieces)-1].seg }
+func (j *job) spans() bool {
+	return len(j.pieces) > 1 && j.pieces[0].seg != j.pieces[len(j.pieces)-1].seg
+}
 
 // unreserve ends what a running spanning job holds of the memory pool.
 func (e *Engine) unreserve(j *job) {

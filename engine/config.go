@@ -274,6 +274,7 @@ const (
 	WALCommitIntervalMin        = 50 * time.Microsecond
 	DefaultWALBatchSyncInterval = 10 * time.Millisecond
 	DefaultWALPinnedMax         = 5 * time.Minute
+	DefaultWALSealDelay         = 2 * time.Second
 	DefaultWALTotalBytesMax     = 512 << 20
 	DefaultWALPartitionBytesMax = 256 << 20
 	// WALPartitionsMax bounds the independent logs (a seal record names
@@ -308,6 +309,13 @@ type DiskWAL struct {
 	PinnedMax         time.Duration
 	TotalBytesMax     int64
 	PartitionBytesMax int64
+	// SealDelay: the memtable is sealed into a segment once it reaches
+	// TargetBytes or its first unit has waited this long (never above
+	// MaxDelay). Units are acked at the fsync, not at the seal, so the
+	// S3 WAL's adaptive delay (100–500 ms, for ack latency) would only
+	// make many small segments — and with lanes waiting to fill their
+	// files, many live ones. 0: that adaptive delay.
+	SealDelay time.Duration
 }
 
 // DefaultDiskWAL returns the documented defaults.
@@ -316,6 +324,7 @@ func DefaultDiskWAL() *DiskWAL {
 		Partitions: 1, SegmentBytes: DefaultWALSegmentBytes, BatchBytes: DefaultWALBatchBytes,
 		CommitInterval: DefaultWALCommitInterval, Sync: SyncEveryBatch, BatchSyncInterval: DefaultWALBatchSyncInterval,
 		PinnedMax: DefaultWALPinnedMax, TotalBytesMax: DefaultWALTotalBytesMax, PartitionBytesMax: DefaultWALPartitionBytesMax,
+		SealDelay: DefaultWALSealDelay,
 	}
 }
 
@@ -327,6 +336,8 @@ func (d *DiskWAL) Validate() error {
 		return fmt.Errorf("engine: config: WAL_PARTITIONS=%d outside 1..%d", d.Partitions, WALPartitionsMax)
 	case d.SegmentBytes < 2*DirectAlign || d.SegmentBytes > wal.SegmentBytesMax || d.SegmentBytes%DirectAlign != 0:
 		return fmt.Errorf("engine: config: WAL_SEGMENT_BYTES=%d must be a multiple of %d from %d to %d", d.SegmentBytes, DirectAlign, 2*DirectAlign, wal.SegmentBytesMax)
+	case d.SealDelay < 0:
+		return fmt.Errorf("engine: config: memtable seal delay %v is negative", d.SealDelay)
 	case d.BatchBytes < 1 || d.BatchBytes > d.SegmentBytes:
 		return fmt.Errorf("engine: config: the group commit's batch of %d bytes must be 1..WAL_SEGMENT_BYTES (%d)", d.BatchBytes, d.SegmentBytes)
 	case d.CommitInterval < WALCommitIntervalMin:

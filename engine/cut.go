@@ -234,17 +234,23 @@ func (e *Engine) armInterval() {
 	})
 }
 
-// nextInterval is when the earliest open job's flush interval runs out.
+// nextInterval is when the earliest open job's flush interval runs out
+// (now, for a job of a sink without limits).
 func (e *Engine) nextInterval() (time.Duration, bool) {
 	var at time.Duration
 	found := false
 	for _, ln := range e.laneOrder {
 		o := ln.openNow()
-		l := e.cfg.LanesOf(ln.key.sinkRef)
-		if o == nil || l.FileBytes == 0 {
+		if o == nil {
 			continue
 		}
-		if d := o.since + l.FlushInterval; !found || d < at {
+		// A lane whose sink takes a job per segment has an open job only
+		// after a restart under other limits: it is due now.
+		d := o.since
+		if l := e.cfg.LanesOf(ln.key.sinkRef); l.FileBytes > 0 {
+			d += l.FlushInterval
+		}
+		if !found || d < at {
 			at, found = d, true
 		}
 	}

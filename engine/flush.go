@@ -2,7 +2,8 @@ package engine
 
 import "time"
 
-// The coalescing writer's flush policy (docs/DESIGN.md §6.2): one live
+// The coalescing writer's flush policy (docs/DESIGN.md §6.2; the disk
+// WAL's memtable waits DiskWAL.SealDelay instead): one live
 // accumulator for the whole process; seal it into a snapshot when it
 // reaches the target size, or when the delay budget that started with its
 // first unit runs out:
@@ -32,6 +33,9 @@ func (e *Engine) onFlushTimer() {
 // flushDelay is the delay budget for the unit just appended to an empty
 // accumulator.
 func (e *Engine) flushDelay() time.Duration {
+	if d := e.cfg.Disk; d != nil && d.SealDelay > 0 {
+		return min(d.SealDelay, e.cfg.MaxDelay) // acks do not wait for it (DiskWAL.SealDelay)
+	}
 	d := flushDelayCold
 	if e.persistEMA > 0 {
 		d = persistEMAFactor * e.persistEMA

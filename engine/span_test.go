@@ -329,3 +329,23 @@ func TestCutSegmentWaitsForDurableBits(t *testing.T) {
 		t.Fatal("the cut's segment did not wait")
 	}
 }
+
+// A restart under limits that make a job per segment (a sink switched to
+// file_bytes 0, or a drain) cuts the jobs the last run left open at once,
+// with nothing written: they do not wait for the next segment.
+func TestRestartWithoutLimitsCutsOpenJobs(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 1 << 30, FlushInterval: time.Hour}
+	dest, _ := withSink(r)
+	r.start()
+	r.submitEach("events", 0, 3)
+	r.cfg.DefaultLanes = engine.LaneLimits{}
+	second := r.start() // a crash, then a start without limits
+	r.until(func() bool { return second.Drained() && len(r.walKeys()) == 0 }, "the open job cut and applied")
+	if second.Marks()[engine.MarkCutOnlySegment] != 1 {
+		t.Fatalf("cut-only segments %d, want 1", second.Marks()[engine.MarkCutOnlySegment])
+	}
+	if got := destValues(dest)["events"]; !slices.Equal(got, seq(0, 3)) {
+		t.Fatalf("destination holds %v", got)
+	}
+}

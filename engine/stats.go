@@ -49,10 +49,10 @@ type Stats struct {
 	WALCorruptions     uint64 // partitions halted on corruption
 	WALLogBytes        int64  // bytes in the log's segments now (0 with the S3 WAL)
 
-	LiveSegments int           // owned segments not yet reclaimed
+	LiveSegments int // owned segments not yet reclaimed
 	// OpenJobs are the lanes' jobs waiting for their cut (to fill their
 	// file or their interval), in lane creation order.
-	OpenJobs []OpenJob
+	OpenJobs     []OpenJob
 	SegmentBytes int64         // body bytes of the owned segments
 	PersistEMA   time.Duration // moving average of one snapshot's persist time
 	AckDelayEMA  time.Duration // moving average of submit-to-ack time

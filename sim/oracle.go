@@ -85,8 +85,8 @@ type markerInfo struct {
 	// spanning jobs, ended by cuts; false: a job per group of it.
 	spanning bool
 	cuts     []segment.Cut
-	created  int64 // the segment's created_at, Unix ms
-	landed   int64 // when the marker landed, Unix ms of the world's wall clock
+	created  int64                 // the segment's created_at, Unix ms
+	landed   int64                 // when the marker landed, Unix ms of the world's wall clock
 	groups   map[jobKey]groupParts // its PARTs by group, from the index
 }
 

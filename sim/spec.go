@@ -234,6 +234,10 @@ func drawDiskWAL(r *Rand) *engine.DiskWAL {
 		d.TotalBytesMax = d.SegmentBytes * int64(1+r.Intn(2))
 	}
 	d.PartitionBytesMax = max(int64(logUniform(r, 512<<10, 32<<20)), 2*d.SegmentBytes)
+	d.SealDelay = 0 // the adaptive delay, as before SealDelay; drawn below
+	if r.Split("seal-delay").Chance(0.5) {
+		d.SealDelay = time.Duration(logUniform(r.Split("seal-delay/value"), float64(50*time.Millisecond), float64(5*time.Second)))
+	}
 	return d
 }
 

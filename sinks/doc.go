@@ -45,8 +45,11 @@
 //
 //   - Parquet (existing.go): every file's key-value metadata records
 //     skipprd.compaction_id, skipprd.content, skipprd.pipeline and
-//     skipprd.wal_id (neither for a legacy job, whose Origin is zero) and
-//     skipprd.segment. Finding the name taken, the sink reads the file's
+//     skipprd.wal_id (neither for a legacy job, whose Origin is zero),
+//     skipprd.segment (the segment whose cut ends the job) and
+//     skipprd.segments (how many segments hold its rows, the first and
+//     the last: a job may span segments, engine.Job). Finding the name
+//     taken, the sink reads the file's
 //     footer through its port (ParquetObjects: HEAD for the size, a ranged
 //     GET of the last 64 KiB, one more for a longer footer; ParquetDir:
 //     Size and ReadAt of the open file; a footer over 64 MiB is not read)
@@ -73,9 +76,10 @@
 //
 // EncodeParquet (parquet.go) turns a job into one Parquet file: the
 // slices' Arrow columns in order, plus _cdc_op, _cdc_identity and
-// _cdc_order for CDC jobs, and the job's own metadata (JobMetadata); the
+// _cdc_order for CDC jobs, in row groups of at most 2^20 rows and about
+// 64 MiB of Arrow data, and the job's own metadata (JobMetadata); the
 // same job always gives the same bytes. Keys and paths are Hive-style by
-// the segment's creation date (key.go):
+// the creation date of the segment whose cut ends the job (key.go):
 //
 //	{prefix}/{namespace}/p_year=YYYY/p_month=MM/p_day=DD/{job.ID}.parquet
 package sinks

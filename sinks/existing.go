@@ -274,7 +274,8 @@ func lastValue(kv metadata.KeyValueMetadata, key string) string {
 	return ""
 }
 
-// recordedOrigin describes the job a file's metadata records.
+// recordedOrigin describes the job a file's metadata records (a file of
+// a build before jobs spanned segments records no segments).
 func recordedOrigin(kv metadata.KeyValueMetadata) string {
 	pipeline, wal, seg := lastValue(kv, MetaPipeline), lastValue(kv, MetaWALID), lastValue(kv, MetaSegment)
 	s := segment.Origin{}.String()
@@ -284,12 +285,16 @@ func recordedOrigin(kv metadata.KeyValueMetadata) string {
 	if seg != "" {
 		s += ", segment " + seg
 	}
+	if segs := lastValue(kv, MetaSegments); segs != "" {
+		s += ", segments " + segs
+	}
 	return s
 }
 
-// jobOrigin describes job's origin and segment.
+// jobOrigin describes job's origin, its segment and the segments it
+// spans, as recordedOrigin does a file's.
 func jobOrigin(job *engine.Job) string {
-	return fmt.Sprintf("%s, segment %s", job.Origin, job.Segment)
+	return fmt.Sprintf("%s, segment %s, segments %s", job.Origin, job.Segment, SegmentsText(job))
 }
 
 // checkExisting judges the existing file of size bytes at job's name

@@ -30,7 +30,7 @@ func legacyFile(t tb, job *engine.Job) []byte {
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
-	b, err := encode(job, schema, cdc, nil)
+	b, err := encode(job, schema, cdc, nil, defaultRowGroups)
 	if err != nil {
 		t.Fatalf("%v", err)
 	}
@@ -81,18 +81,29 @@ func wantRetryable(t testing.TB, err error, words ...string) {
 }
 
 // Every file records the job: id, content, origin (none for a legacy
-// job), segment; after the schema's own entries, in a fixed order.
+// job), segment, the segments it spans (its own for a job that lists
+// none); after the schema's own entries, in a fixed order.
 func TestEncodeParquetRecordsTheJob(t *testing.T) {
 	f := newFixture(t, plainSpec)
 	legacy := *f.job
 	legacy.Origin = segment.Origin{}
+	listed := *f.job
+	listed.Segments = []engine.SnapshotID{f.job.Segment}
+	span := spanFixture(t, spanSpecs...)
+	const one = "1 000000000001-000000000001..000000000001-000000000001"
 	for _, tc := range []struct {
 		job  *engine.Job
 		want [][2]string
 	}{
 		{f.job, [][2]string{{MetaCompactionID, f.job.ID}, {MetaContent, f.job.Content}, {MetaPipeline, "fixture"},
-			{MetaWALID, "f1870000000000000000000000000000"}, {MetaSegment, "000000000001-000000000001"}}},
-		{&legacy, [][2]string{{MetaCompactionID, f.job.ID}, {MetaContent, f.job.Content}, {MetaSegment, "000000000001-000000000001"}}},
+			{MetaWALID, "f1870000000000000000000000000000"}, {MetaSegment, "000000000001-000000000001"}, {MetaSegments, one}}},
+		{&legacy, [][2]string{{MetaCompactionID, f.job.ID}, {MetaContent, f.job.Content}, {MetaSegment, "000000000001-000000000001"},
+			{MetaSegments, one}}},
+		{&listed, [][2]string{{MetaCompactionID, f.job.ID}, {MetaContent, f.job.Content}, {MetaPipeline, "fixture"},
+			{MetaWALID, "f1870000000000000000000000000000"}, {MetaSegment, "000000000001-000000000001"}, {MetaSegments, one}}},
+		{span.job, [][2]string{{MetaCompactionID, span.job.ID}, {MetaContent, span.job.Content}, {MetaPipeline, "fixture"},
+			{MetaWALID, "f1870000000000000000000000000000"}, {MetaSegment, "000000000001-000000000007"},
+			{MetaSegments, "3 000000000001-000000000003..000000000001-000000000007"}}},
 	} {
 		b, err := EncodeParquet(tc.job)
 		if err != nil {
@@ -110,7 +121,7 @@ func TestEncodeParquetRecordsTheJob(t *testing.T) {
 			}
 		}
 		rdr.Close()
-		if fmt.Sprint(got) != fmt.Sprint(tc.want) || kv[len(kv)-1].Key != MetaSegment {
+		if fmt.Sprint(got) != fmt.Sprint(tc.want) || kv[len(kv)-1].Key != MetaSegments {
 			t.Fatalf("origin %v: metadata %v, want %v last", tc.job.Origin, got, tc.want)
 		}
 	}
@@ -152,7 +163,8 @@ func TestJudgeFile(t *testing.T) {
 		{"a CDC job's file", cdc.job, mustEncode(t, cdc.job), false, nil},
 		{"another content under the id", otherJob(plain.job), own, false,
 			[]string{"the existing file holds job " + plain.job.ID, "content " + plain.job.Content, "this job's is 0badc0de",
-				"pipeline fixture, WAL f187", "pipeline other, WAL 0bad", "segment 000000000001-000000000001"}},
+				"pipeline fixture, WAL f187", "pipeline other, WAL 0bad", "segment 000000000001-000000000001",
+				"segments 1 000000000001-000000000001..000000000001-000000000001"}},
 		{"a legacy file of the job", plain.job, legacyFile(t, plain.job), true, nil},
 		{"a legacy CDC file of the job", cdc.job, legacyFile(t, cdc.job), true, nil},
 		{"a legacy file of other rows", moreRows.job, legacyFile(t, plain.job), false,

@@ -42,6 +42,7 @@ type jobSpec struct {
 	plain     []int   // in a CDC job, the slices without a sidecar
 	seq       uint64  // the segment's SnapshotID.Seq
 	slices    [][]int // per slice, the rows of each batch
+	idBase    int     // added to a slice's index in its rows' ids (rowFor), so two segments' rows differ
 }
 
 // fixtureRow is one row as the job holds it.
@@ -107,7 +108,7 @@ func newFixture(t testing.TB, spec jobSpec) fixture {
 		for _, n := range batchRows {
 			var made []fixtureRow
 			for range n {
-				made = append(made, rowFor(s, r, spec.createdMs))
+				made = append(made, rowFor(spec.idBase+s, r, spec.createdMs))
 				r++
 			}
 			p.Batches = append(p.Batches, fixtureBatch(mem, made))
@@ -161,6 +162,34 @@ func newFixture(t testing.TB, spec jobSpec) fixture {
 	return fixture{job: job, rows: rows, cdc: spec.cdc}
 }
 
+// spanFixture builds a job whose slices come from several segments, one
+// per spec (each its own seq, and idBase so the rows differ), in order,
+// as the engine gives a job that spans segments: the slices' ordinals
+// repeat, Segments lists the segments and Segment is the last, whose cut
+// ends the job.
+func spanFixture(t testing.TB, specs ...jobSpec) fixture {
+	t.Helper()
+	var out fixture
+	h := sha256.New()
+	for i, spec := range specs {
+		f := newFixture(t, spec)
+		if i == 0 {
+			job := *f.job
+			job.Slices = nil
+			out.job = &job
+		}
+		out.job.Slices = append(out.job.Slices, f.job.Slices...)
+		out.job.Segments = append(out.job.Segments, f.job.Segment)
+		out.job.Segment, out.job.SegmentCreatedUnixMs = f.job.Segment, f.job.SegmentCreatedUnixMs
+		out.rows = append(out.rows, f.rows...)
+		out.cdc = out.cdc || f.cdc
+		fmt.Fprintf(h, "%s|%s|", f.job.ID, f.job.Content)
+	}
+	sum := h.Sum(nil)
+	out.job.ID, out.job.Content = fmt.Sprintf("%x", sum[:16]), fmt.Sprintf("%x", sum[16:])
+	return out
+}
+
 func fixtureBatch(mem memory.Allocator, rows []fixtureRow) arrow.RecordBatch {
 	b := array.NewRecordBuilder(mem, fixtureSchema)
 	defer b.Release()
@@ -210,4 +239,12 @@ var (
 	cdcSpec   = jobSpec{namespace: "orders", seq: 2, cdc: true, slices: [][]int{{4}, {2, 3}}}
 	smallSpec = jobSpec{namespace: "small", seq: 5, cdc: true, slices: [][]int{{2}}}
 	mixedSpec = jobSpec{namespace: "mixed", seq: 6, cdc: true, plain: []int{1}, slices: [][]int{{2}, {3}, {1, 1}}}
+	// spanSpecs are the segments of a job that spans three: the same
+	// namespace and schema, other rows, other days (the job's file is
+	// dated by the last).
+	spanSpecs = []jobSpec{
+		{namespace: "events", seq: 3, createdMs: fixtureCreatedUnixMs - 2*86_400_000, slices: [][]int{{3, 4}, {5}}},
+		{namespace: "events", seq: 4, createdMs: fixtureCreatedUnixMs - 86_400_000, idBase: 10, slices: [][]int{{2}}},
+		{namespace: "events", seq: 7, idBase: 20, slices: [][]int{{1, 2}, {6}, {4}}},
+	}
 )

@@ -13,8 +13,10 @@ import (
 //
 //	{prefix}/{namespace}/p_year=YYYY/p_month=MM/p_day=DD/{job.ID}.parquet
 //
-// The date is the segment's creation time (Job.SegmentCreatedUnixMs) in
-// UTC, so a replayed job — same segment, same ID — lands on the same key;
+// The date is the creation time (Job.SegmentCreatedUnixMs) of the
+// segment whose cut ends the job — for a job that spans segments, its
+// last — in UTC, so a replayed job — same cut, same ID — lands on the
+// same key;
 // the wall clock at apply time must never enter the name, or a retry after
 // midnight would write the rows a second time under another day.
 

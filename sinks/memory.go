@@ -26,9 +26,10 @@ import (
 // first-apply order. A job whose ID is held with another Content is
 // another log's job under the same id: Apply answers ErrCannotApply
 // wrapping ErrIDCollision, and holds nothing of it. A replay with the same
-// Content whose shape differs from the first apply's (segment, sink,
-// namespace, slice ordinals or row counts) means the engine broke its
-// promise that a job ID names one content: the view panics with both.
+// Content whose shape differs from the first apply's (segment, the
+// segments it spans, sink, namespace, slice ordinals or row counts)
+// means the engine broke its promise that a job ID names one content:
+// the view panics with both.
 //
 // Memory is safe for concurrent use (a production test may read Applied
 // from its own goroutine while a loop applies), but it starts no
@@ -44,7 +45,10 @@ type Memory struct {
 type AppliedJob struct {
 	ID, Content, SinkRef, Namespace string
 	Origin                          segment.Origin
-	Segment                         engine.SnapshotID
+	// Segment is the segment whose cut ends the job; Segments, those
+	// holding its rows, ascending (engine.Job).
+	Segment  engine.SnapshotID
+	Segments []engine.SnapshotID
 	// Batches are every slice's batches in order, retained (a reference
 	// each, the data is immutable); Memory.Release releases them.
 	Batches []arrow.RecordBatch
@@ -52,7 +56,8 @@ type AppliedJob struct {
 	// if the slice is not CDC.
 	Sidecars []*segment.Sidecar
 
-	// shape is what a replay must match: slice ordinals and row counts.
+	// shape is what a replay must match: slice ordinals and row counts
+	// (ordinals repeat in a job that spans segments; the order tells).
 	shape []sliceShape
 }
 
@@ -125,20 +130,20 @@ func (m *Memory) apply(job *engine.Job) error {
 	defer m.mu.Unlock()
 	if prev, ok := m.byID[job.ID]; ok {
 		if prev.Content != job.Content {
-			return fmt.Errorf("%w: %w: sinks: memory holds job %s with content %s (%s, segment %s), this job's is %s (%s, segment %s)",
-				engine.ErrCannotApply, engine.ErrIDCollision, job.ID, prev.Content, prev.Origin, prev.Segment,
-				job.Content, job.Origin, job.Segment)
+			return fmt.Errorf("%w: %w: sinks: memory holds job %s with content %s (%s, segment %s, segments %v), this job's is %s (%s, segment %s, segments %v)",
+				engine.ErrCannotApply, engine.ErrIDCollision, job.ID, prev.Content, prev.Origin, prev.Segment, prev.Segments,
+				job.Content, job.Origin, job.Segment, job.Segments)
 		}
-		if prev.Segment != job.Segment || prev.SinkRef != job.SinkRef || prev.Namespace != job.Namespace ||
-			!slices.Equal(prev.shape, shape) {
-			panic(fmt.Sprintf("sinks: job %s replayed with other content: first %s %s/%s %v, now %s %s/%s %v",
-				job.ID, prev.Segment, prev.SinkRef, prev.Namespace, prev.shape,
-				job.Segment, job.SinkRef, job.Namespace, shape))
+		if prev.Segment != job.Segment || !slices.Equal(prev.Segments, job.Segments) || prev.SinkRef != job.SinkRef ||
+			prev.Namespace != job.Namespace || !slices.Equal(prev.shape, shape) {
+			panic(fmt.Sprintf("sinks: job %s replayed with other content: first %s %v %s/%s %v, now %s %v %s/%s %v",
+				job.ID, prev.Segment, prev.Segments, prev.SinkRef, prev.Namespace, prev.shape,
+				job.Segment, job.Segments, job.SinkRef, job.Namespace, shape))
 		}
 		return nil
 	}
 	a := &AppliedJob{ID: job.ID, Content: job.Content, SinkRef: job.SinkRef, Namespace: job.Namespace, Origin: job.Origin,
-		Segment: job.Segment, shape: shape}
+		Segment: job.Segment, Segments: slices.Clone(job.Segments), shape: shape}
 	for _, s := range job.Slices {
 		for _, b := range s.Batches {
 			b.Retain()

@@ -23,13 +23,17 @@ import (
 //	          [ _cdc_op       utf8    optional  insert | update | delete
 //	            _cdc_identity binary  optional  the event identity
 //	            _cdc_order    uint64  optional  the order token ]   CDC jobs only
-//	rows:       every slice's batches, slices in ordinal order
-//	row groups: up to rowGroupRowsMax rows, batches coalesced
+//	rows:       every slice's batches, slices in job order (segment,
+//	            then ordinal: a job spanning segments repeats ordinals)
+//	row groups: batches coalesced, up to rowGroupRowsMax rows and about
+//	            rowGroupBytesMax Arrow bytes each (a batch is split
+//	            across row groups at those bounds)
 //	metadata:   the job schema's own metadata; ARROW:schema (the Arrow
 //	            schema, so arrow readers get the exact types back); then
 //	            the job (JobMetadata): skipprd.compaction_id,
 //	            skipprd.content, skipprd.pipeline and skipprd.wal_id (not
-//	            for a legacy job, whose Origin is zero), skipprd.segment
+//	            for a legacy job, whose Origin is zero), skipprd.segment,
+//	            skipprd.segments
 //
 // Writer properties (writerProperties): format 2.6, data page V1 (the
 // most widely read), zstd at its default level, dictionary encoding and
@@ -61,16 +65,26 @@ const (
 )
 
 // Keys of the job's own entries in a file's key-value metadata, written
-// after every other entry in this order (the last two only for a job with
-// an Origin). A sink that finds a file under a job's id reads them back
-// from the footer and compares skipprd.content with Job.Content
-// (existing.go); the others are there for the message and for people.
+// after every other entry in this order (pipeline and WAL id only for a
+// job with an Origin). A sink that finds a file under a job's id reads
+// them back from the footer and compares skipprd.content with
+// Job.Content (existing.go); the others are there for the message and
+// for people:
+//
+//	skipprd.segment   the segment whose cut ends the job (Job.Segment),
+//	                  e.g. 000000000001-000000000009
+//	skipprd.segments  the segments holding its rows (Job.Segments): how
+//	                  many, then the first and last, e.g.
+//	                  "3 000000000001-000000000004..000000000001-000000000009"
+//	                  (a lane's segments need not be consecutive ids: a
+//	                  segment without a PART of the lane is not counted)
 const (
 	MetaCompactionID = "skipprd.compaction_id"
 	MetaContent      = "skipprd.content"
 	MetaPipeline     = "skipprd.pipeline"
 	MetaWALID        = "skipprd.wal_id"
 	MetaSegment      = "skipprd.segment"
+	MetaSegments     = "skipprd.segments"
 )
 
 // JobMetadata returns the key-value entries a job's file records about
@@ -80,14 +94,37 @@ func JobMetadata(job *engine.Job) [][2]string {
 	if !job.Origin.IsZero() {
 		kv = append(kv, [2]string{MetaPipeline, job.Origin.Pipeline}, [2]string{MetaWALID, job.Origin.WAL.String()})
 	}
-	return append(kv, [2]string{MetaSegment, job.Segment.String()})
+	return append(kv, [2]string{MetaSegment, job.Segment.String()}, [2]string{MetaSegments, SegmentsText(job)})
 }
 
-// rowGroupRowsMax bounds the rows of one row group. A job holds at most
-// one segment's rows (bodies target 4–64 MiB), so in practice a job is a
-// single row group; the bound keeps an oversized job (up to
-// segment.BodyBytesMax) from buffering everything as one.
-const rowGroupRowsMax = 1 << 20
+// SegmentsText is the value of skipprd.segments for job: the number of
+// segments holding its rows, then the first and the last. A job that
+// lists no Segments (a segment committed before jobs spanned segments,
+// or a test's) holds its own segment's rows only.
+func SegmentsText(job *engine.Job) string {
+	segs := job.Segments
+	if len(segs) == 0 {
+		segs = []engine.SnapshotID{job.Segment}
+	}
+	return fmt.Sprintf("%d %s..%s", len(segs), segs[0], segs[len(segs)-1])
+}
+
+// Row groups are bounded by rows and by Arrow bytes: a job's file may
+// hold many segments' rows (a lane's file_bytes, 128 MiB by default and
+// up to 1 GiB), and a reader decodes a row group whole, so a file is
+// split into row groups of about rowGroupBytesMax (the Arrow bytes of
+// its batches; Parquet's encoded and compressed pages are smaller). The
+// writer buffers one row group at a time.
+const (
+	rowGroupRowsMax  = 1 << 20
+	rowGroupBytesMax = 64 << 20
+)
+
+// rowGroupLimits bound one row group: at most rows rows and, unless it
+// holds a single row, about bytes Arrow bytes.
+type rowGroupLimits struct{ rows, bytes int64 }
+
+var defaultRowGroups = rowGroupLimits{rows: rowGroupRowsMax, bytes: rowGroupBytesMax}
 
 // Errors for a job that cannot be written. Every encoding failure wraps
 // ErrUnencodable, and it is permanent: retrying the same job fails the
@@ -106,7 +143,7 @@ var (
 	ErrBadJob = errors.New("sinks: malformed job")
 )
 
-func writerProperties(mem memory.Allocator) *parquet.WriterProperties {
+func writerProperties(mem memory.Allocator, rowGroupRows int64) *parquet.WriterProperties {
 	return parquet.NewWriterProperties(
 		parquet.WithAllocator(mem),
 		parquet.WithVersion(parquet.V2_6),
@@ -115,7 +152,7 @@ func writerProperties(mem memory.Allocator) *parquet.WriterProperties {
 		parquet.WithCompressionLevel(compress.DefaultCompressionLevel),
 		parquet.WithDictionaryDefault(true),
 		parquet.WithStats(true),
-		parquet.WithMaxRowGroupLength(rowGroupRowsMax),
+		parquet.WithMaxRowGroupLength(rowGroupRows),
 	)
 }
 
@@ -151,15 +188,16 @@ func encodeJob(job *engine.Job) (out []byte, err error) {
 	if err != nil {
 		return nil, err
 	}
-	return encode(job, schema, cdc, JobMetadata(job))
+	return encode(job, schema, cdc, JobMetadata(job), defaultRowGroups)
 }
 
 // encode writes job's file with kv appended to its key-value metadata
-// (tests pass nil for a file as builds before JobMetadata wrote it).
-func encode(job *engine.Job, schema *arrow.Schema, cdc bool, kv [][2]string) (out []byte, err error) {
+// (tests pass nil for a file as builds before JobMetadata wrote it), in
+// row groups within lim.
+func encode(job *engine.Job, schema *arrow.Schema, cdc bool, kv [][2]string, lim rowGroupLimits) (out []byte, err error) {
 	mem := memory.DefaultAllocator
 	var buf bytes.Buffer
-	fw, err := pqarrow.NewFileWriter(schema, &buf, writerProperties(mem), arrowWriterProperties(mem))
+	fw, err := pqarrow.NewFileWriter(schema, &buf, writerProperties(mem, lim.rows), arrowWriterProperties(mem))
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +215,8 @@ func encode(job *engine.Job, schema *arrow.Schema, cdc bool, kv [][2]string) (ou
 			out = buf.Bytes()
 		}
 	}()
-	for _, s := range job.Slices {
+	g := &groupWriter{fw: fw, schema: schema, mem: mem, lim: lim}
+	for i, s := range job.Slices {
 		var first int // the sidecar row of the batch's first row
 		for _, b := range s.Batches {
 			n := int(b.NumRows())
@@ -185,13 +224,107 @@ func encode(job *engine.Job, schema *arrow.Schema, cdc bool, kv [][2]string) (ou
 			if cdc && s.Sidecar != nil {
 				rows = s.Sidecar.Rows[first : first+n]
 			}
-			if err := writeBatch(fw, schema, b, rows, mem); err != nil {
-				return nil, fmt.Errorf("slice %d: %w", s.Entry.Ordinal, err)
+			if err := g.write(b, rows); err != nil {
+				return nil, fmt.Errorf("%s: %w", sliceName(i, s), err)
 			}
 			first += n
 		}
 	}
 	return nil, nil
+}
+
+// sliceName names the i-th slice of a job in messages: its ordinal alone
+// is ambiguous in a job that spans segments.
+func sliceName(i int, s *segment.Slice) string {
+	return fmt.Sprintf("slice %d (ordinal %d)", i, s.Entry.Ordinal)
+}
+
+// groupWriter writes batches into row groups within lim: a batch goes
+// into the open row group while it fits, is split at a bound, and the
+// rest goes on in a new one. Where a batch's bytes fall is estimated
+// from its average row.
+type groupWriter struct {
+	fw          *pqarrow.FileWriter
+	schema      *arrow.Schema
+	mem         memory.Allocator
+	lim         rowGroupLimits
+	rows, bytes int64 // in the open row group
+}
+
+// write writes b with its CDC rows (nil: none, or a plain slice).
+func (g *groupWriter) write(b arrow.RecordBatch, rows []segment.CDCRow) error {
+	n := b.NumRows()
+	if n == 0 {
+		return writeBatch(g.fw, g.schema, b, rows, g.mem) // an empty batch adds nothing to bound
+	}
+	perRow := (arrowBytes(b) + n - 1) / n
+	for off := int64(0); off < n; {
+		take := g.fits(n-off, perRow)
+		if take == 0 {
+			if err := g.fw.NewBufferedRowGroupChecked(); err != nil {
+				return err
+			}
+			g.rows, g.bytes = 0, 0
+			continue
+		}
+		if err := g.writeRange(b, rows, off, take); err != nil {
+			return err
+		}
+		g.rows, g.bytes, off = g.rows+take, g.bytes+take*perRow, off+take
+	}
+	return nil
+}
+
+// arrowBytes is the size of b's buffers (a slice's: its buffers whole).
+func arrowBytes(b arrow.RecordBatch) int64 {
+	var n int64
+	for _, c := range b.Columns() {
+		n += dataBytes(c.Data())
+	}
+	return n
+}
+
+func dataBytes(d arrow.ArrayData) int64 {
+	var n int64
+	for _, buf := range d.Buffers() {
+		if buf != nil {
+			n += int64(buf.Len())
+		}
+	}
+	for _, c := range d.Children() {
+		n += dataBytes(c)
+	}
+	if dict, ok := d.Dictionary().(*array.Data); ok && dict != nil {
+		n += dataBytes(dict)
+	}
+	return n
+}
+
+// fits is how many of left rows of perRow bytes the open row group
+// takes; an empty one takes at least one.
+func (g *groupWriter) fits(left, perRow int64) int64 {
+	room := g.lim.rows - g.rows
+	if perRow > 0 {
+		room = min(room, (g.lim.bytes-g.bytes)/perRow)
+	}
+	if g.rows == 0 {
+		room = max(room, 1)
+	}
+	return max(min(room, left), 0)
+}
+
+// writeRange writes rows off..off+take of b (b itself when that is all
+// of it).
+func (g *groupWriter) writeRange(b arrow.RecordBatch, rows []segment.CDCRow, off, take int64) error {
+	if off == 0 && take == b.NumRows() {
+		return writeBatch(g.fw, g.schema, b, rows, g.mem)
+	}
+	part := b.NewSlice(off, off+take)
+	defer part.Release()
+	if rows != nil {
+		rows = rows[off : off+take]
+	}
+	return writeBatch(g.fw, g.schema, part, rows, g.mem)
 }
 
 // writeBatch writes b's columns, and for a CDC job the CDC columns of rows,
@@ -247,13 +380,13 @@ func fileSchema(job *engine.Job) (*arrow.Schema, bool, error) {
 	}
 	first := job.Slices[0]
 	cdc := false
-	for _, s := range job.Slices {
+	for i, s := range job.Slices {
 		if s.Schema == nil || !s.Schema.Equal(first.Schema) {
-			return nil, false, fmt.Errorf("%w: slice %d has schema %v, slice %d has %v",
-				ErrBadJob, s.Entry.Ordinal, s.Schema, first.Entry.Ordinal, first.Schema)
+			return nil, false, fmt.Errorf("%w: %s has schema %v, %s has %v",
+				ErrBadJob, sliceName(i, s), s.Schema, sliceName(0, first), first.Schema)
 		}
 		cdc = cdc || s.Sidecar != nil
-		if err := checkRows(s); err != nil {
+		if err := checkRows(i, s); err != nil {
 			return nil, false, err
 		}
 	}
@@ -275,27 +408,28 @@ func fileSchema(job *engine.Job) (*arrow.Schema, bool, error) {
 	return arrow.NewSchema(fields, &meta), true, nil
 }
 
-// checkRows checks that s's batches hold Entry.Rows rows and, for a CDC
-// slice, that the sidecar has one valid row per Arrow row.
-func checkRows(s *segment.Slice) error {
+// checkRows checks that s, the i-th slice of its job, has batches that
+// hold Entry.Rows rows and, for a CDC slice, a sidecar with one valid row
+// per Arrow row.
+func checkRows(i int, s *segment.Slice) error {
 	var rows int64
 	for _, b := range s.Batches {
 		if !b.Schema().Equal(s.Schema) {
-			return fmt.Errorf("%w: slice %d: a batch of schema %v in a slice of %v", ErrBadJob, s.Entry.Ordinal, b.Schema(), s.Schema)
+			return fmt.Errorf("%w: %s: a batch of schema %v in a slice of %v", ErrBadJob, sliceName(i, s), b.Schema(), s.Schema)
 		}
 		rows += b.NumRows()
 	}
 	if rows != s.Entry.Rows {
-		return fmt.Errorf("%w: slice %d: batches hold %d rows, the entry says %d", ErrBadJob, s.Entry.Ordinal, rows, s.Entry.Rows)
+		return fmt.Errorf("%w: %s: batches hold %d rows, the entry says %d", ErrBadJob, sliceName(i, s), rows, s.Entry.Rows)
 	}
 	if s.Sidecar == nil {
 		return nil
 	}
 	if int64(len(s.Sidecar.Rows)) != rows {
-		return fmt.Errorf("%w: slice %d: sidecar has %d rows, batches %d", ErrBadJob, s.Entry.Ordinal, len(s.Sidecar.Rows), rows)
+		return fmt.Errorf("%w: %s: sidecar has %d rows, batches %d", ErrBadJob, sliceName(i, s), len(s.Sidecar.Rows), rows)
 	}
 	if err := s.Sidecar.Validate(); err != nil {
-		return fmt.Errorf("%w: slice %d: %w", ErrBadJob, s.Entry.Ordinal, err)
+		return fmt.Errorf("%w: %s: %w", ErrBadJob, sliceName(i, s), err)
 	}
 	return nil
 }

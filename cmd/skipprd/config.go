@@ -129,6 +129,10 @@ type config struct {
 	// Disk is the local-disk WAL's tuning; parsed (and checked) in every
 	// mode, used with WAL_STORAGE=disk only.
 	Disk engine.DiskWAL
+	// Lake is the lane limits of the Parquet sinks whose entries leave
+	// them out (SKIPPR_LAKE_FILE_BYTES, SKIPPR_LAKE_FLUSH_INTERVAL;
+	// lanes.go).
+	Lake engine.LaneLimits
 }
 
 // configError is an invalid environment variable; the daemon exits 2.
@@ -158,6 +162,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 		AdminAddr:            defaultAdminAddr,
 		LogFormat:            logText,
 		RecoveryGiveUp:       defaultRecoveryGiveUp,
+		Lake:                 engine.LaneLimits{FileBytes: defaultLakeFileBytes, FlushInterval: defaultFlushInterval},
 	}
 	get := func(name string) (string, bool) {
 		v := strings.TrimSpace(getenv(name))
@@ -206,6 +211,9 @@ func parseConfig(getenv func(string) string) (config, error) {
 		c.WALPrefix = p
 	}
 	if err := parseDiskWAL(get, &c.Disk); err != nil {
+		return c, err
+	}
+	if err := parseLakeLanes(get, &c.Lake); err != nil {
 		return c, err
 	}
 	if v, ok := get(envDrainPipeline); ok {

@@ -29,6 +29,7 @@ func TestParseConfigDefaults(t *testing.T) {
 		DataDir: "./data", WALStorage: walDisk, Pipeline: "default", WALPrefix: "wal",
 		BufferThresholdBytes: 8 << 20, MaxDelay: 60 * time.Second, IngestThreads: runtime.NumCPU(),
 		Disk: *engine.DefaultDiskWAL(), AdminAddr: "127.0.0.1:9090", LogFormat: "text", RecoveryGiveUp: 2 * time.Minute,
+		Lake: engine.LaneLimits{FileBytes: 128 << 20, FlushInterval: 5 * time.Minute},
 	}
 	if c != want {
 		t.Fatalf("defaults %+v, want %+v", c, want)
@@ -116,6 +117,7 @@ func TestParseConfigValues(t *testing.T) {
 		envDataDir: "/var/lib/skipprd", envBufferBytes: "33554432", envMaxDelay: "0.5",
 		envIngestThreads: "12", envPipeline: "orders-prod", envWALPrefix: "/tenant/ws/",
 		envWALStorage: "S3", envBucket: "shared", envS3PathStyle: "true", envRecoveryGiveUp: "0",
+		envLakeFileBytes: " 256 MiB", envLakeFlushInterval: "90s",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -124,6 +126,7 @@ func TestParseConfigValues(t *testing.T) {
 		DataDir: "/var/lib/skipprd", WALStorage: walS3, Pipeline: "orders-prod", WALPrefix: "tenant/ws",
 		BufferThresholdBytes: 32 << 20, MaxDelay: 500 * time.Millisecond, IngestThreads: 12,
 		Bucket: "shared", PathStyle: true, Disk: *engine.DefaultDiskWAL(), AdminAddr: "127.0.0.1:9090", LogFormat: "text",
+		Lake: engine.LaneLimits{FileBytes: 256 << 20, FlushInterval: 90 * time.Second},
 	}
 	if c != want {
 		t.Fatalf("got %+v, want %+v", c, want)
@@ -171,6 +174,16 @@ func TestParseConfigRejects(t *testing.T) {
 		{"request timeout with a unit", map[string]string{envS3Timeout: "5s"}, envS3Timeout, "whole number of seconds"},
 		{"give-up negative", map[string]string{envRecoveryGiveUp: "-1"}, envRecoveryGiveUp, "0..86400"},
 		{"give-up with a unit", map[string]string{envRecoveryGiveUp: "2m"}, envRecoveryGiveUp, "whole seconds"},
+		{"lake file bytes words", map[string]string{envLakeFileBytes: "lots"}, envLakeFileBytes, "want a whole number of bytes"},
+		{"lake file bytes below a MiB", map[string]string{envLakeFileBytes: "512KiB"}, envLakeFileBytes,
+			`="512KiB": is 524288 bytes; want 0 (a job per segment) or 1MiB (1048576) .. 1GiB (1073741824)`},
+		{"lake file bytes beyond a GiB", map[string]string{envLakeFileBytes: "2GiB"}, envLakeFileBytes, "is 2147483648 bytes"},
+		{"lake file bytes negative", map[string]string{envLakeFileBytes: "-1"}, envLakeFileBytes, "want a whole number of bytes"},
+		{"lake flush interval zero", map[string]string{envLakeFlushInterval: "0"}, envLakeFlushInterval,
+			`="0": want a duration in 1s..24h, e.g. 5m or 30s; for a job per segment set SKIPPR_LAKE_FILE_BYTES=0`},
+		{"lake flush interval short", map[string]string{envLakeFlushInterval: "500ms"}, envLakeFlushInterval, "1s..24h"},
+		{"lake flush interval long", map[string]string{envLakeFlushInterval: "25h"}, envLakeFlushInterval, "1s..24h"},
+		{"lake flush interval seconds", map[string]string{envLakeFlushInterval: "30"}, envLakeFlushInterval, "e.g. 5m or 30s"},
 		{"buffer not a number", map[string]string{envBufferBytes: "8MiB"}, envBufferBytes, "bytes"},
 		{"buffer zero", map[string]string{envBufferBytes: "0"}, envBufferBytes, "positive"},
 		{"buffer negative", map[string]string{envBufferBytes: "-1"}, envBufferBytes, "positive"},

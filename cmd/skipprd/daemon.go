@@ -81,7 +81,11 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 		log.Error("invalid configuration", "err", err)
 		return 2
 	}
-	logAdjustments(log, cfg.adjustments(getenv))
+	if err := pf.resolveLanes(cfg.Lake); err != nil {
+		log.Error("invalid pipeline file", "file", getenv(envPipelineFile), "err", err)
+		return 2
+	}
+	logAdjustments(log, append(cfg.adjustments(getenv), pf.laneAdjustments(getenv)...))
 	ln, err := listenAdmin(cfg.AdminAddr)
 	if err != nil {
 		log.Error("start-up failed", "err", err)
@@ -146,6 +150,7 @@ func newDaemon(ctx context.Context, cfg config, pf *pipelineFile, getenv func(st
 		return nil, fmt.Errorf("%s: %w", envDataDir, err)
 	}
 	d := &daemon{cfg: cfg, ecfg: cfg.engineConfig(), log: log}
+	d.ecfg.Lanes = pf.engineLanes() // the sinks' names are their sink_refs
 	if cfg.WALStorage == walDisk {
 		// Before anything reads the log: another daemon may be writing it.
 		unlock, err := lockWAL(filepath.Join(cfg.DataDir, walLockFile))

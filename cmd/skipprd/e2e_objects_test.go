@@ -80,7 +80,9 @@ func testObjectsKill(t *testing.T, onS3 bool) {
 		env = append(env, s3Env(t, emb.Endpoint())...)
 	}
 	pipeline := filepath.Join(conf, "skipprd.yaml")
-	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake}\nsources:\n"+source)
+	// The lake's files come within a second: the test waits for them
+	// before it stops the daemon.
+	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake, flush_interval: 1s}\nsources:\n"+source)
 	env = append(env, envPipelineFile+"="+pipeline)
 
 	var want []string

@@ -64,9 +64,12 @@ func TestDaemonPostgresCDCKills(t *testing.T) {
 	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
 	slotA, slotB := uniqueSlot("wh"), uniqueSlot("lake")
 	t.Cleanup(func() { dropSlots(t, src, slotA, slotB) })
+	// Both sinks gather jobs across segments, cut within a second (the
+	// test waits for every change to land before it stops the daemon):
+	// the warehouse's CDC transactions span segments and kills too.
 	writeFile(t, pipeline, fmt.Sprintf(`sinks:
-  warehouse: {kind: postgres, url_env: E2E_DST}
-  lake: {kind: parquet-dir, path: lake}
+  warehouse: {kind: postgres, url_env: E2E_DST, file_bytes: 1MiB, flush_interval: 1s}
+  lake: {kind: parquet-dir, path: lake, flush_interval: 1s}
 sources:
   - {name: to-pg, kind: postgres-cdc, sink: warehouse, url_env: E2E_SRC, publication: e2e, slot: %s}
   - {name: to-lake, kind: postgres-cdc, sink: lake, url_env: E2E_SRC, publication: e2e, slot: %s}

@@ -170,7 +170,7 @@ func cleanEnv() []string {
 		case envDataDir, envWALStorage, envBufferBytes, envMaxDelay, envIngestThreads,
 			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle, envS3Timeout,
 			envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions,
-			envAdminAddr, envLogFormat, envRecoveryGiveUp, envDrainPipeline:
+			envAdminAddr, envLogFormat, envRecoveryGiveUp, envDrainPipeline, envLakeFileBytes, envLakeFlushInterval:
 			continue
 		}
 		if strings.HasPrefix(name, "AWS_") {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/skipprd/skipprd/engine"
 )
 
 const (
@@ -13,6 +15,13 @@ const (
 	// the host is killed (what it holds stays in the WAL for next time).
 	drainCloseWait = time.Minute
 )
+
+// drainLanes are the drain engine's lanes, every sink's: a job per
+// segment, so that a lane the old pipeline left open is cut at once (the
+// engine cuts an open job of a sink without limits as soon as it is
+// registered) instead of waiting for the pipeline file's flush interval;
+// the drain writes nothing else.
+var drainLanes = engine.LaneLimits{}
 
 // drainOwner runs the engine of rec's pipeline — the same storage
 // settings, this pipeline file's sinks, no sources — until it owns no
@@ -27,6 +36,7 @@ func (d *daemon) drainOwner(ctx context.Context, rec ownerRecord, pf *pipelineFi
 	oc := d.cfg
 	oc.Pipeline, oc.WALPrefix = rec.Pipeline, rec.Prefix
 	od := &daemon{cfg: oc, ecfg: oc.engineConfig(), log: d.log.With("drain_pipeline", rec.Pipeline)}
+	od.ecfg.DefaultLanes = drainLanes
 	sinksOnly := &pipelineFile{Path: pf.Path, Settings: pf.Settings, Sinks: pf.Sinks}
 	od, err := od.open(ctx, sinksOnly, getenv)
 	if err != nil {

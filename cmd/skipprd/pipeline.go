@@ -28,6 +28,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/skipprd/skipprd/engine"
 )
 
 const (
@@ -39,15 +41,16 @@ const (
 
 	defaultListen      = "127.0.0.1:8080" // loopback: exposing ingest is a decision, not a default
 	defaultBodyMax     = 64 << 20
-	bodyMaxMin         = 1 << 10
-	bodyMaxMax         = 1 << 30
 	defaultFilesPoll   = 2 * time.Second
 	defaultObjectsPoll = 10 * time.Second // every poll is a billed LIST request
-	pollMin            = 100 * time.Millisecond
-	pollMax            = time.Hour
-	pollRange          = "100ms..1h" // pollMin..pollMax, as a person writes them
 	defaultFormat      = "auto"
 	defaultOnError     = "stop"
+)
+
+// The bounds of sizes and durations in the file.
+var (
+	bodyMaxRange = sizeRange{min: 1 << 10, max: 1 << 30, shown: "1KiB (1024) .. 1GiB (1073741824)", example: "64MiB"}
+	pollRange    = durationRange{min: 100 * time.Millisecond, max: time.Hour, shown: "100ms..1h", example: "2s or 500ms"}
 )
 
 // Sink and source kinds.
@@ -72,10 +75,10 @@ var (
 	namespaceKeys = []string{"sink", "at_least_once"}
 	sinkKinds     = []string{sinkParquetDir, sinkParquetS3, sinkPostgres}
 	sourceKinds   = []string{sourceHTTP, sourceFiles, sourceObjects, sourceGenerator, sourcePGCDC}
-	sinkKeys      = map[string][]string{
-		sinkParquetDir: {"path"},
-		sinkParquetS3:  {"bucket", "prefix"},
-		sinkPostgres:   {"url_env", "schema"},
+	sinkKeys      = map[string][]string{ // each kind's own, then laneKeys
+		sinkParquetDir: slices.Concat([]string{"path"}, laneKeys),
+		sinkParquetS3:  slices.Concat([]string{"bucket", "prefix"}, laneKeys),
+		sinkPostgres:   slices.Concat([]string{"url_env", "schema"}, laneKeys),
 	}
 	sourceKeys = map[string][]string{
 		sourceHTTP:      {"listen", "token_env", "body_max_bytes", "namespaces"},
@@ -145,7 +148,11 @@ type sinkSpec struct {
 	Prefix     string // parquet-s3; "" for the bucket's root
 	URLEnv     string // postgres: the environment variable holding the postgres:// URL
 	Schema     string // postgres: the tables' schema
-	Line       int
+	Lanes      laneSpec
+	// Limits are the lanes' limits in effect: Lanes over the defaults,
+	// set at start-up by resolveLanes (zero until then).
+	Limits engine.LaneLimits
+	Line   int
 }
 
 // sourceSpec is one source; exactly one of HTTP, Files, Objects and

@@ -298,6 +298,7 @@ func (c *checker) sink(name string, line int, n *yaml.Node) sinkSpec {
 	}
 	s.Kind = c.kind(m, sinkKinds)
 	c.allowKind(m, sinkCommon, s.Kind, sinkKinds, sinkKeys)
+	s.Lanes = c.lanes(m)
 	switch s.Kind {
 	case sinkParquetDir:
 		s.Path = c.sinkPath(m)
@@ -467,9 +468,7 @@ func (c *checker) httpSource(m *mapping, sink string) *httpSourceSpec {
 		c.listen(m.where, defaultListen, defaultListen+" (the default)", m.line)
 	}
 	h.TokenEnv = c.envRef(m, "token_env", false, "SKIPPR_HTTP_TOKEN")
-	if v, line, ok := c.text(m, "body_max_bytes", false, "a size, e.g. 64MiB"); ok {
-		h.BodyMaxBytes = c.bodyMax(m.where, v, line)
-	}
+	h.BodyMaxBytes, _ = c.size(m, "body_max_bytes", bodyMaxRange, defaultBodyMax)
 	if _, present := m.vals["namespaces"]; present {
 		h.Namespaces = c.namespaces(m, sink)
 	}
@@ -507,18 +506,78 @@ func splitListen(v string) (string, int, error) {
 	return host, port, nil
 }
 
-// bodyMax reads body_max_bytes, defaultBodyMax if it is wrong.
-func (c *checker) bodyMax(where, v string, line int) int64 {
-	n, err := parseSize(v)
+// size reads key, a byte count within r; def when absent or wrong
+// (reported). set says the file gave a valid value.
+func (c *checker) size(m *mapping, key string, r sizeRange, def int64) (n int64, set bool) {
+	v, line, ok := c.text(m, key, false, "a size, e.g. "+r.example)
+	if !ok {
+		return def, false
+	}
+	n, err := r.parse(v)
 	if err != nil {
-		c.errorf(line, where, "body_max_bytes %q: %v", v, err)
-		return defaultBodyMax
+		c.errorf(line, m.where, "%s", valueProblem(key, v, err))
+		return def, false
 	}
-	if n < bodyMaxMin || n > bodyMaxMax {
-		c.errorf(line, where, "body_max_bytes %q is %d bytes; want 1KiB (%d) .. 1GiB (%d)", v, n, bodyMaxMin, bodyMaxMax)
-		return defaultBodyMax
+	return n, true
+}
+
+// sizeRange bounds a byte count, of a key or a variable.
+type sizeRange struct {
+	min, max int64
+	shown    string // the bounds as a person writes them, e.g. "1KiB (1024) .. 1GiB (1073741824)"
+	example  string
+	zero     string // when not "", 0 is allowed too, and means this
+}
+
+// parse reads v as a size within r. An error that is not *outOfRange is
+// one of syntax.
+func (r sizeRange) parse(v string) (int64, error) {
+	n, err := parseSize(v)
+	switch {
+	case err != nil:
+		return 0, err
+	case n == 0 && r.zero != "":
+		return 0, nil
+	case n < r.min || n > r.max:
+		want := r.shown
+		if r.zero != "" {
+			want = fmt.Sprintf("0 (%s) or %s", r.zero, r.shown)
+		}
+		return 0, &outOfRange{fmt.Sprintf("is %d bytes; want %s", n, want)}
 	}
-	return n
+	return n, nil
+}
+
+// durationRange bounds a duration, of a key or a variable.
+type durationRange struct {
+	min, max time.Duration
+	shown    string // e.g. "100ms..1h"
+	example  string // e.g. "2s or 500ms"
+	zero     bool   // 0 is allowed too
+}
+
+// parse reads v as a Go duration within r.
+func (r durationRange) parse(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err == nil && (d == 0 && r.zero || d >= r.min && d <= r.max) {
+		return d, nil
+	}
+	return 0, fmt.Errorf("want a duration in %s, e.g. %s", r.shown, r.example)
+}
+
+// outOfRange is a value that reads well and is out of its bounds; its
+// text follows the value ("is 5 bytes; want …").
+type outOfRange struct{ msg string }
+
+func (e *outOfRange) Error() string { return e.msg }
+
+// valueProblem says what is wrong with value v of key (a key or a
+// variable).
+func valueProblem(key, v string, err error) string {
+	if _, ok := errors.AsType[*outOfRange](err); ok {
+		return fmt.Sprintf("%s %q %v", key, v, err)
+	}
+	return fmt.Sprintf("%s %q: %v", key, v, err)
 }
 
 // sizeUnits are parseSize's units, lower-cased: KiB and friends are
@@ -689,10 +748,8 @@ func (c *checker) tables(m *mapping, sink string) []string {
 // pollSpec reads what files and objects sources share, and records the
 // namespace they write for the duplicate check.
 func (c *checker) pollSpec(m *mapping, sink string, poll time.Duration) pollSpec {
-	p := pollSpec{Namespace: c.fixedNamespace(m, sink), Format: c.oneOf(m, "format", formats, false, defaultFormat), Poll: poll}
-	if v, line, ok := c.text(m, "poll", false, "a duration, e.g. 2s"); ok {
-		p.Poll = c.pollEvery(m.where, v, line, poll)
-	}
+	p := pollSpec{Namespace: c.fixedNamespace(m, sink), Format: c.oneOf(m, "format", formats, false, defaultFormat)}
+	p.Poll, _ = c.duration(m, "poll", pollRange, poll)
 	p.OnError = c.oneOf(m, "on_error", onErrors, false, defaultOnError)
 	return p
 }
@@ -712,14 +769,19 @@ func (c *checker) fixedNamespace(m *mapping, sink string) string {
 	return ns
 }
 
-// pollEvery reads poll, def if it is wrong.
-func (c *checker) pollEvery(where, v string, line int, def time.Duration) time.Duration {
-	d, err := time.ParseDuration(v)
-	if err != nil || d < pollMin || d > pollMax {
-		c.errorf(line, where, "poll %q: want a duration in %s, e.g. 2s or 500ms", v, pollRange)
-		return def
+// duration reads key, a duration within r; def when absent or wrong
+// (reported). set says the file gave a valid value.
+func (c *checker) duration(m *mapping, key string, r durationRange, def time.Duration) (d time.Duration, set bool) {
+	v, line, ok := c.text(m, key, false, "a duration, e.g. "+r.example)
+	if !ok {
+		return def, false
 	}
-	return d
+	d, err := r.parse(v)
+	if err != nil {
+		c.errorf(line, m.where, "%s", valueProblem(key, v, err))
+		return def, false
+	}
+	return d, true
 }
 
 // crossCheck runs the checks that span entries.

@@ -30,7 +30,7 @@ func (d *daemon) openSinks(ctx context.Context, pf *pipelineFile, loop *storage.
 				return nil, fmt.Errorf("sink %q: %w", s.Name, err)
 			}
 			set[s.Name] = sinks.NewParquetDir(disk, exec, storage.NewRand(), "")
-			d.log.Info("sink: Parquet folder", "sink", s.Name, "dir", dir)
+			d.log.Info("sink: Parquet folder", append([]any{"sink", s.Name, "dir", dir}, d.laneAttrs(s.Name)...)...)
 		case sinkParquetS3:
 			client, err := storage.NewS3ClientFromEnv(ctx, storage.S3ClientOptions{PathStyle: d.cfg.PathStyle})
 			if err != nil {
@@ -38,7 +38,7 @@ func (d *daemon) openSinks(ctx context.Context, pf *pipelineFile, loop *storage.
 			}
 			store := storage.NewS3Store(loop, client, s.Bucket, storage.S3Options{})
 			set[s.Name] = sinks.NewParquetObjects(store, exec, s.Prefix)
-			d.log.Info("sink: Parquet on S3", "sink", s.Name, "bucket", s.Bucket, "prefix", s.Prefix)
+			d.log.Info("sink: Parquet on S3", append([]any{"sink", s.Name, "bucket", s.Bucket, "prefix", s.Prefix}, d.laneAttrs(s.Name)...)...)
 		case sinkPostgres:
 			sink, err := d.openPostgres(ctx, s, loop, getenv)
 			if err != nil {
@@ -67,7 +67,8 @@ func (d *daemon) openPostgres(ctx context.Context, s sinkSpec, loop *storage.Loo
 		return nil, fmt.Errorf("postgres (URL from %s): %w", s.URLEnv, err)
 	}
 	d.closers = append(d.closers, db.Close)
-	d.log.Info("sink: Postgres", "sink", s.Name, "url_env", s.URLEnv, "schema", s.Schema, "connections", n+1)
+	d.log.Info("sink: Postgres", append([]any{"sink", s.Name, "url_env", s.URLEnv, "schema", s.Schema, "connections", n + 1},
+		d.laneAttrs(s.Name)...)...)
 	return postgres.NewSink(db, storage.NewWorkers(loop, n, postgresTxLimit)), nil
 }
 

@@ -141,6 +141,15 @@ func TestPipelineExampleReference(t *testing.T) {
 	if o := src[sourceObjects].Objects; o.Poll != defaultObjectsPoll || o.Format != defaultFormat || o.OnError != defaultOnError {
 		t.Errorf("objects %+v: the defaults are %v, %s, %s", o, defaultObjectsPoll, defaultFormat, defaultOnError)
 	}
+	for _, s := range p.Sinks {
+		wantBytes := int64(defaultLakeFileBytes)
+		if s.Kind == sinkPostgres {
+			wantBytes = 0
+		}
+		if l := s.Lanes; !l.FileBytesSet || !l.FlushIntervalSet || l.FileBytes != wantBytes || l.FlushInterval != defaultFlushInterval {
+			t.Errorf("sink %s lanes %+v: the defaults are %d, %v", s.Name, l, wantBytes, defaultFlushInterval)
+		}
+	}
 	if p.Settings.WALStorage != string(walDisk) || filepath.Base(p.Settings.DataDir) != filepath.Base(defaultDataDir) {
 		t.Errorf("settings %+v: the defaults are %s, %s", p.Settings, walDisk, defaultDataDir)
 	}
@@ -200,7 +209,7 @@ func TestPipelineParsed(t *testing.T) {
 	path := writePipeline(t, doc(
 		"settings: {data_dir: data, wal_storage: embedded}",
 		"sinks:",
-		"  zeta: {kind: parquet-s3, bucket: my-bucket, prefix: out/}",
+		"  zeta: {kind: parquet-s3, bucket: my-bucket, prefix: out/, file_bytes: 16MiB, flush_interval: 90s}",
 		"  alpha: {kind: parquet-dir, path: /srv/lake}",
 		"sources:",
 		"  - name: web",
@@ -223,7 +232,8 @@ func TestPipelineParsed(t *testing.T) {
 		Settings: settingsSpec{DataDir: filepath.Join(dir, "data"), WALStorage: "embedded"},
 		Sinks: []sinkSpec{
 			{Name: "alpha", Kind: sinkParquetDir, Path: "/srv/lake", Line: 4},
-			{Name: "zeta", Kind: sinkParquetS3, Bucket: "my-bucket", Prefix: "out/", Line: 3},
+			{Name: "zeta", Kind: sinkParquetS3, Bucket: "my-bucket", Prefix: "out/", Line: 3, Lanes: laneSpec{
+				FileBytes: 16 << 20, FileBytesSet: true, FlushInterval: 90 * time.Second, FlushIntervalSet: true, FlushLine: 3}},
 		},
 		Sources: []sourceSpec{
 			{Name: "web", Kind: sourceHTTP, Sink: "alpha", Line: 6, HTTP: &httpSourceSpec{
@@ -319,10 +329,10 @@ func TestPipelineErrors(t *testing.T) {
 		{"unknown settings key", doc("settings:", "  datadir: x", sinks, "sources:", gen("a")), []string{
 			`skipprd.yaml:2: settings: unknown key "datadir" (allowed: data_dir, wal_storage)`}},
 		{"unknown sink key", doc("sinks:", "  lake: {kind: parquet-dir, paht: lake}", "sources:", gen("a")), []string{
-			`skipprd.yaml:2: sink "lake": unknown key "paht" (allowed: kind, path)`,
+			`skipprd.yaml:2: sink "lake": unknown key "paht" (allowed: kind, path, file_bytes, flush_interval)`,
 			`skipprd.yaml:2: sink "lake": path is required (a directory; relative to DATA_DIR, e.g. lake)`}},
 		{"key of another sink kind", doc("sinks:", "  lake:", "    kind: parquet-dir", "    path: lake", "    bucket: b1", "sources:", gen("a")), []string{
-			`skipprd.yaml:5: sink "lake": key "bucket" is for kind parquet-s3, not parquet-dir (kind parquet-dir takes: kind, path)`}},
+			`skipprd.yaml:5: sink "lake": key "bucket" is for kind parquet-s3, not parquet-dir (kind parquet-dir takes: kind, path, file_bytes, flush_interval)`}},
 		{"key of another source kind", doc(sinks, "sources:", "  - name: a", "    kind: http", "    sink: lake", "    poll: 1s"), []string{
 			`skipprd.yaml:6: sources[0] "a": key "poll" is for kind files or objects, not http (kind http takes: name, kind, sink, listen, token_env, body_max_bytes, namespaces)`}},
 		{"unknown source key", doc(sinks, "sources:", "  - {name: a, kind: generator, sink: lake, rate: 5}"), []string{
@@ -466,6 +476,34 @@ func TestPipelineErrors(t *testing.T) {
 		{"sink path twice", doc("sinks:", "  lake: {kind: parquet-dir, path: lake}", "  also: {kind: parquet-dir, path: lake/}", "sources:", gen("a"), "  - {name: b, kind: http, sink: also}"), []string{
 			`skipprd.yaml:3: sink "also": path "lake/" is also the path of sink "lake" (line 2): two sinks would write one folder`}},
 
+		// Lanes: every sink kind's file_bytes and flush_interval.
+		{"file_bytes unit", doc("sinks: {lake: {kind: parquet-dir, path: lake, file_bytes: 128M}}", "sources:", gen("a")), []string{
+			`skipprd.yaml:1: sink "lake": file_bytes "128M": want a whole number of bytes, optionally with a unit: B, KiB, MiB, GiB (powers of 2) or KB, MB, GB (powers of 10), e.g. 64MiB`}},
+		{"file_bytes negative", doc("sinks: {lake: {kind: parquet-dir, path: lake, file_bytes: -1}}", "sources:", gen("a")), []string{
+			`skipprd.yaml:1: sink "lake": file_bytes "-1": want a whole number of bytes, optionally with a unit: B, KiB, MiB, GiB (powers of 2) or KB, MB, GB (powers of 10), e.g. 64MiB`}},
+		{"file_bytes range", doc("sinks:", "  lake: {kind: parquet-dir, path: lake, file_bytes: 512KiB}", "  s3: {kind: parquet-s3, bucket: b12, file_bytes: 2GiB}",
+			"  pg: {kind: postgres, url_env: PG, file_bytes: 1}", "sources:", "  - {name: a, kind: http, sink: lake, namespaces: {x: {sink: s3}, y: {sink: pg}}}"), []string{
+			`skipprd.yaml:2: sink "lake": file_bytes "512KiB" is 524288 bytes; want 0 (a job per segment) or 1MiB (1048576) .. 1GiB (1073741824)`,
+			`skipprd.yaml:3: sink "s3": file_bytes "2GiB" is 2147483648 bytes; want 0 (a job per segment) or 1MiB (1048576) .. 1GiB (1073741824)`,
+			`skipprd.yaml:4: sink "pg": file_bytes "1" is 1 bytes; want 0 (a job per segment) or 1MiB (1048576) .. 1GiB (1073741824)`}},
+		{"file_bytes empty", doc("sinks:", "  lake:", "    kind: parquet-dir", "    path: lake", "    file_bytes:", "sources:", gen("a")), []string{
+			`skipprd.yaml:5: sink "lake": file_bytes is empty; give a size, e.g. 128MiB, or remove the key for the default`}},
+		{"file_bytes a list", doc("sinks: {lake: {kind: parquet-dir, path: lake, file_bytes: [1MiB]}}", "sources:", gen("a")), []string{
+			`skipprd.yaml:1: sink "lake": file_bytes: want text, found a list`}},
+		{"flush_interval range", doc("sinks:", "  lake: {kind: parquet-dir, path: lake, flush_interval: 500ms}", "  s3: {kind: parquet-s3, bucket: b12, flush_interval: 25h}",
+			"  pg: {kind: postgres, url_env: PG, flush_interval: 5}", "  n: {kind: parquet-dir, path: n, flush_interval: -1s}",
+			"sources:", "  - {name: a, kind: http, sink: lake, namespaces: {x: {sink: s3}, y: {sink: pg}, z: {sink: n}}}"), []string{
+			`skipprd.yaml:2: sink "lake": flush_interval "500ms": want a duration in 1s..24h, e.g. 5m or 30s`,
+			`skipprd.yaml:3: sink "s3": flush_interval "25h": want a duration in 1s..24h, e.g. 5m or 30s`,
+			`skipprd.yaml:4: sink "pg": flush_interval "5": want a duration in 1s..24h, e.g. 5m or 30s`,
+			`skipprd.yaml:5: sink "n": flush_interval "-1s": want a duration in 1s..24h, e.g. 5m or 30s`}},
+		{"flush_interval 0 with file_bytes", doc("sinks:", "  lake:", "    kind: postgres", "    url_env: PG", "    file_bytes: 64MiB", "    flush_interval: 0",
+			"sources:", gen("a")), []string{
+			`skipprd.yaml:6: sink "lake": flush_interval 0 with file_bytes 67108864: a lane that never fills its file would wait for ever; want a duration in 1s..24h, or file_bytes: 0 for a job per segment`}},
+		{"lane keys, unknown kind", doc("sinks: {lake: {kind: kafka, file_bytes: 1MiB, topic: t}}", "sources:", gen("a")), []string{
+			`skipprd.yaml:1: sink "lake": kind "kafka" is not one of parquet-dir, parquet-s3, postgres`,
+			`skipprd.yaml:1: sink "lake": unknown key "topic" (allowed: kind, path, file_bytes, flush_interval, bucket, prefix, url_env, schema)`}},
+
 		// settings.
 		{"wal_storage", doc("settings: {wal_storage: S3}", sinks, "sources:", gen("a")), []string{
 			`skipprd.yaml:1: settings: wal_storage "S3" is not one of disk, embedded, s3`}},
@@ -513,7 +551,7 @@ func TestPipelineErrorsCollected(t *testing.T) {
 		"  - {name: a, kind: files, sink: lake, namespace: x}",
 	))
 	want := []string{
-		`skipprd.yaml:2: sink "lake": key "bucket" is for kind parquet-s3, not parquet-dir (kind parquet-dir takes: kind, path)`,
+		`skipprd.yaml:2: sink "lake": key "bucket" is for kind parquet-s3, not parquet-dir (kind parquet-dir takes: kind, path, file_bytes, flush_interval)`,
 		`skipprd.yaml:4: sources[0] "a": sink "nowhere" is not defined (defined: lake)`,
 		`skipprd.yaml:5: sources[1] "a": path is required (a directory to take files from; relative to this file's directory)`,
 		`skipprd.yaml:5: sources[1] "a": name "a" is already the name of the source on line 4; source names must be unique`,

@@ -49,15 +49,15 @@ func Plan(job *engine.Job) (*Tx, error) {
 	tx := &Tx{JobID: job.ID, Content: job.Content, Origin: job.Origin, Table: job.Namespace, Schema: first.Schema, CDC: cdc}
 	for i, s := range job.Slices {
 		if !s.Schema.Equal(first.Schema) || (s.Sidecar != nil) != cdc {
-			return nil, fmt.Errorf("%w: postgres: job %s: slice %d differs from slice 0 in schema or CDC-ness", engine.ErrCannotApply, job.ID, i)
+			return nil, fmt.Errorf("%w: postgres: job %s: %s differs from slice 0 in schema or CDC-ness", engine.ErrCannotApply, job.ID, sliceName(i, s))
 		}
 		tx.Batches = append(tx.Batches, s.Batches...)
 		tx.Rows += s.Entry.Rows
 		if cdc {
 			if int64(len(s.Sidecar.Rows)) != s.Entry.Rows {
-				return nil, fmt.Errorf("%w: postgres: job %s: slice %d has %d rows and %d CDC rows", engine.ErrCannotApply, job.ID, i, s.Entry.Rows, len(s.Sidecar.Rows))
+				return nil, fmt.Errorf("%w: postgres: job %s: %s has %d rows and %d CDC rows", engine.ErrCannotApply, job.ID, sliceName(i, s), s.Entry.Rows, len(s.Sidecar.Rows))
 			}
-			if err := checkIdentities(job.ID, i, s.Sidecar.Rows); err != nil {
+			if err := checkIdentities(job.ID, sliceName(i, s), s.Sidecar.Rows); err != nil {
 				return nil, err
 			}
 			tx.Changes = append(tx.Changes, s.Sidecar.Rows...)
@@ -78,11 +78,18 @@ func Plan(job *engine.Job) (*Tx, error) {
 const IdentityBytesMax = 2048
 
 // checkIdentities refuses a slice whose CDC identities are too long.
-func checkIdentities(jobID string, slice int, rows []segment.CDCRow) error {
+func checkIdentities(jobID, slice string, rows []segment.CDCRow) error {
 	for r, row := range rows {
 		if len(row.Identity) > IdentityBytesMax {
-			return fmt.Errorf("%w: postgres: job %s: slice %d row %d: a CDC identity of %d bytes, limit %d", engine.ErrCannotApply, jobID, slice, r, len(row.Identity), IdentityBytesMax)
+			return fmt.Errorf("%w: postgres: job %s: %s row %d: a CDC identity of %d bytes, limit %d", engine.ErrCannotApply, jobID, slice, r, len(row.Identity), IdentityBytesMax)
 		}
 	}
 	return nil
+}
+
+// sliceName names the i-th slice of a job in messages: its place in the
+// job, and its ordinal, which alone is ambiguous in a job that spans
+// segments.
+func sliceName(i int, s *segment.Slice) string {
+	return fmt.Sprintf("slice %d (ordinal %d)", i, s.Entry.Ordinal)
 }

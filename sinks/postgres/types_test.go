@@ -48,7 +48,7 @@ func TestPlanIdentityLength(t *testing.T) {
 			}
 			continue
 		}
-		wantCannotApply(t, err, "slice 0 row 1", fmt.Sprint(n))
+		wantCannotApply(t, err, "slice 0 (ordinal 0) row 1", fmt.Sprint(n))
 	}
 }
 
