@@ -33,14 +33,7 @@ func TestDaemonOwnerDrain(t *testing.T) {
 		t.Skip("stops the daemon with SIGINT")
 	}
 	t.Parallel()
-	bin := buildDaemon(t)
-	dataDir := t.TempDir()
-	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
-	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake}\n"+
-		"sources:\n  - {name: api, kind: http, sink: lake, listen: \"127.0.0.1:0\"}\n")
-	as := func(name string, env ...string) []string {
-		return append([]string{envPipelineFile + "=" + pipeline, envPipeline + "=" + name}, env...)
-	}
+	bin, dataDir, as := ownerWorld(t, "{kind: parquet-dir, path: lake}")
 	start := func(env []string) (*proc, string) {
 		p := startDaemon(t, bin, dataDir, env...)
 		p.waitStderr(t, "the HTTP source listening", func(lines []string) bool { return listenAddr(lines) != "" })
@@ -137,9 +130,10 @@ func TestDaemonOwnerDrain(t *testing.T) {
 // A pipeline killed with its lanes open — rows committed in segments
 // whose jobs wait for their file to fill (flush_interval 1h), nothing
 // left in the log to replay — is drained at once: the drain writes
-// nothing, so no segment of its own would come to cut those lanes, and
-// it cuts them itself (drainLanes). Every acked row reaches the lake
-// once.
+// nothing, so no segment of its own would come to cut those lanes; its
+// sinks take a job per segment (drainLanes), and the engine cuts an open
+// job of such a sink as soon as recovery registers it. Every acked row
+// reaches the lake once.
 func TestDaemonOwnerDrainOpenLanes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the daemon and runs it three times")
@@ -148,14 +142,7 @@ func TestDaemonOwnerDrainOpenLanes(t *testing.T) {
 		t.Skip("stops the daemon with SIGINT")
 	}
 	t.Parallel()
-	bin := buildDaemon(t)
-	dataDir := t.TempDir()
-	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
-	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake, flush_interval: 1h}\n"+
-		"sources:\n  - {name: api, kind: http, sink: lake, listen: \"127.0.0.1:0\"}\n")
-	as := func(name string, env ...string) []string {
-		return append([]string{envPipelineFile + "=" + pipeline, envPipeline + "=" + name}, env...)
-	}
+	bin, dataDir, as := ownerWorld(t, "{kind: parquet-dir, path: lake, flush_interval: 1h}")
 	p := startDaemon(t, bin, dataDir, as("a")...)
 	p.waitStderr(t, "the HTTP source listening", func(lines []string) bool { return listenAddr(lines) != "" })
 	addr := listenAddr(p.stderrLines())
@@ -226,4 +213,19 @@ func postRows(t *testing.T, addr, tag string, i int) []string {
 		t.FailNow()
 	}
 	return r.ids
+}
+
+// ownerWorld builds the daemon and a DATA_DIR for the owner tests, with
+// a pipeline file of an HTTP source into sink lake (sink: its flow
+// mapping); as gives the environment of a start as pipeline name.
+func ownerWorld(t *testing.T, sink string) (bin, dataDir string, as func(name string, env ...string) []string) {
+	t.Helper()
+	bin, dataDir = buildDaemon(t), t.TempDir()
+	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
+	writeFile(t, pipeline, "sinks:\n  lake: "+sink+"\n"+
+		"sources:\n  - {name: api, kind: http, sink: lake, listen: \"127.0.0.1:0\"}\n")
+	as = func(name string, env ...string) []string {
+		return append([]string{envPipelineFile + "=" + pipeline, envPipeline + "=" + name}, env...)
+	}
+	return bin, dataDir, as
 }
