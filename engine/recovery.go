@@ -97,7 +97,7 @@ func (e *Engine) recover(round int, done func(error)) {
 							fail(err)
 							return
 						}
-						e.readBitmaps(owned, listing, func(bitmaps []*segment.Bitmap, etags []string, err error) {
+						e.readBitmaps(owned, func(bitmaps []*segment.Bitmap, etags []string, err error) {
 							if err != nil {
 								fail(err)
 								return
@@ -259,26 +259,19 @@ func (e *Engine) recoveredDone() {
 	e.armInterval()
 }
 
-// readBitmaps GETs the completion bitmap of every owned segment the
-// listing shows one for. A missing bitmap is an empty one (nothing applied
-// yet); an unreadable one is nil: its segment is kept (and alerted on).
-func (e *Engine) readBitmaps(owned []Segment, listing []*listedSegment, done func([]*segment.Bitmap, []string, error)) {
-	listed := map[SnapshotID]bool{}
-	for _, ls := range listing {
-		if ls.bitmap != nil {
-			listed[ls.id] = true
-		}
-	}
+// readBitmaps GETs the completion bitmap of every owned segment — not
+// only those the listing shows: a LIST may lag behind a bitmap written
+// just before a crash, and a job's bits may be durable only there (a
+// segment ending a job is reclaimed once the job's bits are durable in
+// its other segments, reclaim.go), so a bitmap missed would leave PARTs
+// of an applied job looking open, to join another. A missing bitmap is an
+// empty one (nothing applied yet); an unreadable one is nil: its segment
+// is kept (and alerted on).
+func (e *Engine) readBitmaps(owned []Segment, done func([]*segment.Bitmap, []string, error)) {
 	out := make([]*segment.Bitmap, len(owned))
 	etags := make([]string, len(owned))
 	e.forEach(len(owned), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
-		s := owned[i]
-		if !listed[s.ID] {
-			out[i] = segment.NewBitmap(len(s.Index.Entries))
-			e.later(func() { d(nil) })
-			return
-		}
-		e.readBitmap(s, func(b *segment.Bitmap, etag string, err error) { out[i], etags[i] = b, etag; d(err) })
+		e.readBitmap(owned[i], func(b *segment.Bitmap, etag string, err error) { out[i], etags[i] = b, etag; d(err) })
 	}, func(err error) { done(out, etags, err) })
 }
 

@@ -178,28 +178,30 @@ func drawEngine(r *Rand) engine.Config {
 	return cfg
 }
 
-// drawLanes draws when lanes' jobs are cut (engine.LaneLimits): in most
-// worlds jobs span segments, cut by size in some (file bytes of 16 KiB–
-// 8 MiB of payload), by their flush interval (100 ms–1 min) in others, by
-// the WAL pressure valve where it sits low; a job per segment (the limits
-// before spanning jobs) in a fifth of them, and per sink now and then.
+// drawLanes draws when lanes' jobs are cut (engine.LaneLimits): in every
+// world the first sink's jobs span segments, cut by size in some (file
+// bytes of 16 KiB–8 MiB of payload), by their flush interval (100 ms–
+// 1 min) in others, by the WAL pressure valve where it sits low; a further
+// sink now and then has limits of its own, a job per segment among them
+// (the Postgres sink's default, and the limits before spanning jobs).
 func drawLanes(r *Rand, c *engine.Config, sinks []SinkSpec) {
-	draw := func() engine.LaneLimits {
-		if r.Chance(0.2) {
-			return engine.LaneLimits{}
-		}
+	spanning := func() engine.LaneLimits {
 		return engine.LaneLimits{
 			FileBytes:     int64(logUniform(r, 16<<10, 8<<20)),
 			FlushInterval: time.Duration(logUniform(r, float64(100*time.Millisecond), float64(time.Minute))),
 		}
 	}
-	c.DefaultLanes = draw()
+	c.DefaultLanes = spanning()
 	for _, k := range sinks[min(1, len(sinks)):] {
+		if !r.Chance(0.5) {
+			continue
+		}
+		if c.Lanes == nil {
+			c.Lanes = map[string]engine.LaneLimits{}
+		}
+		c.Lanes[k.Ref] = engine.LaneLimits{}
 		if r.Chance(0.5) {
-			if c.Lanes == nil {
-				c.Lanes = map[string]engine.LaneLimits{}
-			}
-			c.Lanes[k.Ref] = draw()
+			c.Lanes[k.Ref] = spanning()
 		}
 	}
 	if r.Chance(0.4) {
