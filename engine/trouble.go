@@ -148,6 +148,11 @@ const (
 	troubleCheckpoint = "checkpoint"
 )
 
+// troubleWAL is the trouble of a disk WAL partition that cannot open a
+// new log segment (a full disk): its writes, and the answers of a failed
+// batch, wait for one.
+func troubleWAL(part uint32) string { return fmt.Sprintf("wal partition %d", part) }
+
 // troubleStore is the trouble of one kind of store request.
 func troubleStore(method string) string { return "store " + method }
 

@@ -330,6 +330,7 @@ func (p *logPart) roll(need int64) {
 			p.openFails++
 			e.mark(MarkWALOpenRetry)
 			e.walError = fmt.Errorf("WAL partition %d: %w", p.id, err)
+			e.failing(troubleWAL(p.id), fmt.Errorf("open a new log segment: %w", err))
 			e.p.Timers.AfterFunc(e.backoff(p.openFails), func() {
 				p.opening = false
 				p.kick()
@@ -337,6 +338,7 @@ func (p *logPart) roll(need int64) {
 			return
 		}
 		p.openFails, p.opening = 0, false
+		e.succeeded(troubleWAL(p.id))
 		p.segs = append(p.segs, seg)
 		p.bytes += seg.size
 		e.stats.WALSegmentsCreated++

@@ -354,9 +354,29 @@ func (d *daemon) serve(ctx context.Context, stdout io.Writer, started time.Time)
 	for _, src := range d.sources {
 		if g, ok := src.(*genSource); ok {
 			d.log.Info("generator stopped at", offsetAttrs(g.gen.Positions())...)
+			d.logCommitted(g.gen.Positions())
 		}
 	}
 	return code
+}
+
+// logCommitted logs the WAL's committed offsets of the keys of acked: where
+// the next start resumes. A unit the WAL committed while its source was
+// stopping may never have been answered to it, so these may be ahead of
+// what the source was acked — never behind.
+func (d *daemon) logCommitted(acked segment.Offsets) {
+	ctx, cancel := context.WithTimeout(context.Background(), adminQueryWait)
+	defer cancel()
+	all, err := d.host.Offsets(ctx)
+	if err != nil {
+		return
+	}
+	mine := make(segment.Offsets, 0, len(acked)) // acked's keys, in its order
+	for _, o := range acked {
+		v, _ := all.Get(o.Key) // 0: nothing of it committed
+		mine = append(mine, segment.Offset{Key: o.Key, Value: v})
+	}
+	d.log.Info("the WAL committed up to", offsetAttrs(mine)...)
 }
 
 // watch prints progress every second until ctx ends or a source fails.

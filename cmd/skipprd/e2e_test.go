@@ -28,7 +28,8 @@ import (
 // WAL_STORAGE=embedded), run three times on
 // one DATA_DIR. The first run ingests for a few seconds and stops on
 // SIGINT with exit 0; the second resumes every generator partition
-// exactly where the first stopped, and is SIGKILLed; the third recovers
+// exactly where the first's WAL committed (no lower than it was acked),
+// and is SIGKILLed; the third recovers
 // from the crash, resumes no lower than the second started, and stops on
 // SIGINT. Compaction is in the engine, so committed segments reach the
 // lake as Parquet — and no record reaches it twice across the restarts.
@@ -68,8 +69,13 @@ func TestDaemonEndToEnd(t *testing.T) {
 		return findLine(lines, "generator: resuming from offsets") != ""
 	})
 	resumed := second.offsetsLogged(t, "generator: resuming from offsets")
-	if fmt.Sprint(resumed) != fmt.Sprint(stopped) {
-		t.Fatalf("second run resumed at\n%v\nfirst stopped at\n%v", resumed, stopped)
+	if committed := first.offsetsLogged(t, "the WAL committed up to"); fmt.Sprint(resumed) != fmt.Sprint(committed) {
+		t.Fatalf("second run resumed at\n%v\nthe first committed up to\n%v", resumed, committed)
+	}
+	for k, v := range stopped {
+		if resumed[k] < v {
+			t.Fatalf("partition %s: the first run was acked up to %d, the second resumed at %d", k, v, resumed[k])
+		}
 	}
 	second.waitStdout(t, "a progress line with new acks", progressLines("acked", 1))
 	// A crash this time: SIGKILL, no graceful anything.

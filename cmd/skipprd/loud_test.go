@@ -199,7 +199,7 @@ func lastAcked(lines []string) uint64 {
 // exactly the generator records the daemon committed, once each.
 func checkGeneratorLake(t *testing.T, d *proc, dataDir string) {
 	t.Helper()
-	want := generatedIDs(t, d.offsetsLogged(t, "generator stopped at"))
+	want := generatedIDs(t, d.offsetsLogged(t, "the WAL committed up to"))
 	got := lakeIDs(t, filepath.Join(dataDir, "lake"))
 	for ns, ids := range want {
 		if !slices.Equal(got[ns], ids) {
