@@ -12,12 +12,11 @@ import (
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
-	"github.com/skipprd/skipprd/sinks"
 )
 
 // BenchmarkRecoveryLanesWaiting measures recovery of an S3 WAL whose
 // segments — 256 units of 1 MiB, as many segments as the writer made of
-// them (over a hundred) — are all held by lanes waiting to fill their
+// them (a hundred or more) — are all held by lanes waiting to fill their
 // files (jobs spanning segments, file_bytes far away, an hour's flush
 // interval): nothing was applied, so every segment is live and every
 // namespace's open job spans all of them.
@@ -25,21 +24,21 @@ import (
 //
 //   - recover: a new Host on the same bucket, timed from Start to ready
 //     (FenceWait 0: the wait for a dead writer's requests is a constant,
-//     not a cost of the log); it must own every segment and find the six
+//     not a cost of the log); it must own every segment and find the
 //     open jobs again.
 //   - sequential-marker-reads: the baseline, a GET of every marker, one
 //     after the other, through the same client.
 //
 // Both report segments/s; the ratio says what recovery costs beyond the
 // reads it cannot avoid (a LIST, the writer claim, the offsets
-// checkpoint, the bitmaps' LIST — no bitmap exists yet). Recovery stays
+// checkpoint, a GET of every segment's bitmap — none exists yet). Recovery stays
 // bounded by live segments while lanes wait: cuts travel in markers.
 func BenchmarkRecoveryLanesWaiting(b *testing.B) {
 	const segs = 256
 	client, _, _ := e2eStore(b)
 	ctx := context.Background()
 	cfg := recoveryBenchConfig()
-	h := newWALHostWith(b, cfg, client, e2eRequestTimeout, lakeSinks)
+	h := newWALHostWith(b, cfg, client, e2eRequestTimeout, nil) // no sink: nothing is applied, nothing reclaimed
 	if err := h.Start(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -52,14 +51,16 @@ func BenchmarkRecoveryLanesWaiting(b *testing.B) {
 		}
 	}
 	st, err := h.Stats(ctx)
-	if err != nil || st.LiveSegments < 32 || len(st.OpenJobs) != len(walNamespaces) {
+	// Most lanes wait; one may have been cut by memory (a job is at most a
+	// quarter of the body cache): without a sink its job stays pending.
+	if err != nil || st.LiveSegments < 32 || len(st.OpenJobs) < len(walNamespaces)/2 {
 		b.Fatalf("before the crash: %d segments live, %d open jobs (%v)", st.LiveSegments, len(st.OpenJobs), err)
 	}
-	live := st.LiveSegments
+	live, open := st.LiveSegments, len(st.OpenJobs)
 	h.Kill() // a crash: nothing applied, every lane waiting
 	b.Run(fmt.Sprintf("segments=%d/recover", live), func(b *testing.B) {
 		for range b.N {
-			r := newWALHostWith(b, cfg, client, e2eRequestTimeout, lakeSinks)
+			r := newWALHostWith(b, cfg, client, e2eRequestTimeout, nil)
 			start := time.Now()
 			if err := r.Start(ctx); err != nil {
 				b.Fatal(err)
@@ -67,8 +68,8 @@ func BenchmarkRecoveryLanesWaiting(b *testing.B) {
 			elapsed := time.Since(start)
 			st, err := r.Stats(ctx)
 			r.Kill()
-			if err != nil || st.LiveSegments != live || len(st.OpenJobs) != len(walNamespaces) {
-				b.Fatalf("recovered %d segments (want %d), %d open jobs (want %d): %v", st.LiveSegments, live, len(st.OpenJobs), len(walNamespaces), err)
+			if err != nil || st.LiveSegments != live || len(st.OpenJobs) != open {
+				b.Fatalf("recovered %d segments (want %d), %d open jobs (want %d): %v", st.LiveSegments, live, len(st.OpenJobs), open, err)
 			}
 			b.ReportMetric(float64(live)/elapsed.Seconds(), "segments/s")
 		}
@@ -96,10 +97,6 @@ func recoveryBenchConfig() engine.Config {
 	cfg.FenceWait = 0
 	cfg.DefaultLanes = engine.LaneLimits{FileBytes: 1 << 30, FlushInterval: time.Hour}
 	return cfg
-}
-
-func lakeSinks(l *Loop, s *S3Store) engine.Sinks {
-	return sinks.Set{"lake": sinks.NewParquetObjects(s, l.Executor(), e2eLakePrefix)}
 }
 
 // markerKeys lists the WAL's commit markers.
