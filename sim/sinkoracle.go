@@ -15,10 +15,14 @@ import (
 // Oracles of compaction: memory, a bounded WAL, reclaim, and
 // exactly-once delivery to the destination in commit order.
 
-// memWatch remembers the last memory reading: admission and the cache
-// may sit above a budget that just shrank (nothing held is ever dropped),
-// but may never grow while above it.
+// memWatch remembers the last memory reading of the current engine:
+// admission and the cache may sit above a budget that just shrank
+// (nothing held is ever dropped), but may never grow while above it. An
+// engine's first reading is its baseline: recovery restores whatever the
+// disk WAL's log holds — the last process kept it within its budget, but
+// the memory hint may have shrunk since — and drops none of it.
 type memWatch struct {
+	eng          engineGauges // whose readings these are
 	held, cached int64
 	cacheMin     int64 // the smallest body cache budget seen (0: none yet)
 }
@@ -35,6 +39,9 @@ type engineGauges interface {
 func (o *Oracle) checkMemory(eng engineGauges) {
 	held, admission, cached, cache := eng.Memory()
 	m := &o.w.memWatch
+	if m.eng != eng {
+		m.eng, m.held, m.cached = eng, held, cached
+	}
 	if held > admission && held > m.held {
 		o.fail("admission grew to %d bytes over its budget of %d", held, admission)
 	}

@@ -50,19 +50,32 @@ func TestOracleValveBound(t *testing.T) {
 	wantViolation(t, w, "above the valve's 4")
 }
 
-// Memory may sit above a budget that shrank, but never grow above it.
+// Memory may sit above a budget that shrank, but never grow above it
+// within one engine's life; a new engine's first reading (recovery's
+// replay) is its baseline.
 func TestOracleMemory(t *testing.T) {
 	w := testWorld(t)
-	w.oracle.checkMemory(gauges{held: 100, admission: 200, cached: 10, cache: 50})
-	w.oracle.checkMemory(gauges{held: 100, admission: 50, cached: 10, cache: 5}) // budgets shrank
-	w.oracle.checkMemory(gauges{held: 90, admission: 50, cached: 8, cache: 5})   // draining
+	g := &gauges{held: 100, admission: 200, cached: 10, cache: 50}
+	read := func(held, admission, cached, cache int64) {
+		g.held, g.admission, g.cached, g.cache = held, admission, cached, cache
+		w.oracle.checkMemory(g)
+	}
+	read(100, 200, 10, 50)
+	read(100, 50, 10, 5) // budgets shrank
+	read(90, 50, 8, 5)   // draining
 	wantClean(t, w)
-	w.oracle.checkMemory(gauges{held: 95, admission: 50, cached: 8, cache: 5})
+	read(95, 50, 8, 5)
 	wantViolation(t, w, "admission grew")
 	w2 := testWorld(t)
-	w2.oracle.checkMemory(gauges{cached: 10, cache: 5, admission: 100})
-	w2.oracle.checkMemory(gauges{cached: 11, cache: 5, admission: 100})
+	g = &gauges{cached: 10, cache: 5, admission: 100}
+	w2.oracle.checkMemory(g)
+	g.cached = 11
+	w2.oracle.checkMemory(g)
 	wantViolation(t, w2, "body cache grew")
+	w3 := testWorld(t)
+	w3.oracle.checkMemory(&gauges{held: 10, admission: 50})
+	w3.oracle.checkMemory(&gauges{held: 80, admission: 50}) // another engine: its replay restored 80
+	wantClean(t, w3)
 }
 
 type progressGauges struct {
