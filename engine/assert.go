@@ -286,10 +286,9 @@ func (e *Engine) checkPending(st *segState) {
 	}
 }
 
-// checkOpen: once a segment is registered, each lane it touched has one
-// open job at most — a lane never waits on two files at once.
-func (e *Engine) checkOpen(st *segState) {
-	groups, _ := st.pieces()
+// checkOpen: once a segment is registered, each lane it touched (its
+// groups') has one open job at most — a lane never waits on two files at once.
+func (e *Engine) checkOpen(groups []segment.Group) {
 	for _, g := range groups {
 		if ln := e.lanes[laneOf(g)]; ln != nil {
 			e.checkLaneOpen(ln)

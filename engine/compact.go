@@ -171,8 +171,8 @@ func (o *openJob) parts() (n int) {
 	return n
 }
 
-// newSegState groups a segment's PARTs into pieces, one per group, in
-// order of their first ordinal.
+// newSegState is an owned segment with its bitmap (read at recovery, or
+// empty), which is also what is known durable of it.
 func newSegState(s Segment, applied *segment.Bitmap) *segState {
 	return &segState{Segment: s, applied: applied, durable: applied.Clone()}
 }
@@ -247,7 +247,7 @@ func (e *Engine) register(st *segState) {
 		for _, j := range ended {
 			e.addJob(j)
 		}
-		e.checkOpen(st)
+		e.checkOpen(groups)
 	}
 	e.armInterval()
 	if st.pending() == 0 {
