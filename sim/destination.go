@@ -106,6 +106,10 @@ const (
 // Now returns the world's simulated time.
 func (w *World) Now() time.Duration { return w.sched.Now() }
 
+// WallUnixMs returns the world's wall clock (the one every incarnation's
+// engine.Clock reads), for destinations that stamp what they keep.
+func (w *World) WallUnixMs() int64 { return w.sched.WallUnixMs() }
+
 // DestRand returns a stream of the world's seed for a destination's own
 // draws, by label; the same label gives the same stream, so call it once.
 func (w *World) DestRand(label string) *Rand { return w.root.Split("dest/" + label) }

@@ -230,9 +230,10 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 
 // drawHTTP draws how each HTTP source's clients send: most rotate Arrow,
 // JSON lines and CSV; many evolve their schemas — an extra field, a
-// field widening to float64, except into a Postgres sink, which refuses
-// to widen bigint to double precision by design (the sink stores values
-// losslessly or not at all); some send an invalid request first now and
+// field widening to float64, except into a Postgres or Iceberg sink,
+// which refuse to widen bigint (long) to double precision by design (the
+// sinks store values losslessly or not at all; Iceberg allows only
+// int→long and float→double); some send an invalid request first now and
 // then; and some endpoints cap bodies a little above the largest their
 // clients send, so that an oversized body meets the cap.
 func drawHTTP(r *Rand, s WorldSpec, out []SourceSpec) {
@@ -245,7 +246,8 @@ func drawHTTP(r *Rand, s WorldSpec, out []SourceSpec) {
 			src.Encoding = EncodingMixed3
 		}
 		src.ExtraField = r.Chance(0.6)
-		src.WidenField = r.Chance(0.6) && sinkKindOf(s, src.sinkRef()) != "postgres"
+		kind := sinkKindOf(s, src.sinkRef())
+		src.WidenField = r.Chance(0.6) && kind != "postgres" && kind != "iceberg"
 		if r.Chance(0.5) {
 			src.RefusePermille = 20 + r.Intn(200)
 		}

@@ -62,8 +62,8 @@ type ParquetDir struct {
 	root  string // clean, relative; "" is the disk root
 	token string // names this writer's temp files (tempName)
 
-	// inflight holds, per job ID being applied, the attempt: its job's
-	// Content and every callback waiting for it.
+	// inflight holds, per final file being written, the attempt: its
+	// job's Content and every callback waiting for it.
 	// INVARIANT: every waiting list is non-empty.
 	inflight map[string]*dirInflight
 	// durableDirs holds folders whose own entry and ancestors' entries
@@ -115,27 +115,46 @@ func (p *ParquetDir) Apply(job *engine.Job, done func(err error)) {
 	if job == nil || done == nil {
 		panic("sinks: ParquetDir Apply with a nil job or callback")
 	}
-	if in, ok := p.inflight[job.ID]; ok {
+	rel := jobDir(job) + "/" + fileName(job)
+	p.WriteFile(job, rel, func() ([]byte, error) { return encodeJob(job) }, func(_ int64, err error) { done(err) })
+}
+
+// WriteFile puts one file of job at rel, a path under the sink's root,
+// exactly once, by the steps of Apply: a file already there is judged by
+// its footer (the job's own ⇒ success); otherwise encode runs on the
+// Executor and its bytes are written to a temp file, synced and renamed
+// into place. done gets the final file's size. The Iceberg sink writes
+// its data files through it. REQUIRES: rel is clean, relative, names a
+// file inside a folder, and is not a temp name.
+func (p *ParquetDir) WriteFile(job *engine.Job, rel string, encode func() ([]byte, error), done func(size int64, err error)) {
+	if job == nil || encode == nil || done == nil {
+		panic("sinks: ParquetDir WriteFile with a nil job, encoder or callback")
+	}
+	dir, name := parentDir(rel), rel[strings.LastIndexByte(rel, '/')+1:]
+	if path.Clean(rel) != rel || strings.HasPrefix(rel, "/") || strings.HasPrefix(rel, "../") || dir == "" || isTempName(name) {
+		panic(fmt.Sprintf("sinks: ParquetDir WriteFile path %q is not a clean file path inside a folder", rel))
+	}
+	dir = path.Join(p.root, dir)
+	final := dir + "/" + name
+	if in, ok := p.inflight[final]; ok {
 		if in.content != job.Content {
 			err := fmt.Errorf("sinks: apply job %s (namespace %q): another job under its id (content %s, this job's %s) is being applied to %s; retry",
-				job.ID, job.Namespace, in.content, job.Content, p.Path(job))
-			p.exec.Go(func() {}, func() { done(err) }) // never inside Apply
+				job.ID, job.Namespace, in.content, job.Content, final)
+			p.exec.Go(func() {}, func() { done(0, err) }) // never inside Apply
 			return
 		}
 		in.waiting = append(in.waiting, done)
 		return
 	}
-	p.inflight[job.ID] = &dirInflight{content: job.Content, waiting: []func(error){done}}
-	dir := path.Join(p.root, jobDir(job))
-	a := &dirApply{p: p, job: job, dir: dir,
-		final: dir + "/" + fileName(job), temp: dir + "/" + tempName(job, p.token)}
+	p.inflight[final] = &dirInflight{content: job.Content, waiting: []func(int64, error){done}}
+	a := &dirApply{p: p, job: job, dir: dir, final: final, temp: dir + "/" + tempPrefix + name + "." + p.token + tempSuffix, encodeFn: encode}
 	a.mkdir()
 }
 
 // dirInflight is an attempt in flight, as Apply sees it.
 type dirInflight struct {
 	content string
-	waiting []func(error)
+	waiting []func(size int64, err error)
 }
 
 // dirApply is one attempt to apply one job; its methods are the steps,
@@ -144,7 +163,9 @@ type dirApply struct {
 	p                *ParquetDir
 	job              *engine.Job
 	dir, final, temp string
+	encodeFn         func() ([]byte, error)
 	body             []byte      // the encoded file, once encoded
+	size             int64       // the final file's size, once known
 	f                engine.File // the open temp file, nil when closed
 }
 
@@ -272,6 +293,7 @@ func (a *dirApply) checkExisting(f engine.File) {
 		}
 		checkExisting(a.p.exec, "parquet-dir", "the existing file", a.job, size, read, func(legacy bool, err error) {
 			a.p.stats.count(legacy, err)
+			a.size = size
 			closeAnd(func() {
 				if err != nil {
 					a.finish(err)
@@ -285,7 +307,7 @@ func (a *dirApply) checkExisting(f engine.File) {
 
 func (a *dirApply) encode() {
 	var encErr error
-	a.p.exec.Go(func() { a.body, encErr = encodeJob(a.job) }, func() {
+	a.p.exec.Go(func() { a.body, encErr = a.encodeFn() }, func() {
 		if encErr != nil {
 			a.finish(encErr)
 			return
@@ -317,6 +339,7 @@ func (a *dirApply) createTemp(removeLeftover bool) {
 }
 
 func (a *dirApply) write() {
+	a.size = int64(len(a.body))
 	a.f.WriteAt(a.body, 0, func(err error) {
 		if err != nil {
 			a.abandon(err)
@@ -376,11 +399,15 @@ func (a *dirApply) finish(err error) {
 	if err != nil {
 		err = fmt.Errorf("sinks: apply job %s (namespace %q) to file %s: %w", a.job.ID, a.job.Namespace, a.final, err)
 	}
-	in := a.p.inflight[a.job.ID]
-	delete(a.p.inflight, a.job.ID)
+	in := a.p.inflight[a.final]
+	delete(a.p.inflight, a.final)
 	a.body = nil
+	size := a.size
+	if err != nil {
+		size = 0
+	}
 	for _, done := range in.waiting {
-		done(err)
+		done(size, err)
 	}
 }
 

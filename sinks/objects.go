@@ -58,12 +58,24 @@ func (p *ParquetObjects) Apply(job *engine.Job, done func(err error)) {
 		panic("sinks: ParquetObjects Apply with a nil job or callback")
 	}
 	key := ObjectKey(p.prefix, job)
+	p.WriteObject(job, key, func() ([]byte, error) { return encodeJob(job) }, func(_ int64, err error) { done(err) })
+}
+
+// WriteObject puts one object of job at key (the whole key: the prefix
+// is not added) exactly once, as Apply does: encode on the Executor, a
+// create-only PUT, and on a 412 the existing object's footer decides.
+// done gets the object's size. The Iceberg sink writes its data files
+// through it.
+func (p *ParquetObjects) WriteObject(job *engine.Job, key string, encode func() ([]byte, error), done func(size int64, err error)) {
+	if job == nil || encode == nil || done == nil {
+		panic("sinks: ParquetObjects WriteObject with a nil job, encoder or callback")
+	}
 	fail := func(err error) {
-		done(fmt.Errorf("sinks: apply job %s (namespace %q) to object %s: %w", job.ID, job.Namespace, key, err))
+		done(0, fmt.Errorf("sinks: apply job %s (namespace %q) to object %s: %w", job.ID, job.Namespace, key, err))
 	}
 	var body []byte
 	var encErr error
-	p.exec.Go(func() { body, encErr = encodeJob(job) }, func() {
+	p.exec.Go(func() { body, encErr = encode() }, func() {
 		if encErr != nil {
 			fail(encErr)
 			return
@@ -72,7 +84,7 @@ func (p *ParquetObjects) Apply(job *engine.Job, done func(err error)) {
 		p.store.PutObject(in, func(_ string, err error) {
 			switch {
 			case err == nil:
-				done(nil)
+				done(int64(len(in.Body)), nil)
 			case errors.Is(err, engine.ErrPreconditionFailed):
 				body = nil
 				p.checkExisting(job, key, done, fail)
@@ -83,9 +95,9 @@ func (p *ParquetObjects) Apply(job *engine.Job, done func(err error)) {
 	})
 }
 
-// checkExisting answers for a job whose key is taken: done(nil) if the
-// object there is the job's, fail otherwise.
-func (p *ParquetObjects) checkExisting(job *engine.Job, key string, done, fail func(error)) {
+// checkExisting answers for a job whose key is taken: done(size, nil) if
+// the object there is the job's, fail otherwise.
+func (p *ParquetObjects) checkExisting(job *engine.Job, key string, done func(int64, error), fail func(error)) {
 	p.store.HeadObject(key, func(info engine.ObjectInfo, err error) {
 		if err != nil {
 			// Not found: deleted since the 412; the retry creates it.
@@ -113,7 +125,7 @@ func (p *ParquetObjects) checkExisting(job *engine.Job, key string, done, fail f
 				fail(err)
 				return
 			}
-			done(nil)
+			done(size, nil)
 		})
 	})
 }

@@ -191,10 +191,60 @@ func encodeJob(job *engine.Job) (out []byte, err error) {
 	return encode(job, schema, cdc, JobMetadata(job), defaultRowGroups)
 }
 
+// FileSchema returns the Arrow schema of job's file (the layout above:
+// the job's columns, then the CDC columns for a CDC job), after the
+// checks EncodeParquet makes; its errors wrap ErrUnencodable. Other sinks
+// that write a job as Parquet (sinks/iceberg) start from it.
+func FileSchema(job *engine.Job) (*arrow.Schema, error) {
+	schema, _, err := fileSchema(job)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrUnencodable, err)
+	}
+	return schema, nil
+}
+
+// EncodeWith encodes job as one Parquet file of schema, with kv appended
+// to its key-value metadata, as EncodeParquet does (the same writer
+// properties, row-group bounds, slice order and CDC columns) but with
+// every batch passed through convert first: convert gets a batch of
+// FileSchema(job) — a batch of the job, its CDC columns appended — and
+// returns a batch of schema's columns that the encoder writes and then
+// releases (it may hold fewer rows, none, or its argument retained).
+// Row groups are bounded by the converted batches' rows and bytes.
+// Errors wrap ErrUnencodable and name the job.
+func EncodeWith(job *engine.Job, schema *arrow.Schema, kv [][2]string, convert func(arrow.RecordBatch) (arrow.RecordBatch, error)) (out []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("parquet encoder panicked: %v", p)
+		}
+		if err != nil {
+			err = fmt.Errorf("sinks: encode job %s (namespace %q): %w: %w", job.ID, job.Namespace, ErrUnencodable, err)
+		}
+	}()
+	src, cdc, err := fileSchema(job)
+	if err != nil {
+		return nil, err
+	}
+	return encodeWith(job, schema, cdc, kv, defaultRowGroups, &conversion{src: src, fn: convert})
+}
+
+// conversion is EncodeWith's: the schema of the batches convert gets,
+// and convert.
+type conversion struct {
+	src *arrow.Schema
+	fn  func(arrow.RecordBatch) (arrow.RecordBatch, error)
+}
+
 // encode writes job's file with kv appended to its key-value metadata
 // (tests pass nil for a file as builds before JobMetadata wrote it), in
 // row groups within lim.
-func encode(job *engine.Job, schema *arrow.Schema, cdc bool, kv [][2]string, lim rowGroupLimits) (out []byte, err error) {
+func encode(job *engine.Job, schema *arrow.Schema, cdc bool, kv [][2]string, lim rowGroupLimits) ([]byte, error) {
+	return encodeWith(job, schema, cdc, kv, lim, nil)
+}
+
+// encodeWith is encode with every batch converted by conv first (nil:
+// written as it is, the Parquet lake's file).
+func encodeWith(job *engine.Job, schema *arrow.Schema, cdc bool, kv [][2]string, lim rowGroupLimits, conv *conversion) (out []byte, err error) {
 	mem := memory.DefaultAllocator
 	var buf bytes.Buffer
 	fw, err := pqarrow.NewFileWriter(schema, &buf, writerProperties(mem, lim.rows), arrowWriterProperties(mem))
@@ -216,6 +266,10 @@ func encode(job *engine.Job, schema *arrow.Schema, cdc bool, kv [][2]string, lim
 		}
 	}()
 	g := &groupWriter{fw: fw, schema: schema, mem: mem, lim: lim}
+	write := g.write
+	if conv != nil {
+		write = func(b arrow.RecordBatch, rows []segment.CDCRow) error { return g.writeConverted(b, rows, conv) }
+	}
 	for i, s := range job.Slices {
 		var first int // the sidecar row of the batch's first row
 		for _, b := range s.Batches {
@@ -224,7 +278,7 @@ func encode(job *engine.Job, schema *arrow.Schema, cdc bool, kv [][2]string, lim
 			if cdc && s.Sidecar != nil {
 				rows = s.Sidecar.Rows[first : first+n]
 			}
-			if err := g.write(b, rows); err != nil {
+			if err := write(b, rows); err != nil {
 				return nil, fmt.Errorf("%s: %w", sliceName(i, s), err)
 			}
 			first += n
@@ -271,6 +325,47 @@ func (g *groupWriter) write(b arrow.RecordBatch, rows []segment.CDCRow) error {
 			return err
 		}
 		g.rows, g.bytes, off = g.rows+take, g.bytes+take*perRow, off+take
+	}
+	return nil
+}
+
+// writeConverted writes b, its CDC columns (rows; nil: nulls) appended
+// when conv.src has them, after conv.fn: the converted batch is bounded
+// into row groups as any other.
+func (g *groupWriter) writeConverted(b arrow.RecordBatch, rows []segment.CDCRow, conv *conversion) error {
+	cols := append([]arrow.Array(nil), b.Columns()...)
+	if conv.src.NumFields() > len(cols) {
+		extra := cdcColumns(rows, int(b.NumRows()), g.mem)
+		defer func() {
+			for _, a := range extra {
+				a.Release()
+			}
+		}()
+		cols = append(cols, extra...)
+	}
+	full := array.NewRecordBatch(conv.src, cols, b.NumRows())
+	defer full.Release()
+	out, err := conv.fn(full)
+	if err != nil {
+		return err
+	}
+	defer out.Release()
+	if err := sameColumns(out, g.schema); err != nil {
+		return err
+	}
+	return g.write(out, nil)
+}
+
+// sameColumns checks that b's columns are schema's, so the writer never
+// pads a converted batch with CDC columns or mistypes a column.
+func sameColumns(b arrow.RecordBatch, schema *arrow.Schema) error {
+	if int(b.NumCols()) != schema.NumFields() {
+		return fmt.Errorf("a converted batch has %d columns, the file %d", b.NumCols(), schema.NumFields())
+	}
+	for i, f := range schema.Fields() {
+		if !arrow.TypeEqual(b.Column(i).DataType(), f.Type) {
+			return fmt.Errorf("a converted batch's column %q is %s, the file's %s", f.Name, b.Column(i).DataType(), f.Type)
+		}
 	}
 	return nil
 }

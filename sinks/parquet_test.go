@@ -490,3 +490,137 @@ func unsupportedJob(t *testing.T) *engine.Job {
 	s := &segment.Slice{Entry: segment.IndexEntry{Rows: 2}, Schema: schema, Batches: []arrow.RecordBatch{rec}}
 	return &engine.Job{ID: "ree", Namespace: "runs", Slices: []*segment.Slice{s}}
 }
+
+// withFieldIDs is schema with field ids 1, 2, … on its columns, as the
+// Iceberg sink's files carry them.
+func withFieldIDs(schema *arrow.Schema) *arrow.Schema {
+	fields := slices.Clone(schema.Fields())
+	for i := range fields {
+		fields[i].Metadata = arrow.NewMetadata([]string{"PARQUET:field_id"}, []string{fmt.Sprint(i + 1)})
+	}
+	meta := schema.Metadata()
+	return arrow.NewSchema(fields, &meta)
+}
+
+// EncodeWith writes each batch of the job, its CDC columns appended,
+// through convert — here one that gives every column a field id, as the
+// Iceberg sink does. The file holds the job's rows in order, the field
+// ids, and the job's metadata, so judgeFile takes it for the job (it
+// compares skipprd.content). Within one row group, it is byte for byte
+// the Parquet lake's file but for the ids: the same writer.
+func TestEncodeWithConverts(t *testing.T) {
+	for _, spec := range []jobSpec{plainSpec, cdcSpec, mixedSpec} {
+		t.Run(spec.namespace, func(t *testing.T) {
+			f := newFixture(t, spec)
+			src, err := FileSchema(f.job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dst := withFieldIDs(src)
+			var batches int
+			b, err := EncodeWith(f.job, dst, JobMetadata(f.job), func(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+				if !rec.Schema().Equal(src) {
+					t.Errorf("convert got a batch of %v, want %v", rec.Schema(), src)
+				}
+				batches++
+				return array.NewRecordBatch(dst, rec.Columns(), rec.NumRows()), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := countBatches(f.job); batches != want {
+				t.Fatalf("convert saw %d batches, the job has %d", batches, want)
+			}
+			checkArrow(t, b, f.job, cdcRowsOf(f))
+			if v, err := judgeFile(f.job, "the file", footerOf(t, b)); err != nil || v != (verdict{}) {
+				t.Fatalf("judgeFile = %+v, %v; want the file taken for the job", v, err)
+			}
+			checkFieldIDs(t, b, src.NumFields())
+			lake, err := EncodeParquet(f.job)
+			if err != nil {
+				t.Fatal(err)
+			}
+			same, err := EncodeWith(f.job, src, JobMetadata(f.job), func(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+				rec.Retain()
+				return rec, nil
+			})
+			if err != nil || !bytes.Equal(same, lake) {
+				t.Fatalf("EncodeWith without a change differs from EncodeParquet (err %v)", err)
+			}
+		})
+	}
+}
+
+func countBatches(job *engine.Job) (n int) {
+	for _, s := range job.Slices {
+		n += len(s.Batches)
+	}
+	return n
+}
+
+// checkFieldIDs checks that the file's n top-level columns carry field
+// ids 1..n in its Parquet schema.
+func checkFieldIDs(t *testing.T, b []byte, n int) {
+	t.Helper()
+	rdr, err := file.NewParquetReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rdr.Close()
+	root := rdr.MetaData().Schema.Root()
+	if root.NumFields() != n {
+		t.Fatalf("%d columns, want %d", root.NumFields(), n)
+	}
+	for i := range n {
+		if id := root.Field(i).FieldID(); id != int32(i+1) {
+			t.Fatalf("column %s has field id %d, want %d", root.Field(i).Name(), id, i+1)
+		}
+	}
+}
+
+// A convert may drop rows (the Iceberg sink splits a job by day): the
+// file holds what it returned. Its errors, and batches that are not of
+// the file's columns, fail the encoding naming the job.
+func TestEncodeWithFiltersAndFails(t *testing.T) {
+	f := newFixture(t, cdcSpec)
+	src, err := FileSchema(f.job)
+	if err != nil {
+		t.Fatal(err)
+	}
+	firstRows := func(rec arrow.RecordBatch) (arrow.RecordBatch, error) { return rec.NewSlice(0, 1), nil }
+	b, err := EncodeWith(f.job, src, JobMetadata(f.job), firstRows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := readArrow(t, b)
+	defer got.Release()
+	if got.NumRows() != int64(countBatches(f.job)) {
+		t.Fatalf("%d rows, want one per batch (%d)", got.NumRows(), countBatches(f.job))
+	}
+	ids := got.Column(0).(*array.Int64)
+	row := 0
+	for i, s := range f.job.Slices {
+		for _, batch := range s.Batches {
+			if want := batch.Column(0).(*array.Int64).Value(0); ids.Value(row) != want {
+				t.Fatalf("slice %d: row %d has id %d, want the batch's first, %d", i, row, ids.Value(row), want)
+			}
+			row++
+		}
+	}
+
+	boom := errors.New("boom")
+	for name, convert := range map[string]func(arrow.RecordBatch) (arrow.RecordBatch, error){
+		"convert fails": func(arrow.RecordBatch) (arrow.RecordBatch, error) { return nil, boom },
+		"fewer columns": func(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+			return array.NewRecordBatch(arrow.NewSchema(src.Fields()[:1], nil), rec.Columns()[:1], rec.NumRows()), nil
+		},
+	} {
+		_, err := EncodeWith(f.job, src, JobMetadata(f.job), convert)
+		if !errors.Is(err, ErrUnencodable) || !strings.Contains(err.Error(), f.job.ID) {
+			t.Errorf("%s: err = %v, want one wrapping ErrUnencodable naming the job", name, err)
+		}
+	}
+	if _, err := FileSchema(conflictJob(t)); !errors.Is(err, ErrUnencodable) || !errors.Is(err, ErrColumnConflict) {
+		t.Errorf("FileSchema of a job with a _cdc_op column: err = %v, want ErrUnencodable and ErrColumnConflict", err)
+	}
+}

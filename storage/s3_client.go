@@ -48,6 +48,20 @@ type S3ClientOptions struct {
 // The client keeps the SDK's retryer; S3Store turns retries off per
 // request because the engine owns retry policy.
 func NewS3ClientFromEnv(ctx context.Context, opts S3ClientOptions) (*s3.Client, error) {
+	cfg, err := LoadAWSConfig(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.UsePathStyle = opts.PathStyle
+	})
+	return client, nil
+}
+
+// LoadAWSConfig is the AWS configuration NewS3ClientFromEnv builds its
+// client from, for other S3 clients that must see the same settings (the
+// Iceberg catalog's file IO).
+func LoadAWSConfig(ctx context.Context, opts S3ClientOptions) (aws.Config, error) {
 	var load []func(*config.LoadOptions) error
 	if opts.ChecksumWhenRequired {
 		load = append(load,
@@ -57,10 +71,7 @@ func NewS3ClientFromEnv(ctx context.Context, opts S3ClientOptions) (*s3.Client, 
 	load = append(load, opts.LoadOptions...)
 	cfg, err := config.LoadDefaultConfig(ctx, load...)
 	if err != nil {
-		return nil, fmt.Errorf("storage: load AWS configuration: %w", err)
+		return aws.Config{}, fmt.Errorf("storage: load AWS configuration: %w", err)
 	}
-	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.UsePathStyle = opts.PathStyle
-	})
-	return client, nil
+	return cfg, nil
 }

@@ -66,6 +66,15 @@ var destMarks = []destMark{
 	{"postgres", markPGZombieCommit},    // a COMMIT sent by a process that then died landed
 	{"postgres", markPGReplayNoop},      // a job replayed after it committed wrote nothing
 	{"postgres", markPGOutOfOrder},      // a CDC change committed after a newer one of its identity
+	{"iceberg", markIceConflict},        // another pipeline committed first; the sink looked and rebased
+	{"iceberg", markIceConflictLanded},  // a conflict whose job was already in the table (an earlier attempt landed)
+	{"iceberg", markIceAmbiguousLanded}, // a commit with no answer, found landed by the look
+	{"iceberg", markIceAmbiguousLost},   // a commit with no answer, found absent: the Apply failed and was retried
+	{"iceberg", markIceFoundSnapshot},   // a replayed job found in a snapshot's summary before writing
+	{"iceberg", markIceFoundWatermark},  // a replayed job found by its log's high-water mark: its snapshot expired
+	{"iceberg", markIceExpired},         // old snapshots expired to the retention
+	{"iceberg", markIceEvolved},         // a column added to a table (or the race for it lost)
+	{"iceberg", markIceOutage},          // a catalog request failed on an outage
 }
 
 // destMark is a destination mark and the destination kind that counts it.

@@ -32,6 +32,7 @@ var destinations = map[string]sim.DestinationFactory{
 		return &dirDest{w: w, root: ref, segOf: map[string]jobOrigin{}}
 	},
 	"postgres": newPGDest,
+	"iceberg":  newIceDest,
 }
 
 // memoryDest is the in-memory sink: it knows the order it applied jobs in.

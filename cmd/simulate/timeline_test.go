@@ -38,9 +38,11 @@ func (d lossyDest) Contents() ([]sim.DestJob, error) {
 func drawTimeline(t *testing.T, lossy bool) (outcome, []byte) {
 	t.Helper()
 	if lossy {
-		orig := destinations["memory"]
-		destinations["memory"] = func(w *sim.World, ref string) sim.Destination { return lossyDest{orig(w, ref)} }
-		t.Cleanup(func() { destinations["memory"] = orig })
+		// Whichever kind the seed's world draws loses a job.
+		for kind, orig := range destinations {
+			destinations[kind] = func(w *sim.World, ref string) sim.Destination { return lossyDest{orig(w, ref)} }
+			t.Cleanup(func() { destinations[kind] = orig })
+		}
 	}
 	return drawRun(t, timelineIters, "swarm")
 }

@@ -11,7 +11,7 @@ package main
 // Each sink's two limits come, each on its own, from the first of:
 //
 //  1. the sink's file_bytes and flush_interval in the pipeline file;
-//  2. for parquet-dir and parquet-s3 sinks, SKIPPR_LAKE_FILE_BYTES and
+//  2. for parquet-dir, parquet-s3 and iceberg sinks, SKIPPR_LAKE_FILE_BYTES and
 //     SKIPPR_LAKE_FLUSH_INTERVAL (read at start-up, config.Lake);
 //  3. the kind's default: 128 MiB and 5 minutes for the Parquet sinks
 //     (files of a size readers like); file_bytes 0 for postgres (a small
@@ -102,9 +102,12 @@ func parseLakeLanes(get func(string) (string, bool), l *engine.LaneLimits) error
 	return nil
 }
 
-// lake reports whether s is a Parquet sink, which the SKIPPR_LAKE_*
+// lake reports whether s writes lake files (Parquet folders and
+// buckets, Iceberg tables), which the SKIPPR_LAKE_*
 // variables set.
-func (s sinkSpec) lake() bool { return s.Kind == sinkParquetDir || s.Kind == sinkParquetS3 }
+func (s sinkSpec) lake() bool {
+	return s.Kind == sinkParquetDir || s.Kind == sinkParquetS3 || s.Kind == sinkIceberg
+}
 
 // limits are s's lane limits, its entry's keys over defaults: lake for a
 // Parquet sink, else the postgres default. A flush interval 0 the entry
@@ -180,9 +183,9 @@ func (p *pipelineFile) laneAdjustments(getenv func(string) string) []adjusted {
 		switch {
 		case given == "" || v.takers > 0:
 		case lakes == 0:
-			out = append(out, adjusted{v.name, given, "ignored", "the pipeline has no parquet-dir or parquet-s3 sink"})
+			out = append(out, adjusted{v.name, given, "ignored", "the pipeline has no parquet-dir, parquet-s3 or iceberg sink"})
 		default:
-			out = append(out, adjusted{v.name, given, "ignored", fmt.Sprintf("every parquet-dir and parquet-s3 sink sets %s in the pipeline file, which wins", v.key)})
+			out = append(out, adjusted{v.name, given, "ignored", fmt.Sprintf("every parquet-dir, parquet-s3 and iceberg sink sets %s in the pipeline file, which wins", v.key)})
 		}
 	}
 	return out

@@ -58,6 +58,7 @@ const (
 	sinkParquetDir  = "parquet-dir"
 	sinkParquetS3   = "parquet-s3"
 	sinkPostgres    = "postgres"
+	sinkIceberg     = "iceberg"
 	sourceHTTP      = "http"
 	sourceFiles     = "files"
 	sourceObjects   = "objects"
@@ -73,12 +74,13 @@ var (
 	sinkCommon    = []string{"kind"}
 	sourceCommon  = []string{"name", "kind", "sink"}
 	namespaceKeys = []string{"sink", "at_least_once"}
-	sinkKinds     = []string{sinkParquetDir, sinkParquetS3, sinkPostgres}
+	sinkKinds     = []string{sinkParquetDir, sinkParquetS3, sinkPostgres, sinkIceberg}
 	sourceKinds   = []string{sourceHTTP, sourceFiles, sourceObjects, sourceGenerator, sourcePGCDC}
 	sinkKeys      = map[string][]string{ // each kind's own, then laneKeys
 		sinkParquetDir: slices.Concat([]string{"path"}, laneKeys),
 		sinkParquetS3:  slices.Concat([]string{"bucket", "prefix"}, laneKeys),
 		sinkPostgres:   slices.Concat([]string{"url_env", "schema"}, laneKeys),
+		sinkIceberg:    slices.Concat(icebergKeys, laneKeys),
 	}
 	sourceKeys = map[string][]string{
 		sourceHTTP:      {"listen", "token_env", "body_max_bytes", "namespaces"},
@@ -148,6 +150,7 @@ type sinkSpec struct {
 	Prefix     string // parquet-s3; "" for the bucket's root
 	URLEnv     string // postgres: the environment variable holding the postgres:// URL
 	Schema     string // postgres: the tables' schema
+	Iceberg    *icebergSpec
 	Lanes      laneSpec
 	// Limits are the lanes' limits in effect: Lanes over the defaults,
 	// set at start-up by resolveLanes (zero until then).

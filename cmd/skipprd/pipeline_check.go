@@ -44,6 +44,7 @@ type located struct {
 	shown string // in messages: as written
 	where string
 	line  int
+	kind  string // a sink's kind, where it matters
 }
 
 type listenAt struct {
@@ -305,6 +306,8 @@ func (c *checker) sink(name string, line int, n *yaml.Node) sinkSpec {
 	case sinkParquetS3:
 		s.Bucket = c.bucket(m)
 		s.Prefix, _, _ = c.str(m, "prefix")
+	case sinkIceberg:
+		s.Iceberg = c.icebergSink(m)
 	case sinkPostgres:
 		s.URLEnv = c.envRef(m, "url_env", true, "SKIPPR_PG_URL")
 		s.Schema = "public"
@@ -839,9 +842,21 @@ func (c *checker) checkUnique(p *pipelineFile) {
 		if s.Kind == sinkParquetDir && s.Path != "" {
 			dirs = append(dirs, located{value: filepath.Clean(s.Path), shown: s.Path, where: fmt.Sprintf("sink %q", s.Name), line: s.Line})
 		}
+		// Iceberg sinks may share a warehouse folder (one catalog, each
+		// sink its own marks), but not with a Parquet folder.
+		if s.Kind == sinkIceberg && s.Iceberg != nil && s.Iceberg.Bucket == "" {
+			dirs = append(dirs, located{value: filepath.Clean(s.Iceberg.Warehouse), shown: s.Iceberg.Warehouse, where: fmt.Sprintf("sink %q", s.Name), line: s.Line, kind: sinkIceberg})
+		}
 	}
 	slices.SortFunc(dirs, func(a, b located) int { return cmp.Compare(a.line, b.line) }) // the later one is the duplicate
-	c.duplicates(dirs, "path %q is also the path of %s (line %d): two sinks would write one folder")
+	for i, d := range dirs {
+		for _, e := range dirs[:i] {
+			if d.value == e.value && (d.kind != sinkIceberg || e.kind != sinkIceberg) {
+				c.errorf(d.line, d.where, "path %q is also the path of %s (line %d): two sinks would write one folder", d.shown, e.where, e.line)
+				break
+			}
+		}
+	}
 }
 
 // duplicates reports each entry of l whose value an earlier one has;

@@ -39,6 +39,12 @@ func (d *daemon) openSinks(ctx context.Context, pf *pipelineFile, loop *storage.
 			store := storage.NewS3Store(loop, client, s.Bucket, storage.S3Options{})
 			set[s.Name] = sinks.NewParquetObjects(store, exec, s.Prefix)
 			d.log.Info("sink: Parquet on S3", append([]any{"sink", s.Name, "bucket", s.Bucket, "prefix", s.Prefix}, d.laneAttrs(s.Name)...)...)
+		case sinkIceberg:
+			sink, err := d.openIceberg(ctx, s, loop, exec, getenv)
+			if err != nil {
+				return nil, fmt.Errorf("sink %q: %w", s.Name, err)
+			}
+			set[s.Name] = sink
 		case sinkPostgres:
 			sink, err := d.openPostgres(ctx, s, loop, getenv)
 			if err != nil {

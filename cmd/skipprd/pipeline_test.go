@@ -375,9 +375,9 @@ func TestPipelineErrors(t *testing.T) {
 
 		// Kinds and required fields.
 		{"missing kind", doc("sinks:", "  lake: {path: lake}", "sources:", gen("a")), []string{
-			`skipprd.yaml:2: sink "lake": kind is required (parquet-dir, parquet-s3, postgres)`}},
+			`skipprd.yaml:2: sink "lake": kind is required (parquet-dir, parquet-s3, postgres, iceberg)`}},
 		{"bad sink kind", doc("sinks:", "  lake: {kind: parquet, path: lake}", "sources:", gen("a")), []string{
-			`skipprd.yaml:2: sink "lake": kind "parquet" is not one of parquet-dir, parquet-s3, postgres`}},
+			`skipprd.yaml:2: sink "lake": kind "parquet" is not one of parquet-dir, parquet-s3, postgres, iceberg`}},
 		{"parquet-s3 needs bucket", doc("sinks:", "  lake: {kind: parquet-s3, prefix: x/}", "sources:", gen("a")), []string{
 			`skipprd.yaml:2: sink "lake": bucket is required (an S3 bucket name)`}},
 		{"bad bucket", doc("sinks:", "  lake: {kind: parquet-s3, bucket: My_Bucket}", "sources:", gen("a")), []string{
@@ -500,9 +500,22 @@ func TestPipelineErrors(t *testing.T) {
 		{"flush_interval 0 with file_bytes", doc("sinks:", "  lake:", "    kind: postgres", "    url_env: PG", "    file_bytes: 64MiB", "    flush_interval: 0",
 			"sources:", gen("a")), []string{
 			`skipprd.yaml:6: sink "lake": flush_interval 0 with file_bytes 67108864: a lane that never fills its file would wait for ever; want a duration in 1s..24h, or file_bytes: 0 for a job per segment`}},
+		{"iceberg on s3 without a catalog", doc("sinks:", "  lake: {kind: iceberg, warehouse: \"s3://my-bucket/lake\"}", "sources:", gen("a")), []string{
+			`skipprd.yaml:2: sink "lake": warehouse "s3://my-bucket/lake" is on S3, so the catalog must outlive this host: set catalog_url_env to the name of a variable holding a postgres:// URL (the default SQLite catalog is a file on this host)`}},
+		{"iceberg keys", doc("sinks:", "  lake:", "    kind: iceberg", "    warehouse: wal/x", "    namespace: 9lives", "    partition_by: at-time", "    snapshots_kept: 0",
+			"sources:", gen("a")), []string{
+			`skipprd.yaml:4: sink "lake": warehouse "wal/x" is inside DATA_DIR's wal, which the daemon owns (reserved: wal, segments, wal.lock, wal-s3.bolt, pipeline); want e.g. lake`,
+			`skipprd.yaml:5: sink "lake": namespace "9lives": want a letter or _, then up to 127 of letters, digits and _, e.g. skipprd`,
+			`skipprd.yaml:6: sink "lake": partition_by "at-time": want a letter or _, then up to 127 of letters, digits and _, e.g. _ingested_at`,
+			`skipprd.yaml:7: sink "lake": snapshots_kept "0": want a whole number from 1 to 10000`}},
+		{"iceberg warehouse not a bucket", doc("sinks:", "  lake: {kind: iceberg, warehouse: \"s3://B/x\", catalog_url_env: CAT}", "sources:", gen("a")), []string{
+			`skipprd.yaml:2: sink "lake": warehouse "s3://B/x": bucket "B" is not an S3 bucket name (3..63 of a-z, 0-9, . and -, starting and ending with a letter or digit)`}},
+		{"iceberg warehouse is a parquet folder", doc("sinks:", "  lake: {kind: parquet-dir, path: lake}", "  tables: {kind: iceberg}", "sources:", gen("a"),
+			"  - {name: b, kind: http, sink: tables}"), []string{
+			`skipprd.yaml:3: sink "tables": path "lake" is also the path of sink "lake" (line 2): two sinks would write one folder`}},
 		{"lane keys, unknown kind", doc("sinks: {lake: {kind: kafka, file_bytes: 1MiB, topic: t}}", "sources:", gen("a")), []string{
-			`skipprd.yaml:1: sink "lake": kind "kafka" is not one of parquet-dir, parquet-s3, postgres`,
-			`skipprd.yaml:1: sink "lake": unknown key "topic" (allowed: kind, path, file_bytes, flush_interval, bucket, prefix, url_env, schema)`}},
+			`skipprd.yaml:1: sink "lake": kind "kafka" is not one of parquet-dir, parquet-s3, postgres, iceberg`,
+			`skipprd.yaml:1: sink "lake": unknown key "topic" (allowed: kind, path, file_bytes, flush_interval, bucket, prefix, url_env, schema, warehouse, catalog_url_env, namespace, partition_by, snapshots_kept)`}},
 
 		// settings.
 		{"wal_storage", doc("settings: {wal_storage: S3}", sinks, "sources:", gen("a")), []string{

@@ -69,3 +69,48 @@ func nodeCmd(t testing.TB, pkg string, env []string, script string, args ...stri
 	cmd.Env = append(os.Environ(), env...)
 	return cmd
 }
+
+// IcebergRead is an Iceberg table as iceberg.mjs read it, without
+// iceberg-go: the metadata file's snapshots, the data files the current
+// snapshot's manifests list (Avro, read by avsc), and their rows
+// (DuckDB's read_parquet), each a list of values in Columns' order.
+type IcebergRead struct {
+	Snapshot  string            `json:"snapshot"`
+	Snapshots []IcebergSnapshot `json:"snapshots"`
+	Files     []IcebergFile     `json:"files"`
+	Columns   []string          `json:"columns"`
+	Rows      [][]any           `json:"rows"`
+}
+
+// IcebergSnapshot is one snapshot of the metadata file.
+type IcebergSnapshot struct {
+	ID      string            `json:"id"`
+	Parent  string            `json:"parent"`
+	Summary map[string]string `json:"summary"`
+}
+
+// IcebergFile is one live data file of the current snapshot.
+type IcebergFile struct {
+	Path    string `json:"path"`
+	Records string `json:"records"`
+}
+
+// Iceberg reads the table whose current metadata file is metadata,
+// selecting columns (e.g. "id") from its rows. Locations that start with
+// from are read at to instead (a bucket downloaded to a folder); "" for
+// none.
+func Iceberg(t testing.TB, metadata, columns, from, to string) IcebergRead {
+	t.Helper()
+	args := []string{metadata, columns}
+	if from != "" {
+		args = append(args, from, to)
+	}
+	out := node(t, "avsc", nil, "iceberg.mjs", args...)
+	var r IcebergRead
+	dec := json.NewDecoder(bytes.NewReader(out))
+	dec.UseNumber()
+	if err := dec.Decode(&r); err != nil {
+		t.Fatalf("iceberg.mjs %s: its output does not decode: %v\n%.2000s", metadata, err, out)
+	}
+	return r
+}

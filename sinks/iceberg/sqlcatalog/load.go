@@ -1,0 +1,171 @@
+package sqlcatalog
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	icego "github.com/apache/iceberg-go"
+	"github.com/apache/iceberg-go/table"
+
+	"github.com/skipprd/skipprd/sinks/iceberg"
+)
+
+// Load reads the table's row and the metadata file it names.
+func (c *Catalog) Load(ctx context.Context, id iceberg.Ident) (*iceberg.Table, error) {
+	ctx = c.withAWS(ctx)
+	tbl, err := c.cat.LoadTable(ctx, ident(id))
+	if err != nil {
+		if noTable(err) {
+			return nil, fmt.Errorf("sqlcatalog: load %s: %w (%w)", id, iceberg.ErrNoTable, err)
+		}
+		return nil, fmt.Errorf("sqlcatalog: load %s: %w", id, err)
+	}
+	return c.convert(ctx, id, tbl.Metadata(), tbl.MetadataLocation())
+}
+
+// convert makes our Table of the metadata read from loc, and remembers
+// the metadata so a commit pinned to this state is built on exactly it.
+func (c *Catalog) convert(ctx context.Context, id iceberg.Ident, meta table.Metadata, loc string) (*iceberg.Table, error) {
+	spec, err := specOf(meta)
+	if err != nil {
+		return nil, fmt.Errorf("sqlcatalog: table %s: %w", id, err)
+	}
+	t := &iceberg.Table{
+		Ident:            id,
+		Location:         meta.Location(),
+		Schema:           meta.CurrentSchema(),
+		Spec:             spec,
+		Snapshots:        snapshotsOf(meta),
+		Props:            maps.Clone(map[string]string(meta.Properties())),
+		MetadataLocation: loc,
+		MetadataLog:      len(slices.Collect(meta.PreviousFiles())),
+	}
+	if t.Props == nil {
+		t.Props = map[string]string{}
+	}
+	if cur := meta.SnapshotByName(table.MainBranch); cur != nil {
+		t.Current = cur.SnapshotID
+		fs, err := c.fsFunc(loc)(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("sqlcatalog: table %s: %w", id, err)
+		}
+		manifests, err := cur.Manifests(fs)
+		if err != nil {
+			return nil, fmt.Errorf("sqlcatalog: table %s: read manifest list of snapshot %d: %w", id, cur.SnapshotID, err)
+		}
+		t.Manifests = len(manifests)
+	}
+	c.remember(loc, meta)
+	return t, nil
+}
+
+// specOf returns the table's partition spec, which must be one day
+// transform of a column, named after it with "_day".
+func specOf(meta table.Metadata) (iceberg.PartitionSpec, error) {
+	ps := meta.PartitionSpec()
+	if ps.NumFields() != 1 {
+		return iceberg.PartitionSpec{}, fmt.Errorf("partition spec %s: want one day(column) field", ps.String())
+	}
+	f := ps.Field(0)
+	name, ok := meta.CurrentSchema().FindColumnName(f.SourceID())
+	if _, day := f.Transform.(icego.DayTransform); !day || !ok {
+		return iceberg.PartitionSpec{}, fmt.Errorf("partition spec %s: want one day(column) field", ps.String())
+	}
+	spec := iceberg.PartitionSpec{SourceColumn: name}
+	if f.Name != spec.FieldName() {
+		return iceberg.PartitionSpec{}, fmt.Errorf("partition field %q: want it named %q", f.Name, spec.FieldName())
+	}
+	return spec, nil
+}
+
+// snapshotsOf lists the retained snapshots, oldest (lowest sequence
+// number) first.
+func snapshotsOf(meta table.Metadata) []iceberg.Snapshot {
+	snaps := slices.Clone(meta.Snapshots())
+	slices.SortStableFunc(snaps, func(a, b table.Snapshot) int {
+		if a.SequenceNumber != b.SequenceNumber {
+			return cmpInt(a.SequenceNumber, b.SequenceNumber)
+		}
+		return cmpInt(a.TimestampMs, b.TimestampMs)
+	})
+	out := make([]iceberg.Snapshot, 0, len(snaps))
+	for _, s := range snaps {
+		out = append(out, iceberg.Snapshot{
+			ID:          s.SnapshotID,
+			Parent:      deref(s.ParentSnapshotID),
+			TimestampMs: s.TimestampMs,
+			Summary:     summaryOf(s.Summary),
+		})
+	}
+	return out
+}
+
+// summaryOf is a snapshot summary as a map, "operation" included.
+func summaryOf(s *table.Summary) map[string]string {
+	out := map[string]string{}
+	if s == nil {
+		return out
+	}
+	maps.Copy(out, s.Properties)
+	if s.Operation != "" {
+		out["operation"] = string(s.Operation)
+	}
+	return out
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+func cmpInt(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// metaCacheSize bounds the metadata the catalog remembers; a commit
+// pinned to a state no longer remembered reads its metadata file again.
+const metaCacheSize = 32
+
+// metaCache maps metadata locations to the metadata read from them,
+// forgetting the oldest entry when full. Metadata files are immutable,
+// so an entry never goes stale.
+type metaCache struct {
+	byLoc map[string]table.Metadata
+	order []string
+}
+
+// remember caches the metadata read from loc.
+func (c *Catalog) remember(loc string, meta table.Metadata) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.metas.byLoc == nil {
+		c.metas.byLoc = make(map[string]table.Metadata, metaCacheSize)
+	}
+	if _, ok := c.metas.byLoc[loc]; ok {
+		return
+	}
+	if len(c.metas.order) == metaCacheSize {
+		delete(c.metas.byLoc, c.metas.order[0])
+		c.metas.order = c.metas.order[1:]
+	}
+	c.metas.byLoc[loc] = meta
+	c.metas.order = append(c.metas.order, loc)
+}
+
+// recall returns the metadata cached for loc, if any.
+func (c *Catalog) recall(loc string) (table.Metadata, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	meta, ok := c.metas.byLoc[loc]
+	return meta, ok
+}
