@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sinks/iceberg/sqlcatalog"
 	"github.com/skipprd/skipprd/sources/generator"
 )
 
@@ -115,8 +117,14 @@ func ackedIDs(offsets segment.Offsets) (map[string][]string, error) {
 }
 
 // lakeRecordIDs reads every Parquet file under lake/{namespace}/… and counts
-// the copies of each record id (the first column) per namespace.
+// the copies of each record id (the first column) per namespace. An
+// Iceberg warehouse (the default lake) is read by its tables' current
+// snapshots instead: the files a reader reads, not every file the folder
+// holds.
 func lakeRecordIDs(ctx context.Context, lake string) (map[string]map[string]uint64, error) {
+	if _, err := os.Stat(filepath.Join(lake, icebergCatalogFile)); err == nil {
+		return icebergRecordIDs(ctx, lake)
+	}
 	out := map[string]map[string]uint64{}
 	err := filepath.WalkDir(lake, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".parquet") {
@@ -200,4 +208,36 @@ func (d *daemon) judge(stdout io.Writer, pf *pipelineFile) int {
 		return 1
 	}
 	return 0
+}
+
+// icebergRecordIDs counts the record ids of the tables of the default
+// Iceberg namespace in the warehouse folder lake, per table.
+func icebergRecordIDs(ctx context.Context, lake string) (map[string]map[string]uint64, error) {
+	abs, err := filepath.Abs(lake)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := sqlcatalog.Open(ctx, sqlcatalog.Config{URI: "sqlite://" + filepath.Join(abs, icebergCatalogFile), Warehouse: "file://" + abs})
+	if err != nil {
+		return nil, err
+	}
+	defer cat.Close()
+	ids, err := cat.Tables(ctx, icebergNamespaceDefault)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]uint64{}
+	for _, id := range ids {
+		files, err := cat.DataFiles(ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out[id.Name] = map[string]uint64{}
+		for _, f := range files {
+			if err := countIDs(ctx, strings.TrimPrefix(f, "file://"), out[id.Name]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return out, nil
 }

@@ -21,7 +21,7 @@ import (
 const (
 	embeddedFile   = "wal-s3.bolt" // the embedded store's bolt file
 	embeddedBucket = "skipprd-wal"
-	lakeDir        = "lake" // the Parquet directory sink's root
+	lakeDir        = "lake" // the default lake: an Iceberg warehouse folder
 	lakeSinkRef    = "lake" // the sink_ref the generator writes to
 	// segmentsDir is the local segment store's root (WAL_STORAGE=disk
 	// without a bucket), relative to DATA_DIR like the log's wal.Root.

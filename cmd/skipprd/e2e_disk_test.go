@@ -299,9 +299,8 @@ func checkDiskLayout(t *testing.T, dataDir string, partitions int, local bool) {
 // namespace's ids (first column), sorted; duplicates stay.
 func lakeIDs(t *testing.T, lake string) map[string][]string {
 	t.Helper()
-	if catalog := filepath.Join(lake, icebergCatalogFile); fileExists(catalog) {
-		// An Iceberg warehouse (the default lake): its tables' rows.
-		return icebergIDs(t, icebergTables(t, icebergMetadataSQLite(t, catalog), "", ""))
+	if tables := icebergLake(t, lake); tables != nil {
+		return icebergIDs(t, tables) // an Iceberg warehouse (the default lake)
 	}
 	paths, err := filepath.Glob(filepath.Join(lake, "*", "p_year=*", "p_month=*", "p_day=*", "*.parquet"))
 	if err != nil {

@@ -470,6 +470,13 @@ func firstFew(ids []string) string {
 // lakeFiles counts the Parquet files under a lake folder, per namespace.
 func lakeFiles(t *testing.T, lake string) map[string]int {
 	t.Helper()
+	if tables := icebergLake(t, lake); tables != nil {
+		out := map[string]int{}
+		for name, r := range tables {
+			out[name] = len(r.Files)
+		}
+		return out
+	}
 	paths, err := filepath.Glob(filepath.Join(lake, "*", "p_year=*", "p_month=*", "p_day=*", "*.parquet"))
 	if err != nil {
 		t.Fatal(err)

@@ -345,6 +345,9 @@ func tail(lines []string, n int) []string { return lines[max(0, len(lines)-n):] 
 // returns the file count per namespace.
 func checkLake(t *testing.T, lake string) map[string]int {
 	t.Helper()
+	if tables := icebergLake(t, lake); tables != nil {
+		return checkIcebergLake(t, tables)
+	}
 	files := map[string]int{}
 	ids := map[string]map[string]bool{"orders": {}, "events": {}}
 	paths, err := filepath.Glob(filepath.Join(lake, "*", "p_year=*", "p_month=*", "p_day=*", "*.parquet"))

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -152,4 +153,39 @@ func icebergIDs(t *testing.T, tables map[string]nodetest.IcebergRead) map[string
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// icebergLake reads the Iceberg warehouse folder lake (its SQLite
+// catalog), or returns nil when lake is not one (a Parquet folder).
+func icebergLake(t *testing.T, lake string) map[string]nodetest.IcebergRead {
+	t.Helper()
+	catalog := filepath.Join(lake, icebergCatalogFile)
+	if !fileExists(catalog) {
+		return nil
+	}
+	return icebergTables(t, icebergMetadataSQLite(t, catalog), "", "")
+}
+
+// checkIcebergLake is checkLake for the default Iceberg lake: files for
+// events and orders, and each of their ids once.
+func checkIcebergLake(t *testing.T, tables map[string]nodetest.IcebergRead) map[string]int {
+	t.Helper()
+	files := map[string]int{}
+	for name, r := range tables {
+		files[name] = len(r.Files)
+	}
+	for ns, ids := range icebergIDs(t, tables) {
+		if ns != "orders" && ns != "events" {
+			continue
+		}
+		for i := 1; i < len(ids); i++ {
+			if ids[i] == ids[i-1] {
+				t.Fatalf("%s id %s is in the lake twice", ns, ids[i])
+			}
+		}
+	}
+	if files["events"] == 0 || files["orders"] == 0 {
+		t.Fatalf("lake files per namespace: %v; want data files for events and orders", files)
+	}
+	return files
 }

@@ -145,10 +145,10 @@ func TestLoudStoreOutage(t *testing.T) {
 	checkGeneratorLake(t, d, dataDir)
 }
 
-// A sink that fails for a while — the lake's folder for one namespace is
-// in the way (a file where the folder must be) — is logged, reminded and
-// cleared; the segments wait in the WAL, and after the stop every acked
-// record is in the lake once.
+// A sink that fails for a while — the data folder of one namespace's
+// table is in the way (a file where the folder must be) — is logged,
+// reminded and cleared; the segments wait in the WAL, and after the stop
+// every acked record is in the lake once.
 func TestLoudSinkFailing(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a sink failing for 12 s under a running daemon")
@@ -160,7 +160,7 @@ func TestLoudSinkFailing(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startDaemon(t, buildDaemon(t), dataDir)
 	d.waitStdout(t, "rows applied", progressLines("applied", 2))
-	events := filepath.Join(dataDir, "lake", "events")
+	events := filepath.Join(dataDir, "lake", "skipprd", "events", "data")
 	if err := os.Rename(events, events+".aside"); err != nil {
 		t.Fatal(err)
 	}

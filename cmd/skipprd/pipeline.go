@@ -30,6 +30,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/sinks/iceberg"
 )
 
 const (
@@ -239,10 +240,12 @@ func (e *pipelineError) Error() string {
 }
 
 // defaultPipelineFile is what the daemon runs without a pipeline file:
-// the generator into a Parquet folder under DATA_DIR/lake.
+// the generator into Iceberg tables under DATA_DIR/lake, with the SQLite
+// catalog in that folder (no server to run).
 func defaultPipelineFile() *pipelineFile {
 	return &pipelineFile{
-		Sinks:   []sinkSpec{{Name: lakeSinkRef, Kind: sinkParquetDir, Path: lakeDir}},
+		Sinks: []sinkSpec{{Name: lakeSinkRef, Kind: sinkIceberg, Iceberg: &icebergSpec{Warehouse: lakeDir,
+			Namespace: icebergNamespaceDefault, PartitionBy: iceberg.PartitionDefault, SnapshotsKept: iceberg.RetentionDefault.KeepLast}}},
 		Sources: []sourceSpec{{Name: "demo", Kind: sourceGenerator, Sink: lakeSinkRef, Generator: true}},
 	}
 }
@@ -256,9 +259,12 @@ func (p *pipelineFile) sink(name string) (sinkSpec, bool) {
 	return p.Sinks[i], true
 }
 
-// dir is a parquet-dir sink's folder: its path, under dataDir unless
-// absolute.
+// dir is a parquet-dir sink's folder, or an iceberg sink's warehouse
+// folder: its path, under dataDir unless absolute.
 func (s sinkSpec) dir(dataDir string) string {
+	if s.Iceberg != nil {
+		return s.Iceberg.folder(dataDir)
+	}
 	if filepath.IsAbs(s.Path) {
 		return s.Path
 	}

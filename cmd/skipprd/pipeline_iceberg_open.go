@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -45,7 +46,10 @@ func (d *daemon) openIceberg(ctx context.Context, s sinkSpec, loop *storage.Loop
 	if err != nil {
 		return nil, fmt.Errorf("iceberg catalog %s: %w", shown, err)
 	}
-	d.closers = append(d.closers, func() { _ = cat.Close() })
+	d.closers = append(d.closers, func() {
+		d.logIcebergTables(s.Name, spec.Namespace, cat)
+		_ = cat.Close()
+	})
 	n := d.ecfg.CompactionConcurrency
 	sink := iceberg.NewSink(iceberg.Config{Catalog: cat, Namespace: spec.Namespace,
 		Spec: iceberg.PartitionSpec{SourceColumn: spec.PartitionBy}, SinkRef: s.Name, Files: files,
@@ -53,7 +57,36 @@ func (d *daemon) openIceberg(ctx context.Context, s sinkSpec, loop *storage.Loop
 		Exec: exec, Clock: loop.Clock()})
 	d.log.Info("sink: Iceberg tables", append([]any{"sink", s.Name, "warehouse", files.Base(), "catalog", shown,
 		"namespace", spec.Namespace, "partition_by", spec.PartitionBy, "snapshots_kept", spec.SnapshotsKept}, d.laneAttrs(s.Name)...)...)
+	d.log.Info("Iceberg: how to read the tables",
+		"duckdb", "SELECT * FROM iceberg_scan('<the table's current metadata file, logged at stop>')",
+		"spark_trino", "an Iceberg JDBC catalog on the same database (catalog name skipprd), or a REST catalog in front of it",
+		"tables", strings.TrimSuffix(files.Base(), "/")+"/"+spec.Namespace+"/{namespace}")
 	return sink, nil
+}
+
+// icebergStopWait bounds the listing of a sink's tables at stop.
+const icebergStopWait = 10 * time.Second
+
+// logIcebergTables logs each table of the sink's namespace with its
+// current metadata file — what iceberg_scan and other readers without
+// the catalog open — once the host has stopped and the last commit is in.
+func (d *daemon) logIcebergTables(sink, namespace string, cat *sqlcatalog.Catalog) {
+	ctx, cancel := context.WithTimeout(context.Background(), icebergStopWait)
+	defer cancel()
+	ids, err := cat.Tables(ctx, namespace)
+	if err != nil {
+		d.log.Warn("Iceberg: could not list the tables at stop", "sink", sink, "err", err)
+		return
+	}
+	for _, id := range ids {
+		t, err := cat.Load(ctx, id)
+		if err != nil {
+			d.log.Warn("Iceberg: could not read a table at stop", "sink", sink, "table", id.String(), "err", err)
+			continue
+		}
+		d.log.Info("Iceberg table", "sink", sink, "table", id.String(), "snapshot", t.Current, "snapshots", len(t.Snapshots),
+			"metadata", t.MetadataLocation, "duckdb", fmt.Sprintf("SELECT count(*) FROM iceberg_scan('%s')", strings.TrimPrefix(t.MetadataLocation, "file://")))
+	}
 }
 
 // icebergWarehouse opens the writer of a sink's data files and the

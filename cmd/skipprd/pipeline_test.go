@@ -280,7 +280,7 @@ func spew(p *pipelineFile) string {
 func TestPipelineDefault(t *testing.T) {
 	p := defaultPipelineFile()
 	s, ok := p.sink(lakeSinkRef)
-	if !ok || s.Kind != sinkParquetDir || s.dir("/d") != filepath.Join("/d", lakeDir) {
+	if !ok || s.Kind != sinkIceberg || s.dir("/d") != filepath.Join("/d", lakeDir) || s.Iceberg.Namespace != "skipprd" || s.Iceberg.CatalogURLEnv != "" {
 		t.Errorf("default sink %+v %v", s, ok)
 	}
 	if len(p.Sources) != 1 || !p.Sources[0].Generator || p.Sources[0].Sink != lakeSinkRef {

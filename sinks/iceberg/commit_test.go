@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/skipprd/skipprd/engine"
 )
@@ -196,4 +198,34 @@ func TestCheckLogCatchesADuplicate(t *testing.T) {
 	if err := checkLog(mt); err == nil || !strings.Contains(err.Error(), "snapshots 1 and 3") {
 		t.Fatalf("checkLog: %v", err)
 	}
+}
+
+// A table partitioned by a timestamp column of the rows gets one file
+// per day the job's rows span, all in the job's one snapshot.
+func TestPartitionByAColumnSplitsByDay(t *testing.T) {
+	r := newRig(t, 10)
+	r.sink.cfg.Spec = PartitionSpec{SourceColumn: "at"}
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64},
+		{Name: "at", Type: &arrow.TimestampType{Unit: arrow.Millisecond, TimeZone: "UTC"}, Nullable: true}}, nil)
+	b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+	defer b.Release()
+	const dayMs = 86_400_000
+	for i := range 6 {
+		b.Field(0).(*array.Int64Builder).Append(int64(i))
+		b.Field(1).(*array.TimestampBuilder).Append(arrow.Timestamp(1785585600000 + int64(i%3)*dayMs))
+	}
+	job := testJob("clicks", 1, schemaIDName)
+	job.Slices[0].Schema, job.Slices[0].Entry.Rows = schema, 6
+	job.Slices[0].Batches = []arrow.RecordBatch{b.NewRecordBatch()}
+	r.mustApply(job)
+	mt := r.table("clicks")
+	if len(mt.Log) != 1 || len(mt.Files) != 3 || mt.Spec.SourceColumn != "at" {
+		t.Fatalf("%d snapshots, %d files, spec %v; want 1, 3, at", len(mt.Log), len(mt.Files), mt.Spec)
+	}
+	for i, f := range mt.Files {
+		if f.Rows != 2 || (i > 0 && f.Day != mt.Files[i-1].Day+1) || !strings.Contains(f.Path, "/data/at_day=") {
+			t.Fatalf("file %d: %+v", i, f.DataFile)
+		}
+	}
+	r.checkOnce("clicks")
 }

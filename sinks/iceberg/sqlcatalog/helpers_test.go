@@ -37,16 +37,16 @@ import (
 // way to write and look at the warehouse's files directly.
 type env struct {
 	cfg    Config
-	put    func(t *testing.T, uri string, data []byte)
-	exists func(t *testing.T, uri string) bool
+	put    func(t testing.TB, uri string, data []byte)
+	exists func(t testing.TB, uri string) bool
 	// list returns the files under the folder uri, sorted.
-	list func(t *testing.T, uri string) []string
+	list func(t testing.TB, uri string) []string
 }
 
 // backends are the setups every test runs on.
 var backends = []struct {
 	name string
-	env  func(t *testing.T) env
+	env  func(t testing.TB) env
 }{
 	{"sqlite+folder", sqliteFolder},
 	{"postgres+folder", postgresFolder},
@@ -64,13 +64,13 @@ func eachBackend(t *testing.T, f func(t *testing.T, e env)) {
 }
 
 // sqliteFolder: a SQLite catalog file and a local warehouse folder.
-func sqliteFolder(t *testing.T) env {
+func sqliteFolder(t testing.TB) env {
 	dir := t.TempDir()
 	return folderEnv(Config{URI: "sqlite://" + filepath.Join(dir, "catalog.db"), Warehouse: filepath.Join(dir, "warehouse")})
 }
 
 // postgresFolder: a fresh PostgreSQL database and a local warehouse.
-func postgresFolder(t *testing.T) env {
+func postgresFolder(t testing.TB) env {
 	return folderEnv(Config{URI: pgtest.Database(t), Warehouse: "file://" + t.TempDir()})
 }
 
@@ -78,7 +78,7 @@ func folderEnv(cfg Config) env {
 	path := func(uri string) string { return strings.TrimPrefix(uri, "file://") }
 	return env{
 		cfg: cfg,
-		put: func(t *testing.T, uri string, data []byte) {
+		put: func(t testing.TB, uri string, data []byte) {
 			t.Helper()
 			if err := os.MkdirAll(filepath.Dir(path(uri)), 0o755); err != nil {
 				t.Fatal(err)
@@ -87,14 +87,14 @@ func folderEnv(cfg Config) env {
 				t.Fatal(err)
 			}
 		},
-		exists: func(t *testing.T, uri string) bool {
+		exists: func(t testing.TB, uri string) bool {
 			_, err := os.Stat(path(uri))
 			if err != nil && !errors.Is(err, os.ErrNotExist) {
 				t.Fatal(err)
 			}
 			return err == nil
 		},
-		list: func(t *testing.T, uri string) []string {
+		list: func(t testing.TB, uri string) []string {
 			var files []string
 			err := filepath.WalkDir(path(uri), func(p string, d fs.DirEntry, err error) error {
 				if err == nil && !d.IsDir() {
@@ -114,7 +114,7 @@ const testBucket = "skipprd-lake"
 
 // sqliteS3: a SQLite catalog and a warehouse in gofakes3, reached by the
 // real SDK the way the repo's storage tests reach it.
-func sqliteS3(t *testing.T) env {
+func sqliteS3(t testing.TB) env {
 	backend := s3mem.New()
 	if err := backend.CreateBucket(testBucket); err != nil {
 		t.Fatal(err)
@@ -131,7 +131,7 @@ func sqliteS3(t *testing.T) env {
 		o.BaseEndpoint = aws.String(srv.URL)
 		o.UsePathStyle = true
 	})
-	key := func(t *testing.T, uri string) string {
+	key := func(t testing.TB, uri string) string {
 		k, ok := strings.CutPrefix(uri, "s3://"+testBucket+"/")
 		if !ok {
 			t.Fatalf("%s is not in bucket %s", uri, testBucket)
@@ -144,7 +144,7 @@ func sqliteS3(t *testing.T) env {
 			Warehouse: "s3://" + testBucket + "/warehouse/",
 			AWS:       &awsCfg, S3PathStyle: true, S3Endpoint: srv.URL,
 		},
-		put: func(t *testing.T, uri string, data []byte) {
+		put: func(t testing.TB, uri string, data []byte) {
 			t.Helper()
 			_, err := client.PutObject(context.Background(), &s3.PutObjectInput{
 				Bucket: aws.String(testBucket), Key: aws.String(key(t, uri)), Body: bytes.NewReader(data)})
@@ -152,7 +152,7 @@ func sqliteS3(t *testing.T) env {
 				t.Fatal(err)
 			}
 		},
-		exists: func(t *testing.T, uri string) bool {
+		exists: func(t testing.TB, uri string) bool {
 			_, err := client.HeadObject(context.Background(), &s3.HeadObjectInput{
 				Bucket: aws.String(testBucket), Key: aws.String(key(t, uri))})
 			var apiErr smithy.APIError
@@ -164,7 +164,7 @@ func sqliteS3(t *testing.T) env {
 			}
 			return true
 		},
-		list: func(t *testing.T, uri string) []string {
+		list: func(t testing.TB, uri string) []string {
 			var files []string
 			p := s3.NewListObjectsV2Paginator(client, &s3.ListObjectsV2Input{
 				Bucket: aws.String(testBucket), Prefix: aws.String(key(t, uri) + "/")})
@@ -184,7 +184,7 @@ func sqliteS3(t *testing.T) env {
 }
 
 // open opens a catalog on e, closed when t ends.
-func open(t *testing.T, e env) *Catalog {
+func open(t testing.TB, e env) *Catalog {
 	t.Helper()
 	c, err := Open(context.Background(), e.cfg)
 	if err != nil {
@@ -222,7 +222,7 @@ func testSchema() *icego.Schema {
 var testSpec = iceberg.PartitionSpec{SourceColumn: "_ingested_at"}
 
 // create makes table ns.name with the test schema.
-func create(t *testing.T, c *Catalog, name string, props map[string]string) *iceberg.Table {
+func create(t testing.TB, c *Catalog, name string, props map[string]string) *iceberg.Table {
 	t.Helper()
 	tbl, err := c.Create(context.Background(), iceberg.Ident{Namespace: "lake", Name: name}, testSchema(), testSpec, props)
 	if err != nil {
@@ -232,7 +232,7 @@ func create(t *testing.T, c *Catalog, name string, props map[string]string) *ice
 }
 
 // load loads id or fails t.
-func load(t *testing.T, c *Catalog, id iceberg.Ident) *iceberg.Table {
+func load(t testing.TB, c *Catalog, id iceberg.Ident) *iceberg.Table {
 	t.Helper()
 	tbl, err := c.Load(context.Background(), id)
 	if err != nil {
@@ -254,7 +254,7 @@ var fileSeq atomic.Int64
 
 // writeFile writes rows as a Parquet data file under tbl's data folder,
 // its columns carrying tbl's field ids, and returns it as Append wants it.
-func writeFile(t *testing.T, e env, tbl *iceberg.Table, rows []row) iceberg.DataFile {
+func writeFile(t testing.TB, e env, tbl *iceberg.Table, rows []row) iceberg.DataFile {
 	t.Helper()
 	fields := []arrow.Field{
 		idField(tbl, "id", arrow.PrimitiveTypes.Int64, false),
