@@ -1,8 +1,11 @@
 // Package sinks holds the engine's destinations (engine.Sink): Parquet
 // objects on an object store, Parquet files in a local directory, and an
 // in-memory destination for tests and the simulator; the Postgres sink is
-// package sinks/postgres. Set maps sink_ref names to them and is the
-// engine's engine.Sinks.
+// package sinks/postgres, the Iceberg sink sinks/iceberg (which writes
+// its data files through ParquetObjects.WriteObject and
+// ParquetDir.WriteFile: the same create-only writes, at paths and with
+// bytes of its own). Set maps sink_ref names to them and is the engine's
+// engine.Sinks.
 //
 // # The loop contract
 //

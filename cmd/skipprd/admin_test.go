@@ -67,7 +67,8 @@ func TestAdminMetricsAndProbes(t *testing.T) {
 		return true
 	})
 	for _, name := range []string{"skipprd_live_segments", "skipprd_memory_pool_bytes", "skipprd_admission_limit_bytes", "skipprd_body_cache_pinned_bytes",
-		"skipprd_alerts_total{kind=\"fenced\"}", "skipprd_engine_stats_up", "go_goroutines", "process_start_time_seconds"} {
+		"skipprd_alerts_total{kind=\"fenced\"}", "skipprd_engine_stats_up", "go_goroutines", "process_start_time_seconds",
+		"skipprd_iceberg_commit_outcomes_total{outcome=\"committed\",sink=\"lake\"}"} {
 		if _, ok := second[name]; !ok && second.sum(name) == 0 {
 			t.Errorf("%s missing from the scrape", name)
 		}

@@ -48,6 +48,7 @@ type daemon struct {
 	s3       *storage.S3Store // the WAL's S3 store, for its request counts; nil with the local segment store
 	alertSeq uint64           // the Seq of the last engine alert logged
 	closers  []func()         // connection pools of sinks and sources, closed after the host
+	icebergs []namedIceberg   // the Iceberg sinks, for their metrics
 	chaos    chaosChild       // a chaos-mode child's part; zero otherwise
 	stopSelf func()           // ends serve as a signal would
 }

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/sinks/iceberg"
 	"github.com/skipprd/skipprd/storage"
 )
 
@@ -99,7 +100,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range nsMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp, descFailing, descWaitB, descWaitS, descWaitSeg} {
+	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp, descFailing, descWaitB, descWaitS, descWaitSeg, descIceberg} {
 		ch <- d
 	}
 }
@@ -109,6 +110,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 	if s3, ok := c.d.s3Stats(); ok {
 		collectS3(ch, s3)
 	}
+	collectIceberg(ch, c.d.icebergs)
 	ctx, cancel := context.WithTimeout(context.Background(), adminQueryWait)
 	defer cancel()
 	st, err := c.d.host.Stats(ctx)
@@ -162,4 +164,32 @@ func histogram(d *prometheus.Desc, h engine.Histogram) prometheus.Metric {
 		buckets[bound.Seconds()] = cum
 	}
 	return prometheus.MustNewConstHistogram(d, h.Count, h.Sum.Seconds(), buckets)
+}
+
+// namedIceberg is an Iceberg sink and its name in the pipeline file.
+type namedIceberg struct {
+	name string
+	sink *iceberg.Sink
+}
+
+var descIceberg = desc("iceberg_commit_outcomes_total", "What an Iceberg sink's commit protocol met, by sink and outcome: "+
+	"committed, found_in_snapshot and found_by_watermark (a replay found applied), conflict_rebased (another writer committed first), "+
+	"conflict_found_landed, ambiguous_landed, ambiguous_lost, lookup_failed, refused, expired, expire_failed, maintain_skipped.", "sink", "outcome")
+
+// collectIceberg exports every Iceberg sink's counts, zeros included.
+func collectIceberg(ch chan<- prometheus.Metric, sinks []namedIceberg) {
+	for _, s := range sinks {
+		st := s.sink.Stats()
+		for _, o := range []struct {
+			name string
+			n    int64
+		}{
+			{"committed", st.Committed}, {"found_in_snapshot", st.FoundSnapshot}, {"found_by_watermark", st.FoundWatermark},
+			{"conflict_rebased", st.Conflicts}, {"conflict_found_landed", st.ConflictLanded}, {"ambiguous_landed", st.AmbiguousLanded},
+			{"ambiguous_lost", st.AmbiguousLost}, {"lookup_failed", st.LookupFailed}, {"refused", st.Refused},
+			{"expired", st.Expired}, {"expire_failed", st.ExpireFailed}, {"maintain_skipped", st.MaintainSkipped},
+		} {
+			ch <- prometheus.MustNewConstMetric(descIceberg, prometheus.CounterValue, float64(o.n), s.name, o.name)
+		}
+	}
 }

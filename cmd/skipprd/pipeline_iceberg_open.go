@@ -55,6 +55,7 @@ func (d *daemon) openIceberg(ctx context.Context, s sinkSpec, loop *storage.Loop
 		Spec: iceberg.PartitionSpec{SourceColumn: spec.PartitionBy}, SinkRef: s.Name, Files: files,
 		Retention: iceberg.Retention{KeepLast: spec.SnapshotsKept}, Blocking: storage.NewWorkers(loop, n, icebergRequestLimit),
 		Exec: exec, Clock: loop.Clock()})
+	d.icebergs = append(d.icebergs, namedIceberg{s.Name, sink})
 	d.log.Info("sink: Iceberg tables", append([]any{"sink", s.Name, "warehouse", files.Base(), "catalog", shown,
 		"namespace", spec.Namespace, "partition_by", spec.PartitionBy, "snapshots_kept", spec.SnapshotsKept}, d.laneAttrs(s.Name)...)...)
 	d.log.Info("Iceberg: how to read the tables",
