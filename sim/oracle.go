@@ -456,11 +456,26 @@ func (o *Oracle) checkCommits() {
 			continue
 		}
 		for _, uid := range m.uids {
-			if o.acked[uid] && !o.hasValidMarker(uid) {
+			// A marker still pending — its epoch's successor has claimed
+			// but not yet sealed it (a recovery in its fence wait when the
+			// run stopped) — cannot be judged yet: the seal decides it.
+			if o.acked[uid] && !o.hasValidMarker(uid) && !o.hasUndecidedMarker(uid) {
 				o.fail("unit %s was acked, but the only markers holding it (%s) do not count (beyond their epoch's seal)", uid, m.key)
 			}
 		}
 	}
+}
+
+// hasUndecidedMarker reports whether a marker holding uid is pending
+// under an epoch below the current writer's: a recovery has claimed past
+// it and will seal it, but has not yet.
+func (o *Oracle) hasUndecidedMarker(uid UID) bool {
+	for _, m := range o.units[uid].markers {
+		if m.validity == validityPending && !o.counts(m) {
+			return true
+		}
+	}
+	return false
 }
 
 func (o *Oracle) hasValidMarker(uid UID) bool {

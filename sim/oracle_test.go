@@ -195,6 +195,31 @@ func TestOracleZombieMarkers(t *testing.T) {
 	w.oracle.checkCommits()
 	wantViolation(t, w, "do not count")
 
+	// A recovery in its fence wait: epoch 2 claimed, epoch 1 not sealed
+	// yet. A unit acked through epoch 1's marker, and held again by a
+	// zombie's marker beyond a seal, is undecided until the seal lands:
+	// then it counts (sealed at 1), or it does not (sealed with nothing).
+	for _, c := range []struct {
+		seals [][2]uint64
+		want  string
+	}{{[][2]uint64{{1, 1}}, ""}, {nil, "do not count"}} {
+		w = testWorld(t)
+		writeWriter(w, 1, 1)
+		commitBatches(t, w, engine.SnapshotID{Epoch: 1, Seq: 1}, batchesOf(w, u1))
+		w.oracle.onAck(u1)
+		writeWriter(w, 2, 1) // claimed, not sealed
+		commitBatches(t, w, engine.SnapshotID{Epoch: 0, Seq: 9}, batchesOf(w, u1)) // an older zombie's, beyond every seal
+		w.oracle.checkCommits()
+		wantClean(t, w)
+		writeWriter(w, 2, 2, c.seals...)
+		w.oracle.checkCommits()
+		if c.want == "" {
+			wantClean(t, w)
+		} else {
+			wantViolation(t, w, c.want)
+		}
+	}
+
 	w = testWorld(t)
 	zombie(w)
 	commitBatches(t, w, engine.SnapshotID{Epoch: 2, Seq: 2}, batchesOf(w, u1)) // u1 again, and both count
