@@ -207,7 +207,7 @@ func TestOracleZombieMarkers(t *testing.T) {
 		writeWriter(w, 1, 1)
 		commitBatches(t, w, engine.SnapshotID{Epoch: 1, Seq: 1}, batchesOf(w, u1))
 		w.oracle.onAck(u1)
-		writeWriter(w, 2, 1) // claimed, not sealed
+		writeWriter(w, 2, 1)                                                       // claimed, not sealed
 		commitBatches(t, w, engine.SnapshotID{Epoch: 0, Seq: 9}, batchesOf(w, u1)) // an older zombie's, beyond every seal
 		w.oracle.checkCommits()
 		wantClean(t, w)
