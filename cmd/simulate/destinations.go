@@ -209,6 +209,15 @@ func parquetJob(name, prefix string, body []byte, segOf map[string]jobOrigin) (s
 // digestParquet decodes a Parquet file and digests its rows: uid, row,
 // payload, and the CDC columns where they are not null.
 func digestParquet(d *sim.RowDigest, b []byte) error {
+	return digestParquetAs(d, b, func(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+		rec.Retain()
+		return rec, nil
+	})
+}
+
+// digestParquetAs is digestParquet with each record first turned into a
+// lake record by as (which returns a record the caller releases).
+func digestParquetAs(d *sim.RowDigest, b []byte, as func(arrow.RecordBatch) (arrow.RecordBatch, error)) error {
 	rdr, err := file.NewParquetReader(bytes.NewReader(b))
 	if err != nil {
 		return err
@@ -226,7 +235,13 @@ func digestParquet(d *sim.RowDigest, b []byte) error {
 	tr := array.NewTableReader(tbl, 1<<20)
 	defer tr.Release()
 	for tr.Next() {
-		if err := digestRecord(d, tr.RecordBatch()); err != nil {
+		rec, err := as(tr.RecordBatch())
+		if err != nil {
+			return err
+		}
+		err = digestRecord(d, rec)
+		rec.Release()
+		if err != nil {
 			return err
 		}
 	}

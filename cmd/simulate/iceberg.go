@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -11,8 +9,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/apache/arrow-go/v18/arrow/memory"
-	"github.com/apache/arrow-go/v18/parquet/file"
-	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/sim"
@@ -232,36 +228,7 @@ func (d *iceDest) read(uri string) ([]byte, error) {
 // digestIceberg digests an Iceberg data file's rows as digestRecord
 // does a Parquet lake file's: without the partition column the sink
 // adds, and with _cdc_order back from decimal(20,0) to the uint64 token.
-func digestIceberg(d *sim.RowDigest, b []byte) error {
-	rdr, err := file.NewParquetReader(bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	defer rdr.Close()
-	fr, err := pqarrow.NewFileReader(rdr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
-	if err != nil {
-		return err
-	}
-	tbl, err := fr.ReadTable(context.Background())
-	if err != nil {
-		return err
-	}
-	defer tbl.Release()
-	tr := array.NewTableReader(tbl, 1<<20)
-	defer tr.Release()
-	for tr.Next() {
-		rec, err := asLakeRecord(tr.RecordBatch())
-		if err != nil {
-			return err
-		}
-		err = digestRecord(d, rec)
-		rec.Release()
-		if err != nil {
-			return err
-		}
-	}
-	return tr.Err()
-}
+func digestIceberg(d *sim.RowDigest, b []byte) error { return digestParquetAs(d, b, asLakeRecord) }
 
 // asLakeRecord drops _ingested_at and turns a decimal _cdc_order into
 // uint64, so digestRecord reads an Iceberg file as a lake file.

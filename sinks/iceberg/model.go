@@ -257,25 +257,36 @@ func (m *Model) foreignColumn(mt *ModelTable) {
 func (m *Model) Append(_ context.Context, t *Table, a Append) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	o, err := m.begin(OpAppend, t.Ident)
+	mt, o, err := m.pinned(OpAppend, t)
 	if err != nil {
 		return err
-	}
-	mt, ok := m.tables[t.Ident]
-	if !ok {
-		return fmt.Errorf("%s: %w", t.Ident, ErrNoTable)
-	}
-	if o == Conflict {
-		m.commitSnapshot(mt, Append{Summary: map[string]string{"skipprd.model": "foreign"}})
-	}
-	if cur := mt.view(t.Ident).Current; cur != t.Current {
-		return fmt.Errorf("iceberg model: append to %s: snapshot %d, built on %d: %w", t.Ident, cur, t.Current, ErrConflict)
 	}
 	m.commitSnapshot(mt, a)
 	if o == Ambiguous {
 		return fmt.Errorf("iceberg model: append to %s: no answer (it landed)", t.Ident)
 	}
 	return nil
+}
+
+// pinned begins a request pinned to t.Current: the table, the request's
+// outcome, or the error it fails with — a conflict if the table moved
+// (for an Outcome Conflict, because another writer commits first now).
+func (m *Model) pinned(op Op, t *Table) (*ModelTable, Outcome, error) {
+	o, err := m.begin(op, t.Ident)
+	if err != nil {
+		return nil, o, err
+	}
+	mt, ok := m.tables[t.Ident]
+	if !ok {
+		return nil, o, fmt.Errorf("%s: %w", t.Ident, ErrNoTable)
+	}
+	if o == Conflict {
+		m.commitSnapshot(mt, Append{Summary: map[string]string{"skipprd.model": "foreign"}})
+	}
+	if cur := mt.view(t.Ident).Current; cur != t.Current {
+		return nil, o, fmt.Errorf("iceberg model: %s %s: snapshot %d, built on %d: %w", op, t.Ident, cur, t.Current, ErrConflict)
+	}
+	return mt, o, nil
 }
 
 // commitSnapshot adds a snapshot of a's files, summary and properties.
@@ -318,19 +329,9 @@ func (mt *ModelTable) commitMetadata() {
 func (m *Model) Expire(_ context.Context, t *Table, r Retention) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	o, err := m.begin(OpExpire, t.Ident)
+	mt, o, err := m.pinned(OpExpire, t)
 	if err != nil {
 		return err
-	}
-	mt, ok := m.tables[t.Ident]
-	if !ok {
-		return fmt.Errorf("%s: %w", t.Ident, ErrNoTable)
-	}
-	if o == Conflict {
-		m.commitSnapshot(mt, Append{Summary: map[string]string{"skipprd.model": "foreign"}})
-	}
-	if cur := mt.view(t.Ident).Current; cur != t.Current {
-		return fmt.Errorf("iceberg model: expire %s: snapshot %d, built on %d: %w", t.Ident, cur, t.Current, ErrConflict)
 	}
 	kept := retained(mt.Snapshots, r)
 	if len(kept) == len(mt.Snapshots) {
