@@ -211,11 +211,10 @@ func (c *Catalog) DataFiles(ctx context.Context, id iceberg.Ident) ([]string, er
 	}
 	var out []string
 	for _, m := range manifests {
-		entries, err := m.FetchEntries(fs, true)
-		if err != nil {
-			return nil, fmt.Errorf("sqlcatalog: table %s: read manifest %s: %w", id, m.FilePath(), err)
-		}
-		for _, e := range entries {
+		for e, err := range m.Entries(fs, true) {
+			if err != nil {
+				return nil, fmt.Errorf("sqlcatalog: table %s: read manifest %s: %w", id, m.FilePath(), err)
+			}
 			out = append(out, e.DataFile().FilePath())
 		}
 	}
