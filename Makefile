@@ -34,11 +34,13 @@ pg-setup:
 	./scripts/pg-setup
 
 # Unit, property and golden tests, fuzz seed corpora, the engine lint.
-# pgcheck says first whether the Postgres tests will run or skip.
+# pgcheck says first whether the Postgres tests will run or skip. The
+# daemon's package runs real daemons through kills for about 7 minutes
+# on two cores, close to go test's default 10-minute limit per package.
 test:
 	$(GO) vet ./...
 	@$(GO) run ./internal/pgtest/pgcheck
-	$(GO) test ./...
+	$(GO) test -timeout 25m ./...
 
 # Benchmarks with their baselines in the same run, then the ratios.
 bench:

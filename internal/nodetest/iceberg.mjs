@@ -8,7 +8,8 @@
 //    "rows": [[values in column order], ...]}
 //
 // usage: node iceberg.mjs METADATA_JSON COLUMNS [FROM_PREFIX TO_PREFIX]
-//   COLUMNS      the select list, e.g. "id" or "*"
+//   COLUMNS      the select list, e.g. "id" or "*"; "#1" is the table's
+//                first column (its current schema's), whatever its name
 //   FROM, TO     rewrite file locations starting with FROM to TO (a
 //                bucket downloaded to a folder: s3://b/lake → /tmp/x)
 // Used by nodetest.go.
@@ -77,13 +78,18 @@ if (current !== undefined && current !== null && current !== '-1') {
     }
   }
 }
+let select = columns;
+if (columns === '#1') {
+  const schema = (meta.schemas || []).find((x) => x['schema-id'] === meta['current-schema-id']) || meta.schema;
+  select = `"${schema.fields[0].name.replaceAll('"', '""')}"`;
+}
 let rows = [];
 let names = [];
 if (files.length > 0) {
   const list = files.map((f) => `'${local(f.path).replaceAll("'", "''")}'`).join(', ');
   const db = await DuckDBInstance.create(':memory:');
   const conn = await db.connect();
-  const reader = await conn.runAndReadAll(`SELECT ${columns} FROM read_parquet([${list}], union_by_name=true, hive_partitioning=false)`);
+  const reader = await conn.runAndReadAll(`SELECT ${select} FROM read_parquet([${list}], union_by_name=true, hive_partitioning=false)`);
   rows = reader.getRowsJson();
   names = reader.columnNames();
 }
