@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"database/sql"
 	"fmt"
 	"os"
@@ -10,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql's "pgx" driver, for the catalog's own table
 
 	"github.com/skipprd/skipprd/internal/nodetest"
 )
@@ -29,48 +28,29 @@ const icebergCatalogQuery = `SELECT table_name, metadata_location FROM iceberg_t
 // icebergMetadataSQLite reads the tables of a SQLite catalog file.
 func icebergMetadataSQLite(t *testing.T, path string) map[string]string {
 	t.Helper()
-	db, err := sql.Open("sqlite", "file:"+path+"?mode=ro")
-	if err != nil {
-		t.Fatalf("open the catalog %s: %v", path, err)
-	}
-	defer db.Close()
-	rows, err := db.Query(icebergCatalogQuery)
-	if err != nil {
-		t.Fatalf("read the catalog %s: %v", path, err)
-	}
-	return scanTables(t, rows)
+	return icebergMetadata(t, "sqlite", "file:"+path+"?mode=ro")
 }
 
 // icebergMetadataPG reads the tables of the SQL catalog in a Postgres
 // database.
 func icebergMetadataPG(t *testing.T, url string) map[string]string {
 	t.Helper()
-	conn, err := pgx.Connect(context.Background(), url)
-	if err != nil {
-		t.Fatalf("connect to the catalog: %v", err)
-	}
-	defer conn.Close(context.Background())
-	rows, err := conn.Query(context.Background(), icebergCatalogQuery)
-	if err != nil {
-		t.Fatalf("read the catalog: %v", err)
-	}
-	defer rows.Close()
-	out := map[string]string{}
-	for rows.Next() {
-		var name, loc string
-		if err := rows.Scan(&name, &loc); err != nil {
-			t.Fatal(err)
-		}
-		out[name] = loc
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return icebergMetadata(t, "pgx", url)
 }
 
-func scanTables(t *testing.T, rows *sql.Rows) map[string]string {
+// icebergMetadata reads a catalog database's tables through
+// database/sql's driver (modernc's sqlite, pgx's stdlib).
+func icebergMetadata(t *testing.T, driver, dsn string) map[string]string {
 	t.Helper()
+	db, err := sql.Open(driver, dsn)
+	if err != nil {
+		t.Fatalf("open the catalog (%s): %v", driver, err)
+	}
+	defer db.Close()
+	rows, err := db.Query(icebergCatalogQuery)
+	if err != nil {
+		t.Fatalf("read the catalog (%s): %v", driver, err)
+	}
 	defer rows.Close()
 	out := map[string]string{}
 	for rows.Next() {
