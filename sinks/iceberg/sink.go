@@ -178,7 +178,13 @@ func (a *apply) commit(files []DataFile) {
 		if err := a.s.commit(ctx, a.table, a.job, files); err != nil {
 			return err
 		}
-		a.s.maintain(ctx, a.id, nowMs)
+		// The table prepare read, plus this commit: an expiry is due
+		// only past the slack, so most commits skip the extra load.
+		// (Another writer's snapshots since are counted by the next
+		// commit's prepare.)
+		if len(a.table.Snapshots)+1 > a.s.cfg.Retention.KeepLast+ExpireSlack {
+			a.s.maintain(ctx, a.id, nowMs)
+		}
 		return nil
 	}, a.finish)
 }
