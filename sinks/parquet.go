@@ -228,6 +228,52 @@ func EncodeWith(job *engine.Job, schema *arrow.Schema, kv [][2]string, convert f
 	return encodeWith(job, schema, cdc, kv, defaultRowGroups, &conversion{src: src, fn: convert})
 }
 
+// EncodeBatches encodes the batches each hands its write, each of
+// schema's columns, as one Parquet file of schema with kv appended to
+// its key-value metadata: the lake's writer properties and row-group
+// bounds, batches in the order written (write does not keep a batch;
+// the caller releases it). It is for rows already in a file's form —
+// read back from lake files to be rewritten into one — where EncodeWith
+// is for a job's. Pure and CPU-heavy, like EncodeWith; errors wrap
+// ErrUnencodable.
+func EncodeBatches(schema *arrow.Schema, kv [][2]string, each func(write func(arrow.RecordBatch) error) error) (out []byte, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			out, err = nil, fmt.Errorf("parquet encoder panicked: %v", p)
+		}
+		if err != nil {
+			err = fmt.Errorf("sinks: encode batches: %w: %w", ErrUnencodable, err)
+		}
+	}()
+	mem := memory.DefaultAllocator
+	var buf bytes.Buffer
+	fw, err := pqarrow.NewFileWriter(schema, &buf, writerProperties(mem, defaultRowGroups.rows), arrowWriterProperties(mem))
+	if err != nil {
+		return nil, err
+	}
+	g := &groupWriter{fw: fw, schema: schema, mem: mem, lim: defaultRowGroups}
+	n := 0
+	err = each(func(b arrow.RecordBatch) error {
+		n++
+		if err := sameColumns(b, schema); err != nil {
+			return fmt.Errorf("batch %d: %w", n, err)
+		}
+		return g.write(b, nil)
+	})
+	for _, e := range kv {
+		if err == nil {
+			err = fw.AppendKeyValueMetadata(e[0], e[1])
+		}
+	}
+	if cerr := fw.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
 // conversion is EncodeWith's: the schema of the batches convert gets,
 // and convert.
 type conversion struct {

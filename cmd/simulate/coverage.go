@@ -75,6 +75,10 @@ var destMarks = []destMark{
 	{"iceberg", markIceExpired},         // old snapshots expired to the retention
 	{"iceberg", markIceEvolved},         // a column added to a table (or the race for it lost)
 	{"iceberg", markIceOutage},          // a catalog request failed on an outage
+	{"iceberg", markIceRewritten},       // a partition's small files rewritten into one
+	{"iceberg", markIceRewriteLanded},   // a rewrite commit with no answer, found landed by the look
+	{"iceberg", markIceRewriteConflict}, // a rewrite rebased on another pipeline's snapshot
+	{"iceberg", markIceRewriteFailed},   // a rewrite given up (a damaged read, an outage, a lost commit), planned again later
 }
 
 // destMark is a destination mark and the destination kind that counts it.

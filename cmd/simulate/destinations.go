@@ -248,6 +248,45 @@ func digestParquetAs(d *sim.RowDigest, b []byte, as func(arrow.RecordBatch) (arr
 	return tr.Err()
 }
 
+// digestParquetRuns digests a Parquet file's rows as digestParquetAs
+// does, the first counts[0] into ds[0], the next counts[1] into ds[1]
+// and so on; the file must hold exactly their sum.
+func digestParquetRuns(b []byte, as func(arrow.RecordBatch) (arrow.RecordBatch, error), counts []int64, ds []*sim.RowDigest) error {
+	var total, seen, in int64 // in: rows digested into run k
+	for _, n := range counts {
+		total += n
+	}
+	k := 0
+	err := digestParquetAs(&sim.RowDigest{}, b, func(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
+		r, err := as(rec)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Release()
+		for off := int64(0); off < r.NumRows(); {
+			for k < len(counts) && in == counts[k] {
+				k, in = k+1, 0
+			}
+			if k == len(counts) {
+				return nil, fmt.Errorf("it holds more rows than the %d of the files it stands for", total)
+			}
+			take := min(counts[k]-in, r.NumRows()-off)
+			part := r.NewSlice(off, off+take)
+			err := digestRecord(ds[k], part)
+			part.Release()
+			if err != nil {
+				return nil, err
+			}
+			off, in, seen = off+take, in+take, seen+take
+		}
+		return r.NewSlice(0, 0), nil // digested above
+	})
+	if err == nil && seen != total {
+		err = fmt.Errorf("it holds %d rows, the files it stands for %d", seen, total)
+	}
+	return err
+}
+
 // digestRecord digests one record of a destination file: the unit
 // schema's columns and the optional ones a unit may carry (found by
 // name, sim.UnitColumns), then the optional _cdc_op, _cdc_identity,

@@ -44,6 +44,7 @@ type iceDest struct {
 	segOf   map[string]jobOrigin
 	onStore bool
 	keep    int // Retention.KeepLast
+	small   iceberg.SmallFiles
 	// conflictPermille is the chance a write meets another writer's
 	// commit first.
 	conflictPermille int
@@ -65,6 +66,12 @@ func newIceDest(w *sim.World, ref string) sim.Destination {
 	r := w.DestRand("iceberg/" + ref)
 	d := &iceDest{w: w, ref: ref, rand: r, segOf: map[string]jobOrigin{}, onStore: r.Chance(0.5),
 		keep: 1 + r.Intn(8), conflictPermille: r.Intn(200)}
+	// Every file of a world is small: look often, rewrite a few at a
+	// time, now and then bounded by bytes to a couple of files.
+	d.small = iceberg.SmallFiles{Every: 1 + r.Intn(6), MinFiles: 2 + r.Intn(4), SmallBytes: 1 << 30, MaxBytes: 1 << 30}
+	if r.Chance(0.25) {
+		d.small.MaxBytes = 4 << 10
+	}
 	base := "file:///sim/" + ref
 	if d.onStore {
 		base = "s3://" + iceBucket + "/" + ref
@@ -89,7 +96,7 @@ func (d *iceDest) Sink(p sim.SinkPorts) engine.Sink {
 		files = iceberg.NewDirFiles(sinks.NewParquetDir(p.Disk, p.Exec, p.Rand, d.ref), "/sim/"+d.ref)
 	}
 	s := iceberg.NewSink(iceberg.Config{Catalog: d.model, Namespace: "skipprd", SinkRef: d.ref, Files: files,
-		Retention: iceberg.Retention{KeepLast: d.keep}, Blocking: p.Blocking, Exec: p.Exec, Clock: p.Clock})
+		Retention: iceberg.Retention{KeepLast: d.keep}, SmallFiles: d.small, Blocking: p.Blocking, Exec: p.Exec, Clock: p.Clock})
 	d.sinks = append(d.sinks, s)
 	return noteSegment{d.segOf, s}
 }
@@ -178,15 +185,18 @@ func (d *iceDest) checkTable(id iceberg.Ident, mt *iceberg.ModelTable) error {
 }
 
 // tableJobs reads a table's current files back, grouped by the job whose
-// snapshot added them.
+// snapshot added them; a rewritten file's rows are split back into the
+// files it replaced (Model.Rewritten, their order in it) and so on down
+// to the jobs' own files.
 func (d *iceDest) tableJobs(id iceberg.Ident, mt *iceberg.ModelTable) ([]sim.DestJob, error) {
 	bySnap := map[int64]map[string]string{}
 	for _, s := range mt.Log {
 		bySnap[s.ID] = s.Summary
 	}
 	var out []sim.DestJob
+	var digests []*sim.RowDigest // out[i]'s, while out grows
 	index := map[string]int{}
-	for _, f := range mt.Files {
+	digestOf := func(f iceberg.ModelFile) (*sim.RowDigest, error) {
 		jobID := bySnap[f.Snapshot][iceberg.SummaryCompactionID]
 		o, ok := d.segOf[jobID]
 		if !ok {
@@ -197,16 +207,51 @@ func (d *iceDest) tableJobs(id iceberg.Ident, mt *iceberg.ModelTable) ([]sim.Des
 			i = len(out)
 			index[jobID] = i
 			out = append(out, sim.DestJob{ID: jobID, Namespace: id.Name, Origin: o.origin, Segment: o.segment, Order: -1})
+			digests = append(digests, &sim.RowDigest{})
+		} else {
+			// One file per job (the default spec: the ingest day), so a
+			// job's rows never need ordering across files.
+			return nil, fmt.Errorf("table %s: job %s has rows in two files (the second: %s)", id, jobID, f.Path)
+		}
+		return digests[i], nil
+	}
+	for _, f := range mt.Files {
+		leaves := d.leaves(mt, f)
+		ds := make([]*sim.RowDigest, len(leaves))
+		counts := make([]int64, len(leaves))
+		for k, l := range leaves {
+			dg, err := digestOf(l)
+			if err != nil {
+				return nil, err
+			}
+			ds[k], counts[k] = dg, l.Rows
 		}
 		body, err := d.read(f.Path)
 		if err != nil {
 			return nil, fmt.Errorf("table %s, snapshot %d: %w", id, f.Snapshot, err)
 		}
-		if err := digestIceberg(&out[i].Digest, body); err != nil {
+		if err := digestParquetRuns(body, asLakeRecord, counts, ds); err != nil {
 			return nil, fmt.Errorf("table %s: file %s: %w", id, f.Path, err)
 		}
 	}
+	for i := range out {
+		out[i].Digest = *digests[i]
+	}
 	return out, nil
+}
+
+// leaves are the jobs' own files whose rows f holds, in order: f itself,
+// or for a rewritten file the leaves of the files it replaced.
+func (d *iceDest) leaves(mt *iceberg.ModelTable, f iceberg.ModelFile) []iceberg.ModelFile {
+	parts, ok := mt.Rewritten[f.Path]
+	if !ok {
+		return []iceberg.ModelFile{f}
+	}
+	var out []iceberg.ModelFile
+	for _, p := range parts {
+		out = append(out, d.leaves(mt, p)...)
+	}
+	return out
 }
 
 // read returns a data file's bytes from the world's store or disk.
@@ -280,6 +325,10 @@ func (d *iceDest) Marks() map[string]uint64 {
 		st.FoundWatermark += x.FoundWatermark
 		st.Expired += x.Expired
 		st.Evolutions += x.Evolutions
+		st.Rewritten += x.Rewritten
+		st.RewriteLanded += x.RewriteLanded
+		st.RewriteConflicts += x.RewriteConflicts
+		st.RewriteFailed += x.RewriteFailed
 	}
 	return map[string]uint64{
 		markIceConflict:        uint64(st.Conflicts),
@@ -291,6 +340,10 @@ func (d *iceDest) Marks() map[string]uint64 {
 		markIceExpired:         uint64(st.Expired),
 		markIceEvolved:         uint64(st.Evolutions),
 		markIceOutage:          d.marks.outage,
+		markIceRewritten:       uint64(st.Rewritten),
+		markIceRewriteLanded:   uint64(st.RewriteLanded),
+		markIceRewriteConflict: uint64(st.RewriteConflicts),
+		markIceRewriteFailed:   uint64(st.RewriteFailed),
 	}
 }
 
@@ -305,4 +358,8 @@ const (
 	markIceExpired         = "ice-expired"
 	markIceEvolved         = "ice-schema-evolved"
 	markIceOutage          = "ice-outage"
+	markIceRewritten       = "ice-rewritten"
+	markIceRewriteLanded   = "ice-rewrite-landed"
+	markIceRewriteConflict = "ice-rewrite-rebased"
+	markIceRewriteFailed   = "ice-rewrite-failed"
 )

@@ -1,9 +1,16 @@
 package main
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/skipprd/skipprd/sim"
+	"github.com/skipprd/skipprd/sinks"
 	"github.com/skipprd/skipprd/sinks/iceberg"
 )
 
@@ -31,5 +38,69 @@ func TestIcebergTableOracleFires(t *testing.T) {
 	grown.Snapshots = many[1:]
 	if err := d.checkTable(id, grown); err != nil {
 		t.Fatalf("within the bound: %v", err)
+	}
+}
+
+// TestRewrittenFileOracleFires: a rewritten file's rows are split back
+// into the files it stands for by their row counts, so rows lost or
+// added by a rewrite, or moved from one job to another, fail the check.
+func TestRewrittenFileOracleFires(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{
+		{Name: "uid", Type: arrow.PrimitiveTypes.Int64}, {Name: "row", Type: arrow.PrimitiveTypes.Int32},
+		{Name: "payload", Type: arrow.BinaryTypes.String}}, nil)
+	batch := func(uid int64, rows int) arrow.RecordBatch {
+		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
+		defer b.Release()
+		for r := range rows {
+			b.Field(0).(*array.Int64Builder).Append(uid)
+			b.Field(1).(*array.Int32Builder).Append(int32(r))
+			b.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("p%d-%d", uid, r))
+		}
+		return b.NewRecordBatch()
+	}
+	file := func(batches ...arrow.RecordBatch) []byte {
+		body, err := sinks.EncodeBatches(schema, nil, func(write func(arrow.RecordBatch) error) error {
+			for _, b := range batches {
+				if err := write(b); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return body
+	}
+	a, b := batch(1, 3), batch(2, 4)
+	var wantA, wantB sim.RowDigest
+	if err := digestParquetRuns(file(a), asLakeRecord, []int64{3}, []*sim.RowDigest{&wantA}); err != nil {
+		t.Fatal(err)
+	}
+	if err := digestParquetRuns(file(b), asLakeRecord, []int64{4}, []*sim.RowDigest{&wantB}); err != nil {
+		t.Fatal(err)
+	}
+	merged := file(a, b)
+	var gotA, gotB sim.RowDigest
+	if err := digestParquetRuns(merged, asLakeRecord, []int64{3, 4}, []*sim.RowDigest{&gotA, &gotB}); err != nil {
+		t.Fatal(err)
+	}
+	if gotA != wantA || gotB != wantB {
+		t.Fatalf("split digests %+v %+v, the files' own %+v %+v", gotA, gotB, wantA, wantB)
+	}
+	// A row moved from b's share to a's: both digests change.
+	var movedA, movedB sim.RowDigest
+	if err := digestParquetRuns(merged, asLakeRecord, []int64{4, 3}, []*sim.RowDigest{&movedA, &movedB}); err != nil {
+		t.Fatal(err)
+	}
+	if movedA == wantA || movedB == wantB {
+		t.Fatalf("a row moved between jobs went unseen: %+v %+v", movedA, movedB)
+	}
+	for _, counts := range [][]int64{{3, 3}, {3, 5}} {
+		var x, y sim.RowDigest
+		err := digestParquetRuns(merged, asLakeRecord, counts, []*sim.RowDigest{&x, &y})
+		if err == nil || !strings.Contains(err.Error(), "rows") {
+			t.Fatalf("counts %v of a 7-row file: %v", counts, err)
+		}
 	}
 }

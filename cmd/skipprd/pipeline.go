@@ -245,7 +245,8 @@ func (e *pipelineError) Error() string {
 func defaultPipelineFile() *pipelineFile {
 	return &pipelineFile{
 		Sinks: []sinkSpec{{Name: lakeSinkRef, Kind: sinkIceberg, Iceberg: &icebergSpec{Warehouse: lakeDir,
-			Namespace: icebergNamespaceDefault, PartitionBy: iceberg.PartitionDefault, SnapshotsKept: iceberg.RetentionDefault.KeepLast}}},
+			Namespace: icebergNamespaceDefault, PartitionBy: iceberg.PartitionDefault, SnapshotsKept: iceberg.RetentionDefault.KeepLast,
+			SmallFiles: iceberg.SmallFilesDefault.MinFiles}}},
 		Sources: []sourceSpec{{Name: "demo", Kind: sourceGenerator, Sink: lakeSinkRef, Generator: true}},
 	}
 }

@@ -23,11 +23,14 @@ import (
 //	  namespace: skipprd            the Iceberg namespace of the tables
 //	  partition_by: _ingested_at    a timestamp column, by day
 //	  snapshots_kept: 100           time travel over the last N commits
+//	  small_files: 8                rewrite a day's files under 32 MiB
+//	                                into one once this many are there,
+//	                                looked at every 16 commits (0: never)
 //
 // A warehouse on S3 needs a catalog on a server: the SQLite catalog is a
 // file on this host, and a table whose pointer dies with the host is
 // lost to every reader (and to a new host recovering the WAL).
-var icebergKeys = []string{"warehouse", "catalog_url_env", "namespace", "partition_by", "snapshots_kept"}
+var icebergKeys = []string{"warehouse", "catalog_url_env", "namespace", "partition_by", "snapshots_kept", "small_files"}
 
 // icebergSpec is an iceberg sink's own settings.
 type icebergSpec struct {
@@ -40,6 +43,7 @@ type icebergSpec struct {
 	Namespace     string
 	PartitionBy   string
 	SnapshotsKept int
+	SmallFiles    int // 0: never rewritten
 }
 
 // Defaults and bounds of an iceberg sink's settings.
@@ -47,6 +51,7 @@ const (
 	icebergWarehouseDefault = "lake"
 	icebergNamespaceDefault = "skipprd"
 	snapshotsKeptMax        = 10000
+	smallFilesMax           = 10000
 	icebergCatalogFile      = "catalog.db"
 )
 
@@ -57,7 +62,8 @@ var icebergName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 // icebergSink reads an iceberg sink's keys.
 func (c *checker) icebergSink(m *mapping) *icebergSpec {
 	s := &icebergSpec{Warehouse: icebergWarehouseDefault, Namespace: icebergNamespaceDefault,
-		PartitionBy: iceberg.PartitionDefault, SnapshotsKept: iceberg.RetentionDefault.KeepLast}
+		PartitionBy: iceberg.PartitionDefault, SnapshotsKept: iceberg.RetentionDefault.KeepLast,
+		SmallFiles: iceberg.SmallFilesDefault.MinFiles}
 	if v, line, ok := c.text(m, "warehouse", false, "a folder relative to DATA_DIR, e.g. lake, or s3://bucket/prefix"); ok {
 		s.Warehouse = v
 		c.warehouse(m, s, line)
@@ -76,6 +82,14 @@ func (c *checker) icebergSink(m *mapping) *icebergSpec {
 			c.errorf(line, m.where, "snapshots_kept %q: want a whole number from 1 to %d", v, snapshotsKeptMax)
 		} else {
 			s.SnapshotsKept = n
+		}
+	}
+	if v, line, ok := c.text(m, "small_files", false, "a number of files, e.g. 8, or 0 for never"); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n == 1 || n < 0 || n > smallFilesMax {
+			c.errorf(line, m.where, "small_files %q: want 0 (never rewrite) or a whole number from 2 to %d", v, smallFilesMax)
+		} else {
+			s.SmallFiles = n
 		}
 	}
 	return s

@@ -53,16 +53,25 @@ func (d *daemon) openIceberg(ctx context.Context, s sinkSpec, loop *storage.Loop
 	n := d.ecfg.CompactionConcurrency
 	sink := iceberg.NewSink(iceberg.Config{Catalog: cat, Namespace: spec.Namespace,
 		Spec: iceberg.PartitionSpec{SourceColumn: spec.PartitionBy}, SinkRef: s.Name, Files: files,
-		Retention: iceberg.Retention{KeepLast: spec.SnapshotsKept}, Blocking: storage.NewWorkers(loop, n, icebergRequestLimit),
-		Exec: exec, Clock: loop.Clock()})
+		Retention: iceberg.Retention{KeepLast: spec.SnapshotsKept}, SmallFiles: smallFiles(spec.SmallFiles),
+		Blocking: storage.NewWorkers(loop, n, icebergRequestLimit),
+		Exec:     exec, Clock: loop.Clock()})
 	d.icebergs = append(d.icebergs, namedIceberg{s.Name, sink})
 	d.log.Info("sink: Iceberg tables", append([]any{"sink", s.Name, "warehouse", files.Base(), "catalog", shown,
-		"namespace", spec.Namespace, "partition_by", spec.PartitionBy, "snapshots_kept", spec.SnapshotsKept}, d.laneAttrs(s.Name)...)...)
+		"namespace", spec.Namespace, "partition_by", spec.PartitionBy, "snapshots_kept", spec.SnapshotsKept, "small_files", spec.SmallFiles}, d.laneAttrs(s.Name)...)...)
 	d.log.Info("Iceberg: how to read the tables",
 		"duckdb", "SELECT * FROM iceberg_scan('<the table's current metadata file, logged at stop>')",
 		"spark_trino", "an Iceberg JDBC catalog on the same database (catalog name skipprd), or a REST catalog in front of it",
 		"tables", strings.TrimSuffix(files.Base(), "/")+"/"+spec.Namespace+"/{namespace}")
 	return sink, nil
+}
+
+// smallFiles is the rewrite policy of small_files n (0: never).
+func smallFiles(n int) iceberg.SmallFiles {
+	if n == 0 {
+		return iceberg.SmallFiles{Every: -1}
+	}
+	return iceberg.SmallFiles{MinFiles: n}
 }
 
 // icebergStopWait bounds the listing of a sink's tables at stop.

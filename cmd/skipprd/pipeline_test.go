@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/skipprd/skipprd/sinks/iceberg"
 )
 
 const examplePath = "../../skipprd.example.yaml"
@@ -283,6 +285,12 @@ func TestPipelineDefault(t *testing.T) {
 	if !ok || s.Kind != sinkIceberg || s.dir("/d") != filepath.Join("/d", lakeDir) || s.Iceberg.Namespace != "skipprd" || s.Iceberg.CatalogURLEnv != "" {
 		t.Errorf("default sink %+v %v", s, ok)
 	}
+	if s.Iceberg.SmallFiles != iceberg.SmallFilesDefault.MinFiles || smallFiles(s.Iceberg.SmallFiles) != (iceberg.SmallFiles{MinFiles: 8}) {
+		t.Errorf("default small files %d", s.Iceberg.SmallFiles)
+	}
+	if smallFiles(0).Every >= 0 {
+		t.Error("small_files: 0 rewrites")
+	}
 	if len(p.Sources) != 1 || !p.Sources[0].Generator || p.Sources[0].Sink != lakeSinkRef {
 		t.Errorf("default sources %+v", p.Sources)
 	}
@@ -503,11 +511,12 @@ func TestPipelineErrors(t *testing.T) {
 		{"iceberg on s3 without a catalog", doc("sinks:", "  lake: {kind: iceberg, warehouse: \"s3://my-bucket/lake\"}", "sources:", gen("a")), []string{
 			`skipprd.yaml:2: sink "lake": warehouse "s3://my-bucket/lake" is on S3, so the catalog must outlive this host: set catalog_url_env to the name of a variable holding a postgres:// URL (the default SQLite catalog is a file on this host)`}},
 		{"iceberg keys", doc("sinks:", "  lake:", "    kind: iceberg", "    warehouse: wal/x", "    namespace: 9lives", "    partition_by: at-time", "    snapshots_kept: 0",
-			"sources:", gen("a")), []string{
+			"    small_files: 1", "sources:", gen("a")), []string{
 			`skipprd.yaml:4: sink "lake": warehouse "wal/x" is inside DATA_DIR's wal, which the daemon owns (reserved: wal, segments, wal.lock, wal-s3.bolt, pipeline); want e.g. lake`,
 			`skipprd.yaml:5: sink "lake": namespace "9lives": want a letter or _, then up to 127 of letters, digits and _, e.g. skipprd`,
 			`skipprd.yaml:6: sink "lake": partition_by "at-time": want a letter or _, then up to 127 of letters, digits and _, e.g. _ingested_at`,
-			`skipprd.yaml:7: sink "lake": snapshots_kept "0": want a whole number from 1 to 10000`}},
+			`skipprd.yaml:7: sink "lake": snapshots_kept "0": want a whole number from 1 to 10000`,
+			`skipprd.yaml:8: sink "lake": small_files "1": want 0 (never rewrite) or a whole number from 2 to 10000`}},
 		{"iceberg warehouse not a bucket", doc("sinks:", "  lake: {kind: iceberg, warehouse: \"s3://B/x\", catalog_url_env: CAT}", "sources:", gen("a")), []string{
 			`skipprd.yaml:2: sink "lake": warehouse "s3://B/x": bucket "B" is not an S3 bucket name (3..63 of a-z, 0-9, . and -, starting and ending with a letter or digit)`}},
 		{"iceberg warehouse is a parquet folder", doc("sinks:", "  lake: {kind: parquet-dir, path: lake}", "  tables: {kind: iceberg}", "sources:", gen("a"),
@@ -515,7 +524,7 @@ func TestPipelineErrors(t *testing.T) {
 			`skipprd.yaml:3: sink "tables": path "lake" is also the path of sink "lake" (line 2): two sinks would write one folder`}},
 		{"lane keys, unknown kind", doc("sinks: {lake: {kind: kafka, file_bytes: 1MiB, topic: t}}", "sources:", gen("a")), []string{
 			`skipprd.yaml:1: sink "lake": kind "kafka" is not one of parquet-dir, parquet-s3, postgres, iceberg`,
-			`skipprd.yaml:1: sink "lake": unknown key "topic" (allowed: kind, path, file_bytes, flush_interval, bucket, prefix, url_env, schema, warehouse, catalog_url_env, namespace, partition_by, snapshots_kept)`}},
+			`skipprd.yaml:1: sink "lake": unknown key "topic" (allowed: kind, path, file_bytes, flush_interval, bucket, prefix, url_env, schema, warehouse, catalog_url_env, namespace, partition_by, snapshots_kept, small_files)`}},
 
 		// settings.
 		{"wal_storage", doc("settings: {wal_storage: S3}", sinks, "sources:", gen("a")), []string{

@@ -19,7 +19,7 @@ import (
 // Contract, for every method:
 //
 //   - Blocking: called from a Blocking port's work, never on the loop.
-//   - Pinned: Evolve and Append name the table state they were built on
+//   - Pinned: Evolve, Append, Expire and Rewrite name the table state they were built on
 //     (Table.Schema's ID, Table.Current). If the table has moved since,
 //     they fail with an error wrapping ErrConflict and change nothing.
 //   - Definite or not: an error wrapping ErrConflict, ErrNoTable or
@@ -47,6 +47,22 @@ type Catalog interface {
 	// the metadata files only they referenced. Data files are never
 	// deleted here: another writer's reader may still be planning on them.
 	Expire(ctx context.Context, t *Table, r Retention) error
+	// Files lists the data files of t.Current (none for 0), as its
+	// manifests record them: path, rows, bytes, day. A read: it changes
+	// nothing.
+	Files(ctx context.Context, t *Table) ([]DataFile, error)
+	// Rewrite commits a snapshot replacing r.Remove — data files of
+	// t.Current, by path — with r.Add, holding the same rows, with
+	// r.Summary in its summary (pinned to t.Current).
+	Rewrite(ctx context.Context, t *Table, r Rewrite) error
+}
+
+// Rewrite is one small-file rewrite's commit: the files it replaces, in
+// the order their rows are in Add, and the file that holds them.
+type Rewrite struct {
+	Remove  []DataFile
+	Add     DataFile
+	Summary map[string]string
 }
 
 // Retention is what Expire keeps: the newest KeepLast snapshots of the

@@ -171,7 +171,7 @@ func TestCollisionIsRefused(t *testing.T) {
 // Old snapshots are expired to the retention; a job replayed after its
 // snapshot was expired is found by its log's high-water mark.
 func TestExpiredJobIsFoundByWatermark(t *testing.T) {
-	r := newRig(t, 2)
+	r := newRigSmall(t, 2, SmallFiles{Every: -1}) // no rewrite snapshots in the count
 	first := testJob("events", 1, schemaIDName)
 	r.mustApply(first)
 	for n := 2; n <= ExpireSlack+5; n++ {

@@ -59,6 +59,12 @@
 // table properties (package sqlcatalog). A replay of a job whose
 // snapshot was expired is found by its log's mark.
 //
+// Every SmallFiles.Every commits to a table, the oldest day holding
+// SmallFiles.MinFiles small files has them rewritten into one, a
+// "replace" snapshot of its own, exactly once (rewrite.go): its inputs
+// read twice and compared, the merged file named by a hash of them, the
+// commit pinned, and after any error a look at which files are live.
+//
 // # Catalogs
 //
 // Catalog (catalog.go) is the seam: package sqlcatalog implements it on
@@ -75,4 +81,7 @@
 //   - A data file is written before the snapshot that lists it commits,
 //     and never rewritten with other bytes (the writers are create-only,
 //     and a file found in place is judged by its footer's content).
+//   - A rewrite's file holds exactly its inputs' rows: each input
+//     decodes to the row count the table records for it, and the merged
+//     file reads back their sum (merge.go checks both).
 package iceberg

@@ -26,6 +26,18 @@ type Files interface {
 	// Write puts job's file at rel, a path under Base, unless the job's
 	// own file is already there; done gets its size.
 	Write(job *engine.Job, rel string, encode func() ([]byte, error), done func(size int64, err error))
+	// Read reads the file at uri (under Base) of size bytes — twice,
+	// the reads compared (sinks/read.go) — for the small-file rewrite.
+	Read(uri string, size int64, done func([]byte, error))
+}
+
+// relOf is uri's path under base, or an error naming both.
+func relOf(base, uri string) (string, error) {
+	rel, ok := strings.CutPrefix(uri, strings.TrimSuffix(base, "/")+"/")
+	if !ok || rel == "" {
+		return "", fmt.Errorf("iceberg: file %s is outside the warehouse %s this sink reads", uri, base)
+	}
+	return rel, nil
 }
 
 // ObjectFiles is a warehouse on a bucket: s3://{bucket}/{prefix}.
@@ -60,6 +72,20 @@ func (o *ObjectFiles) Write(job *engine.Job, rel string, encode func() ([]byte, 
 	o.w.WriteObject(job, key, encode, done)
 }
 
+// Read implements Files.
+func (o *ObjectFiles) Read(uri string, size int64, done func([]byte, error)) {
+	rel, err := relOf(o.Base(), uri)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	key := rel
+	if o.prefix != "" {
+		key = o.prefix + "/" + rel
+	}
+	o.w.ReadObject(key, size, done)
+}
+
 // DirFiles is a warehouse in a folder: the ParquetDir's root, which is
 // the absolute path abs on the machine.
 type DirFiles struct {
@@ -81,4 +107,14 @@ func (d *DirFiles) Base() string { return "file://" + d.abs }
 // Write implements Files.
 func (d *DirFiles) Write(job *engine.Job, rel string, encode func() ([]byte, error), done func(int64, error)) {
 	d.w.WriteFile(job, rel, encode, done)
+}
+
+// Read implements Files.
+func (d *DirFiles) Read(uri string, size int64, done func([]byte, error)) {
+	rel, err := relOf(d.Base(), uri)
+	if err != nil {
+		done(nil, err)
+		return
+	}
+	d.w.ReadFile(rel, size, done)
 }

@@ -45,9 +45,10 @@ const (
 	OpEvolve
 	OpAppend
 	OpExpire
+	OpRewrite
 )
 
-var opNames = [...]string{"load", "create", "evolve", "append", "expire"}
+var opNames = [...]string{"load", "create", "evolve", "append", "expire", "rewrite"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -80,8 +81,12 @@ type ModelTable struct {
 	Snapshots, Log []Snapshot
 	// Files are the current snapshot's data files, in commit order, with
 	// the snapshot that added each.
-	Files   []ModelFile
-	Version int // metadata version: one per commit
+	Files []ModelFile
+	// Rewritten holds, for each file a Rewrite added, the files it
+	// replaced, in the order of their rows in it: what the oracle reads
+	// a rewritten file's rows back to their jobs by.
+	Rewritten map[string][]ModelFile
+	Version   int // metadata version: one per commit
 	// MetadataLog and Manifests follow the real catalog's rules:
 	// previous metadata files kept (at most metadataLogMax), manifests
 	// in the current list (merged past manifestsMergeMin).
@@ -345,6 +350,82 @@ func (m *Model) Expire(_ context.Context, t *Table, r Retention) error {
 	return nil
 }
 
+// Files implements Catalog: the current files, as Load reads (a read
+// fails only in an outage or by Decide).
+func (m *Model) Files(_ context.Context, t *Table) ([]DataFile, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if o, err := m.begin(OpLoad, t.Ident); err != nil || o == Ambiguous {
+		return nil, cmp.Or(err, fmt.Errorf("iceberg model: files of %s: no answer", t.Ident))
+	}
+	mt, ok := m.tables[t.Ident]
+	if !ok {
+		return nil, fmt.Errorf("%s: %w", t.Ident, ErrNoTable)
+	}
+	if cur := mt.view(t.Ident).Current; cur != t.Current {
+		// The model keeps only the current file list.
+		return nil, fmt.Errorf("iceberg model: files of %s at snapshot %d: it is at %d now: %w", t.Ident, t.Current, cur, ErrConflict)
+	}
+	out := make([]DataFile, len(mt.Files))
+	for i, f := range mt.Files {
+		out[i] = f.DataFile
+	}
+	return out, nil
+}
+
+// Rewrite implements Catalog. Files it is asked to remove that the
+// table does not hold fail it, changing nothing, as iceberg-go's
+// replace does.
+func (m *Model) Rewrite(_ context.Context, t *Table, r Rewrite) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	mt, o, err := m.pinned(OpRewrite, t)
+	if err != nil {
+		return err
+	}
+	removed, kept, err := mt.partition(r.Remove)
+	if err != nil {
+		return fmt.Errorf("iceberg model: rewrite %s: %w", t.Ident, err)
+	}
+	mt.Files = kept
+	m.commitSnapshot(mt, Append{Files: []DataFile{r.Add}, Summary: r.Summary})
+	mt.Log[len(mt.Log)-1].Summary["operation"] = "replace"
+	if mt.Rewritten == nil {
+		mt.Rewritten = map[string][]ModelFile{}
+	}
+	mt.Rewritten[r.Add.Path] = removed
+	if o == Ambiguous {
+		return fmt.Errorf("iceberg model: rewrite %s: no answer (it landed)", t.Ident)
+	}
+	return nil
+}
+
+// partition splits the table's files into those named in remove (in
+// remove's order) and the rest; a name it does not hold, or one named
+// twice, is an error.
+func (mt *ModelTable) partition(remove []DataFile) (removed, kept []ModelFile, err error) {
+	at := make(map[string]int, len(remove))
+	for i, f := range remove {
+		if _, dup := at[f.Path]; dup {
+			return nil, nil, fmt.Errorf("file %s named twice", f.Path)
+		}
+		at[f.Path] = i
+	}
+	removed = make([]ModelFile, len(remove))
+	for _, f := range mt.Files {
+		if i, ok := at[f.Path]; ok {
+			removed[i] = f
+			delete(at, f.Path)
+			continue
+		}
+		kept = append(kept, f)
+	}
+	if len(at) > 0 {
+		return nil, nil, fmt.Errorf("%d of the files to remove are not in the table", len(at))
+	}
+	return removed, kept, nil
+}
+
 // retained is what r keeps of snaps (oldest first): the newest KeepLast,
 // and with MaxAgeMs set every one younger than it.
 func retained(snaps []Snapshot, r Retention) []Snapshot {
@@ -377,7 +458,7 @@ func (m *Model) Table(id Ident) *ModelTable {
 		return nil
 	}
 	c := *mt
-	c.Props = maps.Clone(mt.Props)
+	c.Props, c.Rewritten = maps.Clone(mt.Props), maps.Clone(mt.Rewritten)
 	c.Snapshots, c.Log, c.Files = slices.Clone(mt.Snapshots), slices.Clone(mt.Log), slices.Clone(mt.Files)
 	return &c
 }

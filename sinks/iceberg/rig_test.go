@@ -27,12 +27,16 @@ type rig struct {
 	loop  *storage.Loop
 	model *Model
 	dir   string // the warehouse folder
+	small SmallFiles
 	sink  *Sink
 }
 
 const rigTimeout = 30 * time.Second
 
-func newRig(t *testing.T, keep int) *rig {
+func newRig(t *testing.T, keep int) *rig { t.Helper(); return newRigSmall(t, keep, SmallFiles{}) }
+
+// newRigSmall is a rig whose sinks rewrite small files by small.
+func newRigSmall(t *testing.T, keep int, small SmallFiles) *rig {
 	t.Helper()
 	loop := storage.NewLoop()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -44,7 +48,7 @@ func newRig(t *testing.T, keep int) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &rig{t: t, loop: loop, dir: dir, model: NewModel("file://" + dir)}
+	r := &rig{t: t, loop: loop, dir: dir, model: NewModel("file://" + dir), small: small}
 	r.sink = r.newSink(disk, keep)
 	return r
 }
@@ -53,7 +57,7 @@ func newRig(t *testing.T, keep int) *rig {
 func (r *rig) newSink(disk engine.Disk, keep int) *Sink {
 	files := NewDirFiles(sinks.NewParquetDir(disk, r.loop.Executor(), storage.NewRand(), ""), r.dir)
 	return NewSink(Config{Catalog: r.model, Namespace: "lake", SinkRef: "lake", Files: files,
-		Retention: Retention{KeepLast: keep}, Blocking: storage.NewWorkers(r.loop, 2, rigTimeout),
+		Retention: Retention{KeepLast: keep}, SmallFiles: r.small, Blocking: storage.NewWorkers(r.loop, 2, rigTimeout),
 		Exec: r.loop.Executor(), Clock: r.loop.Clock()})
 }
 

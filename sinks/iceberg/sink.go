@@ -33,9 +33,12 @@ type Config struct {
 	Files Files
 	// Retention is what expiry keeps; KeepLast 0 takes RetentionDefault.
 	Retention Retention
-	Blocking  engine.Blocking
-	Exec      engine.Executor
-	Clock     engine.Clock
+	// SmallFiles is when small files are rewritten (rewrite.go); zero
+	// fields take SmallFilesDefault's.
+	SmallFiles SmallFiles
+	Blocking   engine.Blocking
+	Exec       engine.Executor
+	Clock      engine.Clock
 }
 
 // PartitionDefault is the partition column of a sink without one: the
@@ -57,6 +60,9 @@ const ExpireSlack = 20
 type Sink struct {
 	cfg   Config
 	stats stats
+	// commits counts this sink's commits to each table since its last
+	// look for small files (rewriteDue); touched on the loop only.
+	commits map[Ident]int
 }
 
 var _ engine.Sink = (*Sink)(nil)
@@ -73,7 +79,8 @@ func NewSink(cfg Config) *Sink {
 	if cfg.Retention.KeepLast == 0 {
 		cfg.Retention = RetentionDefault
 	}
-	return &Sink{cfg: cfg}
+	cfg.SmallFiles = cfg.SmallFiles.withDefaults()
+	return &Sink{cfg: cfg, commits: map[Ident]int{}}
 }
 
 // Ident is the table a namespace's rows go to.
@@ -186,7 +193,13 @@ func (a *apply) commit(files []DataFile) {
 			a.s.maintain(ctx, a.id, nowMs)
 		}
 		return nil
-	}, a.finish)
+	}, func(err error) {
+		if err == nil && a.s.rewriteDue(a.id) {
+			a.s.rewriteSmall(a.id, func() { a.finish(nil) })
+			return
+		}
+		a.finish(err)
+	})
 }
 
 // maintain expires a table's old snapshots once they are ExpireSlack
@@ -253,12 +266,20 @@ type Stats struct {
 	Expired         int64 // expiries committed
 	ExpireFailed    int64 // expiries that failed (the next commit tries again)
 	MaintainSkipped int64 // commits after which the table could not be read to maintain it
+	// Small-file rewrites (rewrite.go):
+	Rewritten        int64 // committed (or found landed)
+	RewriteLanded    int64 // a failed commit found landed
+	RewriteConflicts int64 // commits rebased on another writer's snapshot
+	RewriteAbandoned int64 // another writer replaced the inputs first
+	RewriteFailed    int64 // failed (a read, the merge, the write, the commit): planned again later
 }
 
 type stats struct {
 	committed, created, evolutions, foundSnapshot, foundWatermark atomic.Int64
 	conflicts, conflictLanded, ambiguousLanded, ambiguousLost     atomic.Int64
 	lookupFailed, refused, expired, expireFailed, maintainSkipped atomic.Int64
+	rewritten, rewriteLanded, rewriteConflicts, rewriteAbandoned  atomic.Int64
+	rewriteFailed                                                 atomic.Int64
 }
 
 func (s *stats) noteFound(f found) {
@@ -276,5 +297,6 @@ func (s *Sink) Stats() Stats {
 		FoundSnapshot: x.foundSnapshot.Load(), FoundWatermark: x.foundWatermark.Load(), Conflicts: x.conflicts.Load(),
 		ConflictLanded: x.conflictLanded.Load(), AmbiguousLanded: x.ambiguousLanded.Load(), AmbiguousLost: x.ambiguousLost.Load(),
 		LookupFailed: x.lookupFailed.Load(), Refused: x.refused.Load(), Expired: x.expired.Load(), ExpireFailed: x.expireFailed.Load(),
-		MaintainSkipped: x.maintainSkipped.Load()}
+		MaintainSkipped: x.maintainSkipped.Load(), Rewritten: x.rewritten.Load(), RewriteLanded: x.rewriteLanded.Load(),
+		RewriteConflicts: x.rewriteConflicts.Load(), RewriteAbandoned: x.rewriteAbandoned.Load(), RewriteFailed: x.rewriteFailed.Load()}
 }

@@ -59,6 +59,49 @@ func (c *Catalog) Append(ctx context.Context, t *iceberg.Table, a iceberg.Append
 	return err
 }
 
+// Rewrite commits one snapshot replacing r.Remove with r.Add (a
+// "replace" snapshot, iceberg-go's RewriteFiles), with r.Summary, pinned
+// to t.Current. The files to remove are matched by path against the
+// manifests of t.Current; one the table does not hold fails the request
+// before anything is written.
+func (c *Catalog) Rewrite(ctx context.Context, t *iceberg.Table, r iceberg.Rewrite) error {
+	ctx = c.withAWS(ctx)
+	txn, base, err := c.transaction(ctx, t, pins{current: true})
+	if err != nil {
+		return c.unstaged(ctx, "rewrite", t, err)
+	}
+	if err := stageRewrite(ctx, txn, base.PartitionSpec(), r); err != nil {
+		return c.unstaged(ctx, "rewrite", t, err)
+	}
+	err = c.commit(ctx, "rewrite", t, txn)
+	if errors.Is(err, iceberg.ErrConflict) {
+		c.dropStagedSnapshot(ctx, t, txn)
+	}
+	return err
+}
+
+// stageRewrite stages r's snapshot on txn, whose table has partition
+// spec spec.
+func stageRewrite(ctx context.Context, txn *table.Transaction, spec icego.PartitionSpec, r iceberg.Rewrite) error {
+	if len(r.Remove) == 0 {
+		return errors.New("a rewrite that removes no file")
+	}
+	rw := txn.NewRewrite(icego.Properties(r.Summary))
+	for _, f := range r.Remove {
+		df, err := dataFile(spec, f)
+		if err != nil {
+			return err
+		}
+		rw.DeleteFile(df)
+	}
+	add, err := dataFile(spec, r.Add)
+	if err != nil {
+		return err
+	}
+	rw.AddDataFile(add)
+	return rw.Commit(ctx)
+}
+
 // dropStagedSnapshot deletes, after a conflict (nothing committed), the
 // manifest list and the manifests txn wrote for its snapshot; the files
 // of the table's snapshots are left alone. It is best effort: what it

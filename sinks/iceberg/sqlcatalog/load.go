@@ -188,35 +188,90 @@ func (c *Catalog) Tables(ctx context.Context, namespace string) ([]iceberg.Ident
 	return out, nil
 }
 
-// DataFiles lists the data files of the table's current snapshot (none
-// before its first), as their manifests record them: what a reader of
-// the table reads. Chaos mode judges the lake by them.
+// DataFiles lists the paths of the data files of the table's current
+// snapshot (none before its first), as their manifests record them:
+// what a reader of the table reads. Chaos mode judges the lake by them.
 func (c *Catalog) DataFiles(ctx context.Context, id iceberg.Ident) ([]string, error) {
 	ctx = c.withAWS(ctx)
 	tbl, err := c.cat.LoadTable(ctx, ident(id))
 	if err != nil {
 		return nil, fmt.Errorf("sqlcatalog: load %s: %w", id, err)
 	}
-	cur := tbl.Metadata().SnapshotByName(table.MainBranch)
-	if cur == nil {
-		return nil, nil
-	}
-	fs, err := c.fsFunc(tbl.MetadataLocation())(ctx)
+	var out []string
+	err = c.eachFile(ctx, id, tbl.MetadataLocation(), tbl.Metadata(), func(df icego.DataFile) error {
+		out = append(out, df.FilePath())
+		return nil
+	})
+	return out, err
+}
+
+// Files implements iceberg.Catalog: the data files of t.Current, read
+// from the metadata t was loaded from.
+func (c *Catalog) Files(ctx context.Context, t *iceberg.Table) ([]iceberg.DataFile, error) {
+	ctx = c.withAWS(ctx)
+	meta, err := c.metadataOf(ctx, t)
 	if err != nil {
-		return nil, fmt.Errorf("sqlcatalog: table %s: %w", id, err)
+		return nil, fmt.Errorf("sqlcatalog: files of %s: %w", t.Ident, err)
+	}
+	var out []iceberg.DataFile
+	err = c.eachFile(ctx, t.Ident, t.MetadataLocation, meta, func(df icego.DataFile) error {
+		f, err := fromDataFile(df)
+		if err != nil {
+			return fmt.Errorf("sqlcatalog: table %s: %w", t.Ident, err)
+		}
+		out = append(out, f)
+		return nil
+	})
+	return out, err
+}
+
+// eachFile calls fn with every live data file of meta's main snapshot.
+func (c *Catalog) eachFile(ctx context.Context, id iceberg.Ident, loc string, meta table.Metadata, fn func(icego.DataFile) error) error {
+	cur := meta.SnapshotByName(table.MainBranch)
+	if cur == nil {
+		return nil
+	}
+	fs, err := c.fsFunc(loc)(ctx)
+	if err != nil {
+		return fmt.Errorf("sqlcatalog: table %s: %w", id, err)
 	}
 	manifests, err := cur.Manifests(fs)
 	if err != nil {
-		return nil, fmt.Errorf("sqlcatalog: table %s: read manifest list of snapshot %d: %w", id, cur.SnapshotID, err)
+		return fmt.Errorf("sqlcatalog: table %s: read manifest list of snapshot %d: %w", id, cur.SnapshotID, err)
 	}
-	var out []string
 	for _, m := range manifests {
 		for e, err := range m.Entries(fs, true) {
 			if err != nil {
-				return nil, fmt.Errorf("sqlcatalog: table %s: read manifest %s: %w", id, m.FilePath(), err)
+				return fmt.Errorf("sqlcatalog: table %s: read manifest %s: %w", id, m.FilePath(), err)
 			}
-			out = append(out, e.DataFile().FilePath())
+			if err := fn(e.DataFile()); err != nil {
+				return err
+			}
 		}
 	}
-	return out, nil
+	return nil
+}
+
+// fromDataFile is a manifest's data file as the sink knows files: its
+// path, rows, bytes and day (the one partition value, a date).
+func fromDataFile(df icego.DataFile) (iceberg.DataFile, error) {
+	f := iceberg.DataFile{Path: df.FilePath(), Rows: df.Count(), Bytes: df.FileSizeBytes()}
+	if df.ContentType() != icego.EntryContentData {
+		return f, fmt.Errorf("file %s holds %s, not data: this sink writes no delete files", f.Path, df.ContentType())
+	}
+	part := df.Partition()
+	if len(part) != 1 {
+		return f, fmt.Errorf("file %s has %d partition values; the sink's tables have one, a day", f.Path, len(part))
+	}
+	for _, v := range part {
+		switch d := v.(type) {
+		case icego.Date:
+			f.Day = int32(d)
+		case int32:
+			f.Day = d
+		default:
+			return f, fmt.Errorf("file %s: its partition value %v (%T) is not a day", f.Path, v, v)
+		}
+	}
+	return f, nil
 }

@@ -3,6 +3,7 @@ package sqlcatalog
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,6 +25,8 @@ import (
 // gofakes3, metadata through iceberg-go's S3 IO into the same bucket,
 // the SQL catalog on SQLite. Three jobs and a replay of the first: three
 // snapshots, each file in the bucket, the rows as iceberg-go reads them.
+// Two jobs more, and the fifth commit's look rewrites the five small
+// files into one, read back from the bucket through the same stack.
 func TestSinkOnS3Warehouse(t *testing.T) {
 	e := sqliteS3(t)
 	cat := open(t, e)
@@ -39,7 +42,7 @@ func TestSinkOnS3Warehouse(t *testing.T) {
 	store := storage.NewS3Store(loop, client, testBucket, storage.S3Options{RequestTimeout: 10 * time.Second})
 	files := iceberg.NewObjectFiles(sinks.NewParquetObjects(store, loop.Executor(), ""), testBucket, "warehouse")
 	sink := iceberg.NewSink(iceberg.Config{Catalog: cat, Namespace: "lake", SinkRef: "lake", Files: files,
-		Blocking: storage.NewWorkers(loop, 2, 30*time.Second), Exec: loop.Executor(), Clock: loop.Clock()})
+		SmallFiles: iceberg.SmallFiles{Every: 5, MinFiles: 5}, Blocking: storage.NewWorkers(loop, 2, 30*time.Second), Exec: loop.Executor(), Clock: loop.Clock()})
 	apply := func(job *engine.Job) {
 		t.Helper()
 		err, stop := storage.Call(loop, func(done func(error)) { sink.Apply(job, done) })
@@ -74,6 +77,21 @@ func TestSinkOnS3Warehouse(t *testing.T) {
 		t.Fatalf("rows %v, want %v", got, want)
 	}
 	if st := sink.Stats(); st.Committed != 3 || st.FoundSnapshot != 1 {
+		t.Fatalf("stats %+v", st)
+	}
+	for n := 4; n <= 5; n++ {
+		job, rows := s3Job(n)
+		apply(job)
+		want = append(want, rows...)
+	}
+	paths = dataFiles(t, cat, id)
+	if len(paths) != 1 || !strings.Contains(paths[0], "/rewrite-") || !e.exists(t, paths[0]) {
+		t.Fatalf("data files after the rewrite %v", paths)
+	}
+	if got := scan(t, cat, id); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("rows after the rewrite %v, want %v", got, want)
+	}
+	if st := sink.Stats(); st.Committed != 5 || st.Rewritten != 1 || st.RewriteFailed != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 }

@@ -585,3 +585,64 @@ func TestSQLitePragmas(t *testing.T) {
 		}
 	}
 }
+
+// Files lists t.Current's files as the sink wrote them; a Rewrite
+// replaces some with one holding their rows, as a "replace" snapshot
+// iceberg-go's reader plans to the new file, pinned like an Append; one
+// naming a file the table does not hold changes nothing.
+func TestFilesAndRewrite(t *testing.T) {
+	eachBackend(t, func(t *testing.T, e env) {
+		ctx := context.Background()
+		c := open(t, e)
+		tbl := create(t, c, "rewritten", nil)
+		var files []iceberg.DataFile
+		var all []row
+		for i := range int64(3) {
+			rows := []row{{10*i + 1, "a"}, {10*i + 2, ""}}
+			f := writeFile(t, e, tbl, rows)
+			appendRetrying(t, c, tbl.Ident, f)
+			files, all = append(files, f), append(all, rows...)
+		}
+		now := load(t, c, tbl.Ident)
+		got, err := c.Files(ctx, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slices.SortFunc(got, func(a, b iceberg.DataFile) int { return strings.Compare(a.Path, b.Path) })
+		for i, f := range got {
+			w := files[i]
+			if f.Path != w.Path || f.Rows != w.Rows || f.Bytes != w.Bytes || f.Day != w.Day {
+				t.Fatalf("file %d: %+v, want %+v", i, f, w)
+			}
+		}
+		merged := writeFile(t, e, tbl, all[:4])
+		rw := iceberg.Rewrite{Remove: files[:2], Add: merged, Summary: map[string]string{iceberg.SummaryRewriteID: "r1"}}
+		if err := c.Rewrite(ctx, tbl, rw); !errors.Is(err, iceberg.ErrConflict) {
+			t.Fatalf("a rewrite on an old state: %v", err)
+		}
+		stranger := rw
+		stranger.Remove = []iceberg.DataFile{{Path: tbl.Location + "/data/nobody.parquet"}}
+		if err := c.Rewrite(ctx, now, stranger); err == nil || errors.Is(err, iceberg.ErrConflict) {
+			t.Fatalf("a rewrite of a file the table lacks: %v", err)
+		}
+		if again := load(t, c, tbl.Ident); again.MetadataLocation != now.MetadataLocation {
+			t.Fatal("a failed rewrite changed the table")
+		}
+		if err := c.Rewrite(ctx, now, rw); err != nil {
+			t.Fatal(err)
+		}
+		after := load(t, c, tbl.Ident)
+		last := after.Snapshots[len(after.Snapshots)-1]
+		if last.Summary["operation"] != "replace" || last.Summary[iceberg.SummaryRewriteID] != "r1" || last.Parent != now.Current {
+			t.Fatalf("rewrite snapshot %+v", last)
+		}
+		if paths := dataFiles(t, c, tbl.Ident); !slices.Equal(paths, sorted(merged.Path, files[2].Path)) {
+			t.Fatalf("files after the rewrite %v", paths)
+		}
+		if rows := scan(t, c, tbl.Ident); !slices.Equal(rows, all) {
+			t.Fatalf("scanned %v, want %v", rows, all)
+		}
+	})
+}
+
+func sorted(s ...string) []string { slices.Sort(s); return s }

@@ -1,0 +1,279 @@
+package iceberg
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/apache/arrow-go/v18/parquet/file"
+	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+
+	"github.com/skipprd/skipprd/sinks"
+)
+
+// ids reads the id column of every current file of table ns from disk,
+// and checks each file's rows against the count the table records.
+func (r *rig) ids(ns string) []int64 {
+	r.t.Helper()
+	var out []int64
+	for _, f := range r.table(ns).Files {
+		body, err := os.ReadFile(filepath.Join(r.dir, strings.TrimPrefix(f.Path, "file://"+r.dir)))
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		got := idsOf(r.t, body)
+		if int64(len(got)) != f.Rows {
+			r.t.Fatalf("file %s holds %d rows, the table says %d", f.Path, len(got), f.Rows)
+		}
+		out = append(out, got...)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func idsOf(t *testing.T, body []byte) []int64 {
+	t.Helper()
+	pr, err := file.NewParquetReader(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	var out []int64
+	for _, c := range tbl.Column(0).Data().Chunks() {
+		out = append(out, c.(*array.Int64).Int64Values()...)
+	}
+	return out
+}
+
+// wantIDs is the ids of testJob n for every n in ns, sorted.
+func wantIDs(ns ...int) []int64 {
+	var out []int64
+	for _, n := range ns {
+		for r := range n {
+			out = append(out, int64(n*1000+r))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func upTo(n int) []int {
+	var out []int
+	for i := 1; i <= n; i++ {
+		out = append(out, i)
+	}
+	return out
+}
+
+// Every Every commits the sink rewrites the partition's small files into
+// one, itself a file a later rewrite may take in: every row stays in the
+// table exactly once, the table's file count stays bounded, and each
+// rewrite is one "replace" snapshot naming its id.
+func TestRewriteMergesSmallFiles(t *testing.T) {
+	r := newRigSmall(t, 100, SmallFiles{Every: 4, MinFiles: 3})
+	for n := 1; n <= 12; n++ {
+		r.mustApply(testJob("events", n, schemaIDName))
+	}
+	if got := len(r.table("events").Files); got != 1 {
+		t.Fatalf("%d files after three rewrites of 4, 5 and 5 files, want 1", got)
+	}
+	if got, want := r.ids("events"), wantIDs(upTo(12)...); !slices.Equal(got, want) {
+		t.Fatalf("ids %v, want %v", got, want)
+	}
+	var rewrites []string
+	for _, s := range r.table("events").Log {
+		if id := s.Summary[SummaryRewriteID]; id != "" {
+			rewrites = append(rewrites, s.Summary["operation"]+" of "+s.Summary[SummaryRewriteFiles])
+		}
+	}
+	if !slices.Equal(rewrites, []string{"replace of 4", "replace of 5", "replace of 5"}) {
+		t.Fatalf("rewrite snapshots %v", rewrites)
+	}
+	if st := r.sink.Stats(); st.Rewritten != 3 || st.RewriteFailed != 0 {
+		t.Fatalf("stats %+v", st)
+	}
+	r.checkOnce("events")
+	// A replay of a job whose file was rewritten is found, not added.
+	r.mustApply(testJob("events", 5, schemaIDName))
+	if got := r.ids("events"); !slices.Equal(got, wantIDs(upTo(12)...)) {
+		t.Fatalf("after a replay: ids %v", got)
+	}
+}
+
+// A rewrite whose commit lands but loses its answer is found landed by
+// the look, not committed again.
+func TestRewriteAmbiguousLandsOnce(t *testing.T) {
+	r := newRigSmall(t, 100, SmallFiles{Every: 3, MinFiles: 3})
+	r.model.Decide = faultsOnce(OpRewrite, Ambiguous)
+	for n := 1; n <= 3; n++ {
+		r.mustApply(testJob("events", n, schemaIDName))
+	}
+	st := r.sink.Stats()
+	if st.Rewritten != 1 || st.RewriteLanded != 1 || len(r.table("events").Files) != 1 {
+		t.Fatalf("stats %+v, %d files", st, len(r.table("events").Files))
+	}
+	if got := r.ids("events"); !slices.Equal(got, wantIDs(1, 2, 3)) {
+		t.Fatalf("ids %v", got)
+	}
+}
+
+// A rewrite that meets another writer's snapshot rebases onto it; one
+// that fails outright leaves the files as they were, and the next look
+// rewrites them, writing the same merged file again.
+func TestRewriteConflictAndFailure(t *testing.T) {
+	r := newRigSmall(t, 100, SmallFiles{Every: 3, MinFiles: 3})
+	r.model.Decide = faultsOnce(OpRewrite, Conflict)
+	for n := 1; n <= 3; n++ {
+		r.mustApply(testJob("events", n, schemaIDName))
+	}
+	if st := r.sink.Stats(); st.Rewritten != 1 || st.RewriteConflicts != 1 {
+		t.Fatalf("conflict: stats %+v", st)
+	}
+	r2 := newRigSmall(t, 100, SmallFiles{Every: 3, MinFiles: 3})
+	r2.model.Decide = faultsOnce(OpRewrite, FailAmbiguous)
+	for n := 1; n <= 3; n++ {
+		r2.mustApply(testJob("events", n, schemaIDName))
+	}
+	if st := r2.sink.Stats(); st.Rewritten != 0 || st.RewriteFailed != 1 || len(r2.table("events").Files) != 3 {
+		t.Fatalf("failed: stats %+v, %d files", st, len(r2.table("events").Files))
+	}
+	for n := 4; n <= 6; n++ {
+		r2.mustApply(testJob("events", n, schemaIDName))
+	}
+	if st := r2.sink.Stats(); st.Rewritten != 1 || len(r2.table("events").Files) != 1 {
+		t.Fatalf("the next look: stats %+v, %d files", st, len(r2.table("events").Files))
+	}
+	if got := r2.ids("events"); !slices.Equal(got, wantIDs(upTo(6)...)) {
+		t.Fatalf("ids %v", got)
+	}
+}
+
+// Files of two schemas are not merged into one: the larger group is,
+// and the other's files wait.
+func TestRewriteMergesOneSchema(t *testing.T) {
+	r := newRigSmall(t, 100, SmallFiles{Every: 5, MinFiles: 3})
+	wider := arrow.NewSchema(append(schemaIDName.Fields(), arrow.Field{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true}), nil)
+	for n := 1; n <= 5; n++ {
+		s := schemaIDName
+		if n > 3 {
+			s = wider
+		}
+		r.mustApply(testJob("events", n, s))
+	}
+	mt := r.table("events")
+	if len(mt.Files) != 3 {
+		t.Fatalf("%d files, want the 2 wider ones and 1 of the first 3", len(mt.Files))
+	}
+	for _, f := range mt.Files {
+		parts := mt.Rewritten[f.Path]
+		if parts == nil {
+			continue
+		}
+		if len(parts) != 3 {
+			t.Fatalf("the rewrite took %d files", len(parts))
+		}
+	}
+	if got := r.ids("events"); !slices.Equal(got, wantIDs(upTo(5)...)) {
+		t.Fatalf("ids %v", got)
+	}
+}
+
+func TestPlanSmall(t *testing.T) {
+	tbl := &Table{Location: "s3://b/lake/t"}
+	f := func(name string, day int32, bytes int64) DataFile {
+		return DataFile{Path: "s3://b/lake/t/data/" + name, Day: day, Bytes: bytes, Rows: 1}
+	}
+	p := SmallFiles{MinFiles: 3, SmallBytes: 100, MaxBytes: 150}
+	files := []DataFile{
+		f("d2-c", 2, 10), f("d2-a", 2, 10), f("d2-b", 2, 10), // day 2: three small
+		f("d1-a", 1, 10), f("d1-b", 1, 500), f("d1-c", 1, 10), // day 1: two small, one large
+		{Path: "s3://b/elsewhere/x", Day: 2, Bytes: 1},
+	}
+	got := planSmall(tbl, files, p)
+	if names := paths(got); !slices.Equal(names, []string{"s3://b/lake/t/data/d2-a", "s3://b/lake/t/data/d2-b", "s3://b/lake/t/data/d2-c"}) {
+		t.Fatalf("plan %v", names)
+	}
+	// The oldest day due goes first; MaxBytes cuts it, in path order.
+	files = append(files, f("d1-d", 1, 90), f("d1-e", 1, 90))
+	if names := paths(planSmall(tbl, files, p)); !slices.Equal(names, []string{"s3://b/lake/t/data/d1-a", "s3://b/lake/t/data/d1-c", "s3://b/lake/t/data/d1-d"}) {
+		t.Fatalf("plan %v", names)
+	}
+	if got := planSmall(tbl, files[:3], SmallFiles{MinFiles: 4, SmallBytes: 100, MaxBytes: 150}); got != nil {
+		t.Fatalf("fewer than MinFiles: %v", paths(got))
+	}
+	// The id is the inputs': the same inputs, the same id; others, another.
+	a := rewriteID(Ident{"n", "t"}, got)
+	if a != rewriteID(Ident{"n", "t"}, got) || a == rewriteID(Ident{"n", "t"}, files[:2]) || a == rewriteID(Ident{"n", "u"}, got) {
+		t.Fatal("rewrite ids")
+	}
+}
+
+func paths(fs []DataFile) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Path)
+	}
+	return out
+}
+
+// The merged file carries the rewrite's id as its compaction id and
+// content (so the create-only write knows a retry's file), and a file
+// whose rows are not the table's count stops the rewrite.
+func TestMergeFilesMetadataAndCounts(t *testing.T) {
+	var bodies [][]byte
+	var inputs []DataFile
+	for n := 1; n <= 3; n++ {
+		job := testJob("events", n, schemaIDName)
+		fs, err := sinks.FileSchema(job)
+		if err != nil {
+			t.Fatal(err)
+		}
+		schema, err := TableSchema(fs, PartitionSpec{SourceColumn: PartitionDefault})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err := EncodeFiles(job, schema, PartitionSpec{SourceColumn: PartitionDefault}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, files[0].Body)
+		inputs = append(inputs, DataFile{Path: "file:///w/t/data/" + job.ID, Rows: files[0].Rows, Day: files[0].Day})
+	}
+	id := Ident{"lake", "events"}
+	m, err := mergeFiles(id, inputs, bodies)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.file.Rows != 6 || m.id != rewriteID(id, inputs) || !slices.Equal(idsOf(t, m.file.Body), wantIDs(1, 2, 3)) {
+		t.Fatalf("merged %d rows, id %s", m.file.Rows, m.id)
+	}
+	pr, err := file.NewParquetReader(bytes.NewReader(m.file.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv := pr.MetaData().KeyValueMetadata()
+	if v := kv.FindValue(sinks.MetaContent); v == nil || *v != m.id {
+		t.Fatalf("content %v, want %s", v, m.id)
+	}
+	pr.Close()
+	inputs[1].Rows++
+	if _, err := mergeFiles(id, inputs, bodies); err == nil || !strings.Contains(err.Error(), "holds 2 rows, the table says 3") {
+		t.Fatalf("a count off by one: %v", err)
+	}
+}
