@@ -121,9 +121,11 @@
 //     SQL catalog wrote stays (its name is not returned), as does the
 //     first metadata file of a Create that lost a race. They are orphans:
 //     nothing references them.
-//   - iceberg-go's local file IO does not fsync what it writes. On a
-//     local warehouse a catalog row survives power loss, but the metadata
-//     file it names may not. S3 has no such gap.
+//   - iceberg-go's local file IO does not fsync what it writes, so a
+//     catalog row could outlive, in a power loss, the metadata file it
+//     names: this package registers its own IO for local files in
+//     iceberg-go's registry (durable.go), which fsyncs every file it
+//     writes and its folder before the write returns.
 //   - An empty Append goes through AddFiles, which also sets the table's
 //     schema.name-mapping.default property.
 //   - The SQL catalog's commit loads the table itself (row and metadata
