@@ -20,8 +20,8 @@ FUZZ_TARGETS = \
 .PHONY: run test bench fuzz lint mutants pg-setup
 
 # The daemon with no configuration: local-disk WAL, segment store and
-# Parquet lake under ./data, the generator source, a progress line every
-# second.
+# Iceberg tables (SQLite catalog) under ./data/lake, the generator source,
+# a progress line every second.
 # Ctrl-C stops it gracefully. Environment variables: README.md.
 run:
 	$(GO) build -o bin/skipprd ./cmd/skipprd

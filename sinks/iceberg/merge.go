@@ -55,7 +55,7 @@ func mergeFiles(id Ident, inputs []DataFile, bodies [][]byte) (merged, error) {
 		return m, nil
 	}
 	m.id = rewriteID(id, m.inputs)
-	kv := [][2]string{{sinks.MetaCompactionID, "rewrite-" + m.id}, {sinks.MetaContent, m.id},
+	kv := [][2]string{{sinks.MetaCompactionID, rewritePrefix + m.id}, {sinks.MetaContent, m.id},
 		{SummaryRewriteFiles, strconv.Itoa(len(use))}}
 	var want int64
 	body, err := sinks.EncodeBatches(schemas[use[0]], kv, func(write func(arrow.RecordBatch) error) error {

@@ -1,12 +1,14 @@
 package iceberg
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/skipprd/skipprd/engine"
@@ -16,10 +18,10 @@ import (
 // that cuts one at its max delay, leaves files far below the lake's file
 // size; a reader pays per file. So now and then — after every
 // SmallFiles.Every commits of this sink to a table — the sink looks at
-// the table's current files and, for the oldest partition (day) holding
-// SmallFiles.MinFiles or more files under SmallFiles.SmallBytes, rewrites
-// them into one: the files sorted by path, taken while their bytes stay
-// within SmallFiles.MaxBytes.
+// the table's current files and, in the oldest partition (day) holding
+// SmallFiles.MinFiles or more files under SmallFiles.SmallBytes of one
+// tier (planSmall), rewrites them into one: the files sorted by path,
+// taken while their bytes stay within SmallFiles.MaxBytes.
 //
 // The rewrite is an exactly-once commit of its own:
 //
@@ -30,7 +32,7 @@ import (
 //	         them; files of an earlier schema wait for a later rewrite —
 //	         their rows in input order, into one file; its id is a hash
 //	         of the table and the inputs' paths, its name
-//	         {table}/data/{field}={day}/rewrite-{id}.parquet and its
+//	         {table}/data/{field}={day}/rewrite-{tier}-{id}.parquet, its
 //	         footer's skipprd.content the id: a pure function of the
 //	         inputs, so a retry writes (and finds) the same file
 //	write    Files.Write, create-only, as a job's file
@@ -112,25 +114,40 @@ func (s *Sink) rewriteDue(id Ident) bool {
 	return true
 }
 
-// planSmall picks the inputs of a rewrite of t's files: the oldest day
-// with MinFiles or more small files under t's data folder, sorted by
-// path, taken while within MaxBytes. Nil: nothing to rewrite.
-func planSmall(t *Table, files []DataFile, p SmallFiles) []DataFile {
+// planSmall picks the inputs of a rewrite of t's files: in the oldest
+// day where some tier holds MinFiles or more small files under t's data
+// folder, the highest such tier's, sorted by path and taken while within
+// MaxBytes; and the tier of the file they make. Nil: nothing to rewrite.
+// (The highest: a look rewrites one group, and the lowest tier, which
+// every commit feeds, would be due at every look and starve the rest.)
+//
+// Tiers keep a trickle cheap: a job's file is tier 0, a rewrite of tier
+// k files is tier k+1 (its name says so), and only files of one tier
+// are merged. Without them each rewrite would take the last one's file
+// in again, and a row would be rewritten once per look until its file
+// grew past SmallBytes; with them a row is rewritten once per tier, a
+// logarithm of the day's files (base MinFiles).
+func planSmall(t *Table, files []DataFile, p SmallFiles) ([]DataFile, int) {
 	under := strings.TrimSuffix(t.Location, "/") + "/data/"
-	byDay := map[int32][]DataFile{}
-	var days []int32
+	type key struct {
+		day  int32
+		tier int
+	}
+	groups := map[key][]DataFile{}
+	var keys []key
 	for _, f := range files {
 		if f.Bytes >= p.SmallBytes || !strings.HasPrefix(f.Path, under) {
 			continue
 		}
-		if _, ok := byDay[f.Day]; !ok {
-			days = append(days, f.Day)
+		k := key{f.Day, tierOf(f.Path)}
+		if _, ok := groups[k]; !ok {
+			keys = append(keys, k)
 		}
-		byDay[f.Day] = append(byDay[f.Day], f)
+		groups[k] = append(groups[k], f)
 	}
-	slices.Sort(days)
-	for _, d := range days {
-		small := byDay[d]
+	slices.SortFunc(keys, func(a, b key) int { return cmp.Or(cmp.Compare(a.day, b.day), cmp.Compare(b.tier, a.tier)) })
+	for _, k := range keys {
+		small := groups[k]
 		if len(small) < p.MinFiles {
 			continue
 		}
@@ -142,10 +159,32 @@ func planSmall(t *Table, files []DataFile, p SmallFiles) []DataFile {
 			n++
 		}
 		if n >= 2 {
-			return small[:n]
+			return small[:n], k.tier + 1
 		}
 	}
-	return nil
+	return nil, 0
+}
+
+// rewritePrefix starts the name of a rewrite's file: rewrite-{tier}-{id}.
+const rewritePrefix = "rewrite-"
+
+// rewriteName is the stem of the file of rewrite id at tier.
+func rewriteName(tier int, id string) string { return fmt.Sprintf("%s%d-%s", rewritePrefix, tier, id) }
+
+// tierOf is the tier of the data file at path: a rewrite's, by its
+// name; any other file's (a job's) is 0.
+func tierOf(path string) int {
+	name := path[strings.LastIndexByte(path, '/')+1:]
+	rest, ok := strings.CutPrefix(name, rewritePrefix)
+	if !ok {
+		return 0
+	}
+	digits, _, ok := strings.Cut(rest, "-")
+	n, err := strconv.Atoi(digits)
+	if !ok || err != nil || n < 1 {
+		return 0
+	}
+	return n
 }
 
 // rewriteID names a rewrite of inputs in table id: a hash of both.
@@ -165,6 +204,7 @@ type rewrite struct {
 	id     Ident
 	t      *Table
 	inputs []DataFile
+	tier   int // of the merged file
 	bodies [][]byte
 	done   func()
 }
@@ -182,7 +222,8 @@ func (s *Sink) rewriteSmall(id Ident, done func()) {
 		if err != nil {
 			return err
 		}
-		r.t, r.inputs = t, planSmall(t, files, s.cfg.SmallFiles)
+		r.t = t
+		r.inputs, r.tier = planSmall(t, files, s.cfg.SmallFiles)
 		return nil
 	}, func(err error) {
 		switch {
@@ -232,12 +273,13 @@ func (r *rewrite) merge() {
 }
 
 func (r *rewrite) write(m merged) {
-	rel, err := dataPath(r.t, r.s.cfg.Files.Base(), m.file.Day, "rewrite-"+m.id)
+	name := rewriteName(r.tier, m.id)
+	rel, err := dataPath(r.t, r.s.cfg.Files.Base(), m.file.Day, name)
 	if err != nil {
 		r.give(&r.s.stats.rewriteFailed)
 		return
 	}
-	job := &engine.Job{ID: "rewrite-" + m.id, Namespace: r.id.Name, Content: m.id}
+	job := &engine.Job{ID: name, Namespace: r.id.Name, Content: m.id}
 	body := m.file.Body
 	m.file.Body = nil
 	r.s.cfg.Files.Write(job, rel, func() ([]byte, error) { return body, nil }, func(size int64, err error) {

@@ -81,19 +81,22 @@ func upTo(n int) []int {
 	return out
 }
 
-// Every Every commits the sink rewrites the partition's small files into
-// one, itself a file a later rewrite may take in: every row stays in the
-// table exactly once, the table's file count stays bounded, and each
-// rewrite is one "replace" snapshot naming its id.
+// Every Every commits the sink rewrites a tier of the partition's small
+// files into one of the next tier, itself a file a later rewrite may
+// take in: every row stays in the table exactly once, the table's file
+// count stays bounded, and each rewrite is one "replace" snapshot naming
+// its id.
 func TestRewriteMergesSmallFiles(t *testing.T) {
 	r := newRigSmall(t, 100, SmallFiles{Every: 4, MinFiles: 3})
-	for n := 1; n <= 12; n++ {
+	for n := 1; n <= 16; n++ {
 		r.mustApply(testJob("events", n, schemaIDName))
 	}
-	if got := len(r.table("events").Files); got != 1 {
-		t.Fatalf("%d files after three rewrites of 4, 5 and 5 files, want 1", got)
+	// Looks at 4, 8, 12: a job file tier of 4 each time (tier 1: 3
+	// files); at 16, tier 1 is due, and goes first (tier 0 holds 4).
+	if got := len(r.table("events").Files); got != 5 {
+		t.Fatalf("%d files after rewrites of 4, 4, 4 job files and 3 rewrites, want 5", got)
 	}
-	if got, want := r.ids("events"), wantIDs(upTo(12)...); !slices.Equal(got, want) {
+	if got, want := r.ids("events"), wantIDs(upTo(16)...); !slices.Equal(got, want) {
 		t.Fatalf("ids %v, want %v", got, want)
 	}
 	var rewrites []string
@@ -102,16 +105,23 @@ func TestRewriteMergesSmallFiles(t *testing.T) {
 			rewrites = append(rewrites, s.Summary["operation"]+" of "+s.Summary[SummaryRewriteFiles])
 		}
 	}
-	if !slices.Equal(rewrites, []string{"replace of 4", "replace of 5", "replace of 5"}) {
+	if !slices.Equal(rewrites, []string{"replace of 4", "replace of 4", "replace of 4", "replace of 3"}) {
 		t.Fatalf("rewrite snapshots %v", rewrites)
 	}
-	if st := r.sink.Stats(); st.Rewritten != 3 || st.RewriteFailed != 0 {
+	tiers := map[int]int{}
+	for _, f := range r.table("events").Files {
+		tiers[tierOf(f.Path)]++
+	}
+	if tiers[0] != 4 || tiers[2] != 1 || len(tiers) != 2 {
+		t.Fatalf("files by tier %v", tiers)
+	}
+	if st := r.sink.Stats(); st.Rewritten != 4 || st.RewriteFailed != 0 {
 		t.Fatalf("stats %+v", st)
 	}
 	r.checkOnce("events")
 	// A replay of a job whose file was rewritten is found, not added.
 	r.mustApply(testJob("events", 5, schemaIDName))
-	if got := r.ids("events"); !slices.Equal(got, wantIDs(upTo(12)...)) {
+	if got := r.ids("events"); !slices.Equal(got, wantIDs(upTo(16)...)) {
 		t.Fatalf("after a replay: ids %v", got)
 	}
 }
@@ -205,16 +215,28 @@ func TestPlanSmall(t *testing.T) {
 		f("d1-a", 1, 10), f("d1-b", 1, 500), f("d1-c", 1, 10), // day 1: two small, one large
 		{Path: "s3://b/elsewhere/x", Day: 2, Bytes: 1},
 	}
-	got := planSmall(tbl, files, p)
+	got, tier := planSmall(tbl, files, p)
+	if tier != 1 {
+		t.Fatalf("tier %d", tier)
+	}
 	if names := paths(got); !slices.Equal(names, []string{"s3://b/lake/t/data/d2-a", "s3://b/lake/t/data/d2-b", "s3://b/lake/t/data/d2-c"}) {
 		t.Fatalf("plan %v", names)
 	}
 	// The oldest day due goes first; MaxBytes cuts it, in path order.
 	files = append(files, f("d1-d", 1, 90), f("d1-e", 1, 90))
-	if names := paths(planSmall(tbl, files, p)); !slices.Equal(names, []string{"s3://b/lake/t/data/d1-a", "s3://b/lake/t/data/d1-c", "s3://b/lake/t/data/d1-d"}) {
-		t.Fatalf("plan %v", names)
+	if got, _ := planSmall(tbl, files, p); !slices.Equal(paths(got), []string{"s3://b/lake/t/data/d1-a", "s3://b/lake/t/data/d1-c", "s3://b/lake/t/data/d1-d"}) {
+		t.Fatalf("plan %v", paths(got))
 	}
-	if got := planSmall(tbl, files[:3], SmallFiles{MinFiles: 4, SmallBytes: 100, MaxBytes: 150}); got != nil {
+	// Only files of one tier are merged: the highest tier with enough.
+	tiered := []DataFile{f("rewrite-1-aa.parquet", 5, 10), f("rewrite-1-bb.parquet", 5, 10), f("x.parquet", 5, 10),
+		f("y.parquet", 5, 10), f("z.parquet", 5, 10), f("rewrite-2-cc.parquet", 5, 10), f("rewrite-1-dd.parquet", 5, 10)}
+	if got, tier := planSmall(tbl, tiered, p); tier != 2 || len(got) != 3 || tierOf(got[0].Path) != 1 {
+		t.Fatalf("tiered plan %v, tier %d", paths(got), tier)
+	}
+	if tierOf("s3://b/t/data/rewrite-x-aa.parquet") != 0 || tierOf("s3://b/t/data/rewrite-0-aa.parquet") != 0 || tierOf(rewriteName(7, "ab")+".parquet") != 7 {
+		t.Fatal("tierOf")
+	}
+	if got, _ := planSmall(tbl, files[:3], SmallFiles{MinFiles: 4, SmallBytes: 100, MaxBytes: 150}); got != nil {
 		t.Fatalf("fewer than MinFiles: %v", paths(got))
 	}
 	// The id is the inputs': the same inputs, the same id; others, another.
