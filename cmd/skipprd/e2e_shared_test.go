@@ -56,6 +56,9 @@ type sharedDaemon struct {
 	addr    atomic.Value // "" while no run listens
 	runs    []*proc      // the test goroutine's only
 	acked   atomic.Int64 // requests answered 200
+	// launched is when the current run was started (the test
+	// goroutine's only).
+	launched time.Time
 }
 
 func newSharedDaemon(bin, name, pipelineFile string, env ...string) *sharedDaemon {
@@ -77,6 +80,36 @@ func (d *sharedDaemon) start(t *testing.T) *proc {
 }
 
 func (d *sharedDaemon) current() *proc { return d.runs[len(d.runs)-1] }
+
+// launch starts a run without waiting for it: listening says when it
+// does. (A kill schedule must not wait for one daemon's restart while
+// another's kill falls due.)
+func (d *sharedDaemon) launch(t *testing.T) {
+	t.Helper()
+	d.runs = append(d.runs, startDaemon(t, d.bin, d.dataDir, d.env...))
+	d.launched = time.Now()
+}
+
+// listening reports whether the current run's HTTP source listens (its
+// address stored for the clients); a run that has not within
+// listenWait fails t.
+func (d *sharedDaemon) listening(t *testing.T) bool {
+	t.Helper()
+	if d.addr.Load().(string) != "" {
+		return true
+	}
+	if a := listenAddr(d.current().stderrLines()); a != "" {
+		d.addr.Store(a)
+		return true
+	}
+	if time.Since(d.launched) > listenWait {
+		t.Fatalf("pipeline %s: run %d does not listen after %v", d.name, len(d.runs)-1, listenWait)
+	}
+	return false
+}
+
+// listenWait bounds a restarted run's start, recovery before it included.
+const listenWait = 2 * time.Minute
 
 // kill is a crash of the current run (SIGKILL).
 func (d *sharedDaemon) kill(t *testing.T) {
@@ -311,6 +344,9 @@ func (s sharedScenario) runKills(t *testing.T, bin string) {
 				continue
 			}
 			pending = true
+			if !d.listening(t) {
+				continue
+			}
 			if due[d].IsZero() && d.acked.Load()-started[d] >= ks[0].after {
 				due[d] = time.Now().Add(ks[0].delay)
 			}
@@ -322,7 +358,7 @@ func (s sharedScenario) runKills(t *testing.T, bin string) {
 				d.name, len(d.runs)-1, d.acked.Load(), d.acked.Load()-started[d])
 			plan[d], due[d] = ks[1:], time.Time{}
 			started[d] = d.acked.Load()
-			d.start(t)
+			d.launch(t)
 		}
 		select {
 		case <-clientsDone:
@@ -340,6 +376,11 @@ func (s sharedScenario) runKills(t *testing.T, bin string) {
 			}
 			pending = false
 		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	for _, d := range daemons { // the last runs: the clients wait for them
+		for !d.listening(t) {
+			time.Sleep(2 * time.Millisecond)
 		}
 	}
 	<-clientsDone

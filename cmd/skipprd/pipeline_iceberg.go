@@ -25,7 +25,7 @@ import (
 //	  snapshots_kept: 100           time travel over the last N commits
 //	  small_files: 8                rewrite a day's files under 32 MiB
 //	                                into one once this many are there,
-//	                                looked at every 16 commits (0: never)
+//	                                looked at every 2×N commits (0: never)
 //
 // A warehouse on S3 needs a catalog on a server: the SQLite catalog is a
 // file on this host, and a table whose pointer dies with the host is

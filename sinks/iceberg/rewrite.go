@@ -60,7 +60,8 @@ import (
 // into one.
 type SmallFiles struct {
 	// Every: a table is looked at after every Every commits of this sink
-	// to it. 0 takes SmallFilesDefault's; negative: never.
+	// to it. 0: twice MinFiles (by a look, MinFiles files may have come
+	// since the last); negative: never.
 	Every int
 	// MinFiles: a partition is rewritten once it holds this many small
 	// files (at least 2).
@@ -82,14 +83,15 @@ const (
 	SummaryRewriteFiles = "skipprd.rewrite-files"
 )
 
-// withDefaults fills the zero fields of p from SmallFilesDefault.
+// withDefaults fills the zero fields of p from SmallFilesDefault (Every
+// from MinFiles).
 func (p SmallFiles) withDefaults() SmallFiles {
 	d := SmallFilesDefault
-	if p.Every == 0 {
-		p.Every = d.Every
-	}
 	if p.MinFiles < 2 {
 		p.MinFiles = d.MinFiles
+	}
+	if p.Every == 0 {
+		p.Every = 2 * p.MinFiles
 	}
 	if p.SmallBytes <= 0 {
 		p.SmallBytes = d.SmallBytes
