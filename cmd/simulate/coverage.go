@@ -79,6 +79,7 @@ var destMarks = []destMark{
 	{"iceberg", markIceRewriteLanded},   // a rewrite commit with no answer, found landed by the look
 	{"iceberg", markIceRewriteConflict}, // a rewrite rebased on another pipeline's snapshot
 	{"iceberg", markIceRewriteFailed},   // a rewrite given up (a damaged read, an outage, a lost commit), planned again later
+	{"iceberg", markIceRewriteSplit},    // a rewrite's inputs had two schemas (a column added between them): one group merged
 }
 
 // destMark is a destination mark and the destination kind that counts it.

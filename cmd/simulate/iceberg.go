@@ -329,6 +329,7 @@ func (d *iceDest) Marks() map[string]uint64 {
 		st.RewriteLanded += x.RewriteLanded
 		st.RewriteConflicts += x.RewriteConflicts
 		st.RewriteFailed += x.RewriteFailed
+		st.RewriteSplit += x.RewriteSplit
 	}
 	return map[string]uint64{
 		markIceConflict:        uint64(st.Conflicts),
@@ -344,6 +345,7 @@ func (d *iceDest) Marks() map[string]uint64 {
 		markIceRewriteLanded:   uint64(st.RewriteLanded),
 		markIceRewriteConflict: uint64(st.RewriteConflicts),
 		markIceRewriteFailed:   uint64(st.RewriteFailed),
+		markIceRewriteSplit:    uint64(st.RewriteSplit),
 	}
 }
 
@@ -362,4 +364,5 @@ const (
 	markIceRewriteLanded   = "ice-rewrite-landed"
 	markIceRewriteConflict = "ice-rewrite-rebased"
 	markIceRewriteFailed   = "ice-rewrite-failed"
+	markIceRewriteSplit    = "ice-rewrite-schemas-split"
 )

@@ -175,7 +175,7 @@ type namedIceberg struct {
 var descIceberg = desc("iceberg_commit_outcomes_total", "What an Iceberg sink's commit protocol met, by sink and outcome: "+
 	"committed, found_in_snapshot and found_by_watermark (a replay found applied), conflict_rebased (another writer committed first), "+
 	"conflict_found_landed, ambiguous_landed, ambiguous_lost, lookup_failed, refused, expired, expire_failed, maintain_skipped; "+
-	"and of its small-file rewrites: rewritten, rewrite_landed, rewrite_rebased, rewrite_abandoned, rewrite_failed.", "sink", "outcome")
+	"and of its small-file rewrites: rewritten, rewrite_landed, rewrite_rebased, rewrite_abandoned, rewrite_failed, rewrite_schemas_split.", "sink", "outcome")
 
 // collectIceberg exports every Iceberg sink's counts, zeros included.
 func collectIceberg(ch chan<- prometheus.Metric, sinks []namedIceberg) {
@@ -190,7 +190,7 @@ func collectIceberg(ch chan<- prometheus.Metric, sinks []namedIceberg) {
 			{"ambiguous_lost", st.AmbiguousLost}, {"lookup_failed", st.LookupFailed}, {"refused", st.Refused},
 			{"expired", st.Expired}, {"expire_failed", st.ExpireFailed}, {"maintain_skipped", st.MaintainSkipped},
 			{"rewritten", st.Rewritten}, {"rewrite_landed", st.RewriteLanded}, {"rewrite_rebased", st.RewriteConflicts},
-			{"rewrite_abandoned", st.RewriteAbandoned}, {"rewrite_failed", st.RewriteFailed},
+			{"rewrite_abandoned", st.RewriteAbandoned}, {"rewrite_failed", st.RewriteFailed}, {"rewrite_schemas_split", st.RewriteSplit},
 		} {
 			ch <- prometheus.MustNewConstMetric(descIceberg, prometheus.CounterValue, float64(o.n), s.name, o.name)
 		}

@@ -49,8 +49,20 @@ func BenchmarkIcebergApply(b *testing.B) {
 	})
 	b.Run("iceberg", func(b *testing.B) {
 		loop, disk, dir := benchLoop(b)
-		sink := benchIcebergSink(b, loop, disk, dir)
+		sink := benchIcebergSink(b, loop, disk, dir, iceberg.SmallFiles{Every: -1})
 		applyN(b, loop, sink, rec)
+	})
+	// The default rewrite policy on these jobs, which it counts as
+	// small (a few MiB each): every 16th Apply also rewrites 16 files
+	// into one, so this is the append path with the rewrite's cost
+	// spread over the commits.
+	b.Run("iceberg-small-files", func(b *testing.B) {
+		loop, disk, dir := benchLoop(b)
+		sink := benchIcebergSink(b, loop, disk, dir, iceberg.SmallFiles{})
+		applyN(b, loop, sink, rec)
+		if st := sink.Stats(); b.N >= 16 && st.Rewritten == 0 {
+			b.Fatalf("no rewrite in %d applies: %+v", b.N, st)
+		}
 	})
 }
 
@@ -80,7 +92,7 @@ func reportRows(b *testing.B) {
 	b.ReportMetric(float64(b.N*benchRows)/b.Elapsed().Seconds(), "rows/s")
 }
 
-func benchIcebergSink(b *testing.B, loop *storage.Loop, disk engine.Disk, dir string) *iceberg.Sink {
+func benchIcebergSink(b *testing.B, loop *storage.Loop, disk engine.Disk, dir string, small iceberg.SmallFiles) *iceberg.Sink {
 	b.Helper()
 	cat, err := sqlcatalog.Open(context.Background(), sqlcatalog.Config{URI: "sqlite://" + filepath.Join(dir, "catalog.db"), Warehouse: "file://" + dir})
 	if err != nil {
@@ -88,7 +100,7 @@ func benchIcebergSink(b *testing.B, loop *storage.Loop, disk engine.Disk, dir st
 	}
 	b.Cleanup(func() { _ = cat.Close() })
 	files := iceberg.NewDirFiles(sinks.NewParquetDir(disk, loop.Executor(), storage.NewRand(), ""), dir)
-	return iceberg.NewSink(iceberg.Config{Catalog: cat, Namespace: "bench", SinkRef: "lake", Files: files,
+	return iceberg.NewSink(iceberg.Config{Catalog: cat, Namespace: "bench", SinkRef: "lake", Files: files, SmallFiles: small,
 		Blocking: storage.NewWorkers(loop, 2, time.Minute), Exec: loop.Executor(), Clock: loop.Clock()})
 }
 

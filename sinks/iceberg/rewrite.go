@@ -263,6 +263,9 @@ func (r *rewrite) merge() {
 		m, err = mergeFiles(r.id, r.inputs, r.bodies)
 	}, func() {
 		r.bodies = nil
+		if err == nil && len(m.inputs) < len(r.inputs) {
+			r.s.stats.rewriteSplit.Add(1)
+		}
 		switch {
 		case err != nil:
 			r.give(&r.s.stats.rewriteFailed)

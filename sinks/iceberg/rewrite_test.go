@@ -202,6 +202,9 @@ func TestRewriteMergesOneSchema(t *testing.T) {
 	if got := r.ids("events"); !slices.Equal(got, wantIDs(upTo(5)...)) {
 		t.Fatalf("ids %v", got)
 	}
+	if st := r.sink.Stats(); st.RewriteSplit != 1 || st.Rewritten != 1 {
+		t.Fatalf("stats %+v", st)
+	}
 }
 
 func TestPlanSmall(t *testing.T) {

@@ -272,6 +272,7 @@ type Stats struct {
 	RewriteConflicts int64 // commits rebased on another writer's snapshot
 	RewriteAbandoned int64 // another writer replaced the inputs first
 	RewriteFailed    int64 // failed (a read, the merge, the write, the commit): planned again later
+	RewriteSplit     int64 // plans whose inputs had two schemas: the others left for later
 }
 
 type stats struct {
@@ -279,7 +280,7 @@ type stats struct {
 	conflicts, conflictLanded, ambiguousLanded, ambiguousLost     atomic.Int64
 	lookupFailed, refused, expired, expireFailed, maintainSkipped atomic.Int64
 	rewritten, rewriteLanded, rewriteConflicts, rewriteAbandoned  atomic.Int64
-	rewriteFailed                                                 atomic.Int64
+	rewriteFailed, rewriteSplit                                   atomic.Int64
 }
 
 func (s *stats) noteFound(f found) {
@@ -298,5 +299,6 @@ func (s *Sink) Stats() Stats {
 		ConflictLanded: x.conflictLanded.Load(), AmbiguousLanded: x.ambiguousLanded.Load(), AmbiguousLost: x.ambiguousLost.Load(),
 		LookupFailed: x.lookupFailed.Load(), Refused: x.refused.Load(), Expired: x.expired.Load(), ExpireFailed: x.expireFailed.Load(),
 		MaintainSkipped: x.maintainSkipped.Load(), Rewritten: x.rewritten.Load(), RewriteLanded: x.rewriteLanded.Load(),
-		RewriteConflicts: x.rewriteConflicts.Load(), RewriteAbandoned: x.rewriteAbandoned.Load(), RewriteFailed: x.rewriteFailed.Load()}
+		RewriteConflicts: x.rewriteConflicts.Load(), RewriteAbandoned: x.rewriteAbandoned.Load(), RewriteFailed: x.rewriteFailed.Load(),
+		RewriteSplit: x.rewriteSplit.Load()}
 }
