@@ -28,9 +28,11 @@ import (
 //	plan     Load, Files (Blocking); the inputs as above
 //	read     each input through Files.Read — twice, the reads compared,
 //	         so a read damaged on the way never becomes the table's rows
-//	merge    (Executor) the inputs with one Arrow schema — the most of
-//	         them; files of an earlier schema wait for a later rewrite —
-//	         their rows in input order, into one file; its id is a hash
+//	merge    (Executor) the inputs' rows in input order into one file of
+//	         every column any of them has, in the table's types (nulls
+//	         where a file lacks one; merge.go) — or, where two would
+//	         write a column as different types (structs of different
+//	         fields), the inputs of one schema only; its id is a hash
 //	         of the table and the inputs' paths, its name
 //	         {table}/data/{field}={day}/rewrite-{tier}-{id}.parquet, its
 //	         footer's skipprd.content the id: a pure function of the
@@ -231,8 +233,8 @@ func (s *Sink) rewriteSmall(id Ident, done func()) {
 		switch {
 		case err != nil:
 			r.give(&s.stats.rewriteFailed)
-		case r.inputs == nil:
-			r.done()
+		case r.inputs == nil || s.unmergeable[id] == rewriteID(id, r.inputs):
+			r.done() // nothing due, or what is due cannot be merged
 		default:
 			r.read(0)
 		}
@@ -260,17 +262,22 @@ func (r *rewrite) merge() {
 	var m merged
 	var err error
 	r.s.cfg.Exec.Go(func() {
-		m, err = mergeFiles(r.id, r.inputs, r.bodies)
+		m, err = mergeFiles(r.id, r.t.Schema, r.inputs, r.bodies)
 	}, func() {
 		r.bodies = nil
 		if err == nil && len(m.inputs) < len(r.inputs) {
 			r.s.stats.rewriteSplit.Add(1)
 		}
+		if err != nil || len(m.inputs) < 2 {
+			// The same bytes merge the same way: not again until the
+			// plan changes (a file more, or one rewritten).
+			r.s.unmergeable[r.id] = rewriteID(r.id, r.inputs)
+		}
 		switch {
 		case err != nil:
 			r.give(&r.s.stats.rewriteFailed)
 		case len(m.inputs) < 2:
-			r.done() // the inputs' schemas differ: a later rewrite
+			r.done()
 		default:
 			r.write(m)
 		}

@@ -3,6 +3,7 @@ package iceberg
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/apache/arrow-go/v18/parquet/file"
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
+	icego "github.com/apache/iceberg-go"
 
 	"github.com/skipprd/skipprd/sinks"
 )
@@ -174,36 +176,100 @@ func TestRewriteConflictAndFailure(t *testing.T) {
 	}
 }
 
-// Files of two schemas are not merged into one: the larger group is,
-// and the other's files wait.
-func TestRewriteMergesOneSchema(t *testing.T) {
+// Files of two schemas merge into one of every column either has: the
+// table's types (an int column since widened to long is cast), nulls
+// where a file lacks a column.
+func TestRewriteMergesSchemas(t *testing.T) {
 	r := newRigSmall(t, 100, SmallFiles{Every: 5, MinFiles: 3})
-	wider := arrow.NewSchema(append(schemaIDName.Fields(), arrow.Field{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true}), nil)
+	narrow := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "n", Type: arrow.PrimitiveTypes.Int32, Nullable: true}}, nil)
+	wide := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}, {Name: "n", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+		{Name: "score", Type: arrow.PrimitiveTypes.Float64, Nullable: true}}, nil)
 	for n := 1; n <= 5; n++ {
-		s := schemaIDName
+		s := narrow
 		if n > 3 {
-			s = wider
+			s = wide
 		}
 		r.mustApply(testJob("events", n, s))
 	}
 	mt := r.table("events")
-	if len(mt.Files) != 3 {
-		t.Fatalf("%d files, want the 2 wider ones and 1 of the first 3", len(mt.Files))
-	}
-	for _, f := range mt.Files {
-		parts := mt.Rewritten[f.Path]
-		if parts == nil {
-			continue
-		}
-		if len(parts) != 3 {
-			t.Fatalf("the rewrite took %d files", len(parts))
-		}
+	if len(mt.Files) != 1 || len(mt.Rewritten[mt.Files[0].Path]) != 5 {
+		t.Fatalf("%d files (%v), want one rewrite of all 5", len(mt.Files), mt.Rewritten)
 	}
 	if got := r.ids("events"); !slices.Equal(got, wantIDs(upTo(5)...)) {
 		t.Fatalf("ids %v", got)
 	}
-	if st := r.sink.Stats(); st.RewriteSplit != 1 || st.Rewritten != 1 {
+	body, err := os.ReadFile(filepath.Join(r.dir, strings.TrimPrefix(mt.Files[0].Path, "file://"+r.dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := readAll(t, body)
+	defer rec.Release()
+	names := []string{}
+	for _, f := range rec.Schema().Fields() {
+		names = append(names, f.Name+" "+f.Type.String())
+	}
+	if !slices.Equal(names, []string{"id int64", "n int64", PartitionDefault + " timestamp[us, tz=UTC]", "score float64"}) {
+		t.Fatalf("merged columns %v", names)
+	}
+	n, score := rec.Column(1).(*array.Int64), rec.Column(3)
+	if n.NullN() != 0 || n.Value(0) != 1000 || score.NullN() != 6 || score.IsNull(6) {
+		t.Fatalf("n %v, score %v", n, score)
+	}
+	if st := r.sink.Stats(); st.RewriteSplit != 0 || st.Rewritten != 1 {
 		t.Fatalf("stats %+v", st)
+	}
+}
+
+// readAll reads a Parquet file into one batch.
+func readAll(t *testing.T, body []byte) arrow.RecordBatch {
+	t.Helper()
+	pr, err := file.NewParquetReader(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	fr, err := pqarrow.NewFileReader(pr, pqarrow.ArrowReadProperties{}, memory.DefaultAllocator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := fr.ReadTable(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tbl.Release()
+	tr := array.NewTableReader(tbl, tbl.NumRows()+1)
+	defer tr.Release()
+	if !tr.Next() {
+		t.Fatal("an empty file")
+	}
+	rec := tr.RecordBatch()
+	rec.Retain()
+	return rec
+}
+
+// Inputs that write a column as different Arrow types — a struct whose
+// fields differ — are not merged into one file: the plan says so, and
+// the merge falls back to the largest group of one schema.
+func TestPlanMergeTypesDiffer(t *testing.T) {
+	table := icego.NewSchema(0,
+		icego.NestedField{ID: 1, Name: "id", Type: icego.PrimitiveTypes.Int64},
+		icego.NestedField{ID: 2, Name: "s", Type: &icego.StructType{FieldList: []icego.NestedField{
+			{ID: 3, Name: "a", Type: icego.PrimitiveTypes.Int64}, {ID: 4, Name: "b", Type: icego.PrimitiveTypes.Int64}}}})
+	field := func(name string, t arrow.DataType, id int) arrow.Field {
+		return arrow.Field{Name: name, Type: t, Nullable: true, Metadata: fieldID(id)}
+	}
+	one := arrow.NewSchema([]arrow.Field{field("id", arrow.PrimitiveTypes.Int64, 1),
+		field("s", arrow.StructOf(field("a", arrow.PrimitiveTypes.Int64, 3)), 2)}, nil)
+	two := arrow.NewSchema([]arrow.Field{field("id", arrow.PrimitiveTypes.Int64, 1),
+		field("s", arrow.StructOf(field("a", arrow.PrimitiveTypes.Int64, 3), field("b", arrow.PrimitiveTypes.Int64, 4)), 2)}, nil)
+	if _, _, err := planMerge(table, []*arrow.Schema{one, two}, []int{0, 1}); !errors.Is(err, errTypesDiffer) {
+		t.Fatalf("structs of different fields: %v", err)
+	}
+	if got := largestGroup([]*arrow.Schema{one, two, two}); !slices.Equal(got, []int{1, 2}) {
+		t.Fatalf("largest group %v", got)
+	}
+	if _, plans, err := planMerge(table, []*arrow.Schema{one, two, two}, []int{1, 2}); err != nil || len(plans) != 2 {
+		t.Fatalf("one schema: %v", err)
 	}
 }
 
@@ -263,6 +329,7 @@ func paths(fs []DataFile) []string {
 func TestMergeFilesMetadataAndCounts(t *testing.T) {
 	var bodies [][]byte
 	var inputs []DataFile
+	var table *icego.Schema
 	for n := 1; n <= 3; n++ {
 		job := testJob("events", n, schemaIDName)
 		fs, err := sinks.FileSchema(job)
@@ -273,6 +340,7 @@ func TestMergeFilesMetadataAndCounts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		table = schema
 		files, err := EncodeFiles(job, schema, PartitionSpec{SourceColumn: PartitionDefault}, 0)
 		if err != nil {
 			t.Fatal(err)
@@ -281,7 +349,7 @@ func TestMergeFilesMetadataAndCounts(t *testing.T) {
 		inputs = append(inputs, DataFile{Path: "file:///w/t/data/" + job.ID, Rows: files[0].Rows, Day: files[0].Day})
 	}
 	id := Ident{"lake", "events"}
-	m, err := mergeFiles(id, inputs, bodies)
+	m, err := mergeFiles(id, table, inputs, bodies)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +366,7 @@ func TestMergeFilesMetadataAndCounts(t *testing.T) {
 	}
 	pr.Close()
 	inputs[1].Rows++
-	if _, err := mergeFiles(id, inputs, bodies); err == nil || !strings.Contains(err.Error(), "holds 2 rows, the table says 3") {
+	if _, err := mergeFiles(id, table, inputs, bodies); err == nil || !strings.Contains(err.Error(), "holds 2 rows, the table says 3") {
 		t.Fatalf("a count off by one: %v", err)
 	}
 }

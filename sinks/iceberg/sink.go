@@ -61,8 +61,10 @@ type Sink struct {
 	cfg   Config
 	stats stats
 	// commits counts this sink's commits to each table since its last
-	// look for small files (rewriteDue); touched on the loop only.
-	commits map[Ident]int
+	// look for small files (rewriteDue); unmergeable, per table, the id
+	// of the last plan found not to merge (rewrite.go). On the loop only.
+	commits     map[Ident]int
+	unmergeable map[Ident]string
 }
 
 var _ engine.Sink = (*Sink)(nil)
@@ -80,7 +82,7 @@ func NewSink(cfg Config) *Sink {
 		cfg.Retention = RetentionDefault
 	}
 	cfg.SmallFiles = cfg.SmallFiles.withDefaults()
-	return &Sink{cfg: cfg, commits: map[Ident]int{}}
+	return &Sink{cfg: cfg, commits: map[Ident]int{}, unmergeable: map[Ident]string{}}
 }
 
 // Ident is the table a namespace's rows go to.
@@ -272,7 +274,7 @@ type Stats struct {
 	RewriteConflicts int64 // commits rebased on another writer's snapshot
 	RewriteAbandoned int64 // another writer replaced the inputs first
 	RewriteFailed    int64 // failed (a read, the merge, the write, the commit): planned again later
-	RewriteSplit     int64 // plans whose inputs had two schemas: the others left for later
+	RewriteSplit     int64 // plans whose inputs wrote a column as two types: one schema group merged
 }
 
 type stats struct {
