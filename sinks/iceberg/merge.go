@@ -43,7 +43,9 @@ func mergeFiles(id Ident, table *icego.Schema, inputs []DataFile, bodies [][]byt
 	if len(inputs) != len(bodies) || len(inputs) == 0 {
 		panic(fmt.Sprintf("iceberg: mergeFiles of %d files with %d bodies", len(inputs), len(bodies)))
 	}
-	fail := func(err error) (merged, error) { return merged{}, fmt.Errorf("iceberg: rewrite in table %s: %w", id, err) }
+	fail := func(err error) (merged, error) {
+		return merged{}, fmt.Errorf("iceberg: rewrite in table %s: %w", id, err)
+	}
 	schemas := make([]*arrow.Schema, len(bodies))
 	use := make([]int, len(bodies))
 	for i, b := range bodies {
