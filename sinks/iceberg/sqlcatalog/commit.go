@@ -44,15 +44,26 @@ func (c *Catalog) Evolve(ctx context.Context, t *iceberg.Table, ch iceberg.Chang
 // a.Props, pinned to t.Current (not to the schema: a column another
 // writer added meanwhile is null in these files, as Iceberg reads them).
 func (c *Catalog) Append(ctx context.Context, t *iceberg.Table, a iceberg.Append) error {
+	return c.commitSnapshot(ctx, "append to", t, func(ctx context.Context, txn *table.Transaction, spec icego.PartitionSpec) error {
+		return stageAppend(ctx, txn, spec, a)
+	})
+}
+
+// commitSnapshot commits the snapshot stage stages on a transaction
+// pinned to t.Current (op names it in errors; stage gets the context
+// with the catalog's AWS configuration), and after a conflict deletes
+// the files it wrote for it.
+func (c *Catalog) commitSnapshot(ctx context.Context, op string, t *iceberg.Table,
+	stage func(context.Context, *table.Transaction, icego.PartitionSpec) error) error {
 	ctx = c.withAWS(ctx)
 	txn, base, err := c.transaction(ctx, t, pins{current: true})
 	if err != nil {
-		return c.unstaged(ctx, "append to", t, err)
+		return c.unstaged(ctx, op, t, err)
 	}
-	if err := stageAppend(ctx, txn, base.PartitionSpec(), a); err != nil {
-		return c.unstaged(ctx, "append to", t, err)
+	if err := stage(ctx, txn, base.PartitionSpec()); err != nil {
+		return c.unstaged(ctx, op, t, err)
 	}
-	err = c.commit(ctx, "append to", t, txn)
+	err = c.commit(ctx, op, t, txn)
 	if errors.Is(err, iceberg.ErrConflict) {
 		c.dropStagedSnapshot(ctx, t, txn)
 	}
@@ -65,19 +76,9 @@ func (c *Catalog) Append(ctx context.Context, t *iceberg.Table, a iceberg.Append
 // manifests of t.Current; one the table does not hold fails the request
 // before anything is written.
 func (c *Catalog) Rewrite(ctx context.Context, t *iceberg.Table, r iceberg.Rewrite) error {
-	ctx = c.withAWS(ctx)
-	txn, base, err := c.transaction(ctx, t, pins{current: true})
-	if err != nil {
-		return c.unstaged(ctx, "rewrite", t, err)
-	}
-	if err := stageRewrite(ctx, txn, base.PartitionSpec(), r); err != nil {
-		return c.unstaged(ctx, "rewrite", t, err)
-	}
-	err = c.commit(ctx, "rewrite", t, txn)
-	if errors.Is(err, iceberg.ErrConflict) {
-		c.dropStagedSnapshot(ctx, t, txn)
-	}
-	return err
+	return c.commitSnapshot(ctx, "rewrite", t, func(ctx context.Context, txn *table.Transaction, spec icego.PartitionSpec) error {
+		return stageRewrite(ctx, txn, spec, r)
+	})
 }
 
 // stageRewrite stages r's snapshot on txn, whose table has partition
