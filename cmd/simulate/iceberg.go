@@ -202,18 +202,15 @@ func (d *iceDest) tableJobs(id iceberg.Ident, mt *iceberg.ModelTable) ([]sim.Des
 		if !ok {
 			return nil, fmt.Errorf("table %s: file %s of snapshot %d names job %q, which no sink was ever given", id, f.Path, f.Snapshot, jobID)
 		}
-		i, ok := index[jobID]
-		if !ok {
-			i = len(out)
-			index[jobID] = i
-			out = append(out, sim.DestJob{ID: jobID, Namespace: id.Name, Origin: o.origin, Segment: o.segment, Order: -1})
-			digests = append(digests, &sim.RowDigest{})
-		} else {
+		if _, dup := index[jobID]; dup {
 			// One file per job (the default spec: the ingest day), so a
 			// job's rows never need ordering across files.
 			return nil, fmt.Errorf("table %s: job %s has rows in two files (the second: %s)", id, jobID, f.Path)
 		}
-		return digests[i], nil
+		index[jobID] = len(out)
+		out = append(out, sim.DestJob{ID: jobID, Namespace: id.Name, Origin: o.origin, Segment: o.segment, Order: -1})
+		digests = append(digests, &sim.RowDigest{})
+		return digests[len(digests)-1], nil
 	}
 	for _, f := range mt.Files {
 		leaves := d.leaves(mt, f)
@@ -270,13 +267,9 @@ func (d *iceDest) read(uri string) ([]byte, error) {
 	return nil, fmt.Errorf("data file %s is listed but not there", uri)
 }
 
-// digestIceberg digests an Iceberg data file's rows as digestRecord
-// does a Parquet lake file's: without the partition column the sink
-// adds, and with _cdc_order back from decimal(20,0) to the uint64 token.
-func digestIceberg(d *sim.RowDigest, b []byte) error { return digestParquetAs(d, b, asLakeRecord) }
-
-// asLakeRecord drops _ingested_at and turns a decimal _cdc_order into
-// uint64, so digestRecord reads an Iceberg file as a lake file.
+// asLakeRecord drops _ingested_at — the partition column the sink adds —
+// and turns a decimal(20,0) _cdc_order back into the uint64 token, so
+// digestRecord reads an Iceberg file as a lake file.
 func asLakeRecord(rec arrow.RecordBatch) (arrow.RecordBatch, error) {
 	var fields []arrow.Field
 	var cols []arrow.Array
