@@ -47,8 +47,11 @@ func TestDaemonEndToEnd(t *testing.T) {
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
 	embedded := envWALStorage + "=embedded" // this test is about the S3 WAL's recovery
+	// Jobs of 8 MiB, not the lake's 128 MiB: a run sees rows applied
+	// within seconds however slow a loaded CI box makes the generator.
+	jobs := envLakeFileBytes + "=8MiB"
 
-	first := startDaemon(t, bin, dataDir, embedded)
+	first := startDaemon(t, bin, dataDir, embedded, jobs)
 	first.waitStdout(t, "three progress lines with acks", progressLines("acked", 3))
 	first.stop(t)
 	stopped := first.offsetsLogged(t, "generator stopped at")
@@ -64,7 +67,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Fatalf("graceful stop did not drain: %s", last(first.stdoutLines()))
 	}
 
-	second := startDaemon(t, bin, dataDir, embedded)
+	second := startDaemon(t, bin, dataDir, embedded, jobs)
 	second.waitStderr(t, "the generator resuming", func(lines []string) bool {
 		return findLine(lines, "generator: resuming from offsets") != ""
 	})
@@ -81,7 +84,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	// A crash this time: SIGKILL, no graceful anything.
 	second.kill(t)
 
-	third := startDaemon(t, bin, dataDir, embedded)
+	third := startDaemon(t, bin, dataDir, embedded, jobs)
 	third.waitStderr(t, "the generator resuming", func(lines []string) bool {
 		return findLine(lines, "generator: resuming from offsets") != ""
 	})
