@@ -17,7 +17,7 @@ FUZZ_TARGETS = \
 	./engine/wal:FuzzScan \
 	./engine/wal:FuzzDecodeRecord
 
-.PHONY: run test bench fuzz lint mutants pg-setup
+.PHONY: run test bench fuzz lint mutants pg-setup soak
 
 # The daemon with no configuration: local-disk WAL, segment store and
 # Iceberg tables (SQLite catalog) under ./data/lake, the generator source,
@@ -41,6 +41,11 @@ test:
 	$(GO) vet ./...
 	@$(GO) run ./internal/pgtest/pgcheck
 	$(GO) test -timeout 25m ./...
+
+# The full-scale runs make test keeps reduced: the key-store day at the
+# production rate (make test runs it at a tenth of the keys).
+soak:
+	SKIPPR_KEY_DAY_RATE=1000 $(GO) test -timeout 60m -count=1 -run '^TestKeyStoreDay$$' -v ./engine
 
 # Benchmarks with their baselines in the same run, then the ratios.
 bench:

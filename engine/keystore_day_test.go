@@ -10,6 +10,12 @@ import (
 	"github.com/skipprd/skipprd/sim"
 )
 
+// The key-store day's rates: make test's, and make soak's (production).
+const (
+	keyDayRateTest = 100
+	keyDayRateSoak = 1000
+)
+
 // TestKeyStoreDay is the key store's world at the production rate: 1,000
 // new idempotency keys a second, committed every 2 s, for a simulated
 // day and two hours (the 24 h window fills, then expires), on a 2 GiB
@@ -23,14 +29,19 @@ import (
 //   - the key store's memory stays within its share of the pool;
 //   - recovery's requests follow the key objects, not the keys.
 //
-// SKIPPR_KEY_DAY_RATE overrides the rate (keys a second).
+// make test runs it at keyDayRateTest keys a second — the same day,
+// window, commits, crashes and lookups, a tenth of the keys per round —
+// and make soak at the production rate, keyDayRateSoak (about 6 minutes
+// on two cores). SKIPPR_KEY_DAY_RATE sets the rate (keys a second).
 func TestKeyStoreDay(t *testing.T) {
 	if testing.Short() {
-		t.Skip("the key-store day (about a minute): run without -short")
+		t.Skip("the key-store day: run without -short")
 	}
-	rate := 1000
+	rate := keyDayRateTest
 	if v := os.Getenv("SKIPPR_KEY_DAY_RATE"); v != "" {
-		fmt.Sscan(v, &rate)
+		if _, err := fmt.Sscan(v, &rate); err != nil || rate < 1 {
+			t.Fatalf("SKIPPR_KEY_DAY_RATE=%q: want a whole number of keys a second, e.g. %d", v, keyDayRateSoak)
+		}
 	}
 	const (
 		round   = 2 * time.Second
