@@ -106,9 +106,12 @@ func (d *Disk) rebuild(r *Rand) {
 	}
 }
 
-// crashImage returns the node a file comes back as.
+// crashImage returns the node a file comes back as. It takes n's
+// durable image for the new node's contents (n is not used after a
+// crash: the namespace is rebuilt, every process is gone).
 func (d *Disk) crashImage(n *node, p string, r *Rand) *node {
-	img := bytes.Clone(n.durableImg)
+	img := n.durableImg
+	n.durableImg = nil
 	k := r.Intn(len(n.unsynced) + 1)
 	torn := uint64(0)
 	for i, w := range n.unsynced[:k] {

@@ -66,9 +66,12 @@ func newIceDest(w *sim.World, ref string) sim.Destination {
 	r := w.DestRand("iceberg/" + ref)
 	d := &iceDest{w: w, ref: ref, rand: r, segOf: map[string]jobOrigin{}, onStore: r.Chance(0.5),
 		keep: 1 + r.Intn(8), conflictPermille: r.Intn(200)}
-	// Every file of a world is small: look often, rewrite a few at a
-	// time, now and then bounded by bytes to a couple of files.
-	d.small = iceberg.SmallFiles{Every: 1 + r.Intn(6), MinFiles: 2 + r.Intn(4), SmallBytes: 1 << 30, MaxBytes: 1 << 30}
+	// A world's job files are small: look often, rewrite a few at a
+	// time, now and then bounded by bytes to a couple of files; a merged
+	// file stops being small at 64–512 KiB, a few tiers up, as a lake's
+	// does at 32 MiB (else every row is rewritten once per tier for ever,
+	// and rewrites are most of a world's time).
+	d.small = iceberg.SmallFiles{Every: 1 + r.Intn(6), MinFiles: 2 + r.Intn(4), SmallBytes: 64 << 10 << r.Intn(4), MaxBytes: 1 << 30}
 	if r.Chance(0.25) {
 		d.small.MaxBytes = 4 << 10
 	}
