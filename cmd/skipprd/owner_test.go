@@ -332,10 +332,18 @@ func TestInspectLeftovers(t *testing.T) {
 	}
 
 	// The log names its pipeline in its seals (what an older DATA_DIR's
-	// owner is inferred from, with a bucket).
+	// owner is inferred from, with a bucket) — when a seal is still in
+	// it: once every generation is flushed its log files go, seals and
+	// all, and how far that got before the kill is the machine's timing
+	// (a loaded CI box's run had none left).
 	lr, err := inspectLog(dataDir)
-	if err != nil || pipelineOfDir("wal", lr.Newest) != "a" {
-		t.Fatalf("newest seal dir %q (%v), want pipeline a's", lr.Newest, err)
+	switch {
+	case err != nil:
+		t.Fatal(err)
+	case lr.Newest == "":
+		t.Logf("no seal left in the log to name its pipeline: every generation was flushed and its files dropped")
+	case pipelineOfDir("wal", lr.Newest) != "a":
+		t.Fatalf("newest seal dir %q, want pipeline a's", lr.Newest)
 	}
 
 	// 3. The sink works again: a run applies everything and stops
