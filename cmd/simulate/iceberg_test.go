@@ -1,13 +1,10 @@
 package main
 
 import (
-	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/skipprd/skipprd/sim"
 	"github.com/skipprd/skipprd/sinks"
@@ -45,21 +42,8 @@ func TestIcebergTableOracleFires(t *testing.T) {
 // into the files it stands for by their row counts, so rows lost or
 // added by a rewrite, or moved from one job to another, fail the check.
 func TestRewrittenFileOracleFires(t *testing.T) {
-	schema := arrow.NewSchema([]arrow.Field{
-		{Name: "uid", Type: arrow.PrimitiveTypes.Int64}, {Name: "row", Type: arrow.PrimitiveTypes.Int32},
-		{Name: "payload", Type: arrow.BinaryTypes.String}}, nil)
-	batch := func(uid int64, rows int) arrow.RecordBatch {
-		b := array.NewRecordBuilder(memory.DefaultAllocator, schema)
-		defer b.Release()
-		for r := range rows {
-			b.Field(0).(*array.Int64Builder).Append(uid)
-			b.Field(1).(*array.Int32Builder).Append(int32(r))
-			b.Field(2).(*array.StringBuilder).Append(fmt.Sprintf("p%d-%d", uid, r))
-		}
-		return b.NewRecordBatch()
-	}
 	file := func(batches ...arrow.RecordBatch) []byte {
-		body, err := sinks.EncodeBatches(schema, nil, func(write func(arrow.RecordBatch) error) error {
+		body, err := sinks.EncodeBatches(testUnitSchema, nil, func(write func(arrow.RecordBatch) error) error {
 			for _, b := range batches {
 				if err := write(b); err != nil {
 					return err
@@ -72,7 +56,7 @@ func TestRewrittenFileOracleFires(t *testing.T) {
 		}
 		return body
 	}
-	a, b := batch(1, 3), batch(2, 4)
+	a, b := testBatch(1, 3), testBatch(2, 4)
 	var wantA, wantB sim.RowDigest
 	if err := digestParquetRuns(file(a), asLakeRecord, []int64{3}, []*sim.RowDigest{&wantA}); err != nil {
 		t.Fatal(err)
