@@ -23,13 +23,17 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/skipprd/skipprd/internal/logbuf"
+	httpsrc "github.com/skipprd/skipprd/sources/http"
 )
 
 // HTTP ingest through the real daemon (local-disk WAL, SYNC, Parquet
 // lake under a temporary DATA_DIR) with 64 concurrent clients, beside a
 // bare net/http handler that reads and discards the same bodies (the
 // ceiling), in the same run. One op is one request of benchRows rows;
-// the metrics are rows/s and the p50/p99 response time.
+// the metrics are rows/s and the p50/p99 response time. For JSON lines,
+// jsonl/decoder-all-cores decodes the same body with httpsrc.Decode on
+// every core at once, no HTTP and no WAL: what decoding alone would let
+// the daemon take in (issue 24 asks jsonl/daemon for 0.6× of it).
 const (
 	benchClients = 64
 	benchRows    = 500
@@ -37,6 +41,9 @@ const (
 
 func BenchmarkHTTPIngest(b *testing.B) {
 	jsonl, arrowBody := benchJSONL(), benchArrow(b)
+	// First, while the daemon has no work: compaction of what the
+	// daemon runs below ingested goes on after them.
+	b.Run("jsonl/decoder-all-cores", func(b *testing.B) { benchDecodeAllCores(b, jsonl) })
 	addr := startBenchDaemon(b)
 	bare := startBare(b)
 	for _, c := range []struct {
@@ -50,6 +57,26 @@ func BenchmarkHTTPIngest(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) { benchPost(b, c.addr, c.ctype, c.body) })
 	}
+}
+
+// benchDecodeAllCores decodes body as JSON lines, as the daemon's
+// handler does (default limits, the default allocator), from
+// GOMAXPROCS goroutines at once. Its MB/s is all cores' together.
+func benchDecodeAllCores(b *testing.B, body []byte) {
+	lim := httpsrc.DefaultLimits()
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			d, err := httpsrc.Decode(httpsrc.JSONLines, bytes.NewReader(body), lim, memory.DefaultAllocator)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			d.Release()
+		}
+	})
+	b.ReportMetric(float64(b.N*benchRows)/b.Elapsed().Seconds(), "rows/s")
 }
 
 // benchPost runs b.N requests from benchClients clients, each with a

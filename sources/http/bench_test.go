@@ -1,6 +1,7 @@
 package httpsrc
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"testing"
@@ -40,3 +41,36 @@ func benchmarkDecode(b *testing.B, f Format) {
 
 func BenchmarkDecodeJSONLines(b *testing.B) { benchmarkDecode(b, JSONLines) }
 func BenchmarkDecodeCSV(b *testing.B)       { benchmarkDecode(b, CSV) }
+
+// BenchmarkDecodeJSONLinesSmall decodes the first 40 KB of lines of the
+// same body, a request's worth: what each request costs beside its
+// bytes (the daemon's HTTP benchmark posts bodies of this size).
+func BenchmarkDecodeJSONLinesSmall(b *testing.B) {
+	body := benchBody(JSONLines)
+	body = body[:40<<10+strings.IndexByte(body[40<<10:], '\n')+1] // whole lines
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		d, err := Decode(JSONLines, strings.NewReader(body), DefaultLimits(), memory.DefaultAllocator)
+		if err != nil {
+			b.Fatal(err)
+		}
+		d.Release()
+	}
+}
+
+// BenchmarkScanLine is the scanner alone (jsonscan.go) over the lines
+// of BenchmarkDecodeJSONLines's body: its share of the decoder's time.
+func BenchmarkScanLine(b *testing.B) {
+	lines := bytes.Split([]byte(benchBody(JSONLines)), []byte("\n"))
+	b.SetBytes(int64(len(bytes.Join(lines, nil))))
+	b.ReportAllocs()
+	var s lineScanner
+	for b.Loop() {
+		for _, line := range lines {
+			if len(line) > 0 && s.scanLine(line) != lineObject {
+				b.Fatalf("%q: not an object", line)
+			}
+		}
+	}
+}

@@ -14,7 +14,9 @@ import (
 // per column over the whole body, so cells are kept (in Go memory, a
 // small multiple of the body) until the last record is read.
 func decodeCSV(body io.Reader, lim Limits, mem memory.Allocator) (*Decoded, error) {
-	cr := csv.NewReader(&lineGuard{r: textReader(body), max: lim.LineBytes})
+	br := textReader(body)
+	defer releaseTextReader(br) // cr's records are copies
+	cr := csv.NewReader(&lineGuard{r: br, max: lim.LineBytes})
 	cr.ReuseRecord = false // the cells of every record are kept
 	header, err := readHeader(cr, lim)
 	if err != nil {

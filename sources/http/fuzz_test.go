@@ -108,6 +108,28 @@ func FuzzDecodeJSONLines(f *testing.F) {
 	})
 }
 
+// FuzzScanLine holds the JSON line scanner to utf8.Valid && json.Valid,
+// and its members to json.Decoder's (checkScan, jsonscan_test.go).
+func FuzzScanLine(f *testing.F) {
+	for _, seed := range []string{
+		`{"a": 1, "b": "x\u00e9\ud83d\ude00", "c": [true, null, {"d": -0.5e3}], "e\n": {}}`,
+		`{"a":"\ud800"}`, "{\"a\": \"\xed\xa0\x80\"}", `{"a": 01}`, `{"a": [1,]}`, `[1]`, ` "s" `, `{"a":1} x`,
+		"{\"a\":" + strings.Repeat("[", 120) + strings.Repeat("]", 120) + "}",
+	} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, line []byte) { checkScan(t, line) })
+}
+
+// FuzzParseTimestamp holds parseTimestamp's fast path to time.Parse
+// (checkTimestamp, timestamp_test.go).
+func FuzzParseTimestamp(f *testing.F) {
+	for _, seed := range []string{"2024-01-02T03:04:05Z", "2024-02-29T23:59:59.123456789+05:30", "0000-01-01T00:00:00-23:59", "2024-01-02T3:04:05Z"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkTimestamp(t, s) })
+}
+
 func FuzzDecodeCSV(f *testing.F) {
 	for _, seed := range []string{
 		"a,b,c,d,e\n1,2.5,true,2024-01-02T03:04:05Z,x\n,1e3,FALSE,,\"y,\"\"z\"\"\n\"\n",

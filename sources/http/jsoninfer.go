@@ -1,10 +1,5 @@
 package httpsrc
 
-import (
-	"strconv"
-	"time"
-)
-
 // jsonKind is what kind of JSON value a field has held; a field holds
 // one kind, or only nulls.
 type jsonKind int
@@ -57,23 +52,23 @@ func (f *jsonField) setKind(line int, k jsonKind) error {
 	return inputErrorf(line, f.name, "%s where earlier lines had %s", k.one(), f.kind.many())
 }
 
-// addNumber adds a JSON number, raw as written.
-func (f *jsonField) addNumber(line int, row int32, raw []byte, lineOf func(row int32) int) error {
+// addNumber adds a JSON number, raw as written; float if it has a
+// fraction or an exponent.
+func (f *jsonField) addNumber(line int, row int32, raw []byte, float bool, lineOf func(row int32) int) error {
 	if err := f.setKind(line, kindNumber); err != nil {
 		return err
 	}
-	if isIntLiteral(raw) {
-		v, err := strconv.ParseInt(string(raw), 10, 64)
-		if err != nil {
+	if !float {
+		v, ok := parseInt(raw)
+		if !ok {
 			// Rounding it into a float64 would change the value (an id,
 			// most likely): refuse, and say how to send it.
 			return inputErrorf(line, f.name, "integer %s does not fit in 64 bits; send it as a string", clip(string(raw)))
 		}
 		return f.addInt(line, row, v)
 	}
-	// A fraction or an exponent.
-	v, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil {
+	v, ok := parseFloat(raw)
+	if !ok {
 		return inputErrorf(line, f.name, "number %s is out of the range of a float64", clip(string(raw)))
 	}
 	if f.floatLine == 0 {
@@ -81,21 +76,21 @@ func (f *jsonField) addNumber(line int, row int32, raw []byte, lineOf func(row i
 			return err
 		}
 	}
-	f.rows = append(f.rows, row)
-	f.floats = append(f.floats, v)
+	push(&f.rows, row)
+	push(&f.floats, v)
 	return nil
 }
 
 func (f *jsonField) addInt(line int, row int32, v int64) error {
-	f.rows = append(f.rows, row)
+	push(&f.rows, row)
 	if f.floatLine == 0 {
-		f.ints = append(f.ints, v)
+		push(&f.ints, v)
 		return nil
 	}
 	if err := f.checkExact(line, v); err != nil {
 		return err
 	}
-	f.floats = append(f.floats, float64(v))
+	push(&f.floats, float64(v))
 	return nil
 }
 
@@ -125,23 +120,12 @@ func (f *jsonField) widen(line int, text string, lineOf func(row int32) int) err
 	return nil
 }
 
-// isIntLiteral reports whether a JSON number has neither a fraction nor
-// an exponent.
-func isIntLiteral(raw []byte) bool {
-	for _, c := range raw {
-		if c == '.' || c == 'e' || c == 'E' {
-			return false
-		}
-	}
-	return true
-}
-
 func (f *jsonField) addBool(line int, row int32, v bool) error {
 	if err := f.setKind(line, kindBool); err != nil {
 		return err
 	}
-	f.rows = append(f.rows, row)
-	f.bools = append(f.bools, v)
+	push(&f.rows, row)
+	push(&f.bools, v)
 	return nil
 }
 
@@ -154,20 +138,28 @@ func (f *jsonField) addString(line int, row int32, s []byte) error {
 	if f.notTime {
 		return nil
 	}
-	if us, ok := parseTimestamp(string(s)); ok {
-		f.ints = append(f.ints, us)
+	if us, ok := parseTimestamp(s); ok {
+		push(&f.ints, us)
 	} else {
 		f.notTime, f.ints = true, nil
 	}
 	return nil
 }
 
-// addNested adds an object or array, as its compact JSON text.
-func (f *jsonField) addNested(line int, row int32, text []byte) error {
+// addNested adds an object or array, raw as written: as its compact
+// JSON text, so compacted first if spaced (spaces between its tokens).
+func (f *jsonField) addNested(line int, row int32, raw []byte, spaced bool) error {
 	if err := f.setKind(line, kindNested); err != nil {
 		return err
 	}
-	f.appendText(row, text)
+	if !spaced {
+		f.appendText(row, raw) // already compact
+		return nil
+	}
+	push(&f.rows, row)
+	reserve(&f.text, len(raw))
+	f.text = appendCompact(f.text, raw)
+	push(&f.ends, int32(len(f.text)))
 	return nil
 }
 
@@ -182,24 +174,9 @@ func (f *jsonField) finish() *column {
 	case f.kind == kindBool:
 		c.typ = typeBool
 	case f.kind == kindString && !f.notTime:
-		c.typ, c.text, c.ends = typeTimestamp, nil, nil
+		c.typ, c.text, c.ends = typeTimestamp, c.text[:0], c.ends[:0]
 	default: // strings, JSON text, only nulls
-		c.typ, c.ints = typeUTF8, nil
+		c.typ, c.ints = typeUTF8, c.ints[:0]
 	}
 	return c
-}
-
-// parseTimestamp parses an RFC 3339 timestamp into µs since the Unix
-// epoch, UTC; finer digits are truncated (toward the past).
-func parseTimestamp(s string) (int64, bool) {
-	// Cheap refusal first: most strings are not timestamps, and
-	// time.Parse builds an error for each.
-	if len(s) < len("2006-01-02T15:04:05Z") || s[4] != '-' || s[7] != '-' {
-		return 0, false
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	if err != nil {
-		return 0, false
-	}
-	return t.UTC().UnixMicro(), true
 }

@@ -1,127 +1,136 @@
 package httpsrc
 
-import (
-	"encoding/json"
-	"fmt"
+// The fast path of a JSON line: one pass over the line checks that it
+// is valid UTF-8 and valid JSON — exactly what utf8.Valid and json.Valid
+// accept together, nesting limit included — and, when its value is an
+// object, splits that object into members, noting per member what the
+// decoder will need (an escape to undo, a nested value's spaces to drop,
+// a number's fraction). It allocates nothing once its buffers have grown
+// to the longest line. A line it does not accept as an object takes
+// json.Decoder's path (jsonl.go), which words the error; nothing of a
+// line is stored before the line is accepted, so the error is the one
+// the decoder's path finds, whatever a member would have said.
+//
+// The property test (jsonscan_test.go) and FuzzScanLine hold the scanner
+// to utf8.Valid && json.Valid, and its members to what json.Decoder
+// reads.
+
+// lineVerdict is what scanLine found a line to be.
+type lineVerdict int
+
+const (
+	lineInvalid   lineVerdict = iota // not valid UTF-8, or not valid JSON
+	lineNotObject                    // valid, but its value is no object
+	lineObject                       // valid, an object: members are set
 )
 
-// The fast path of a JSON line: once json.Valid has checked the whole
-// line (one pass, no allocation), its top-level object is split into
-// members by scanObject without a json.Decoder — the decoder's tokens
-// and one RawMessage a member cost several allocations each, and were
-// most of the time of a JSON-lines body. A line that is not valid JSON,
-// or not an object, takes the decoder's path, which words the error.
-//
-// scanObject REQUIRES valid JSON: on valid input every span it returns is
-// exactly what json.Decoder would return for the member (the key's
-// literal with its quotes, the value's raw bytes); it does not re-check
-// the syntax, and it panics, naming the offset, if it meets something
-// valid JSON cannot hold (an invariant of json.Valid, not of the input).
+// jsonMember is one member of a line's object, as offsets into the line
+// (no pointers: a slice of them costs the garbage collector nothing).
+type jsonMember struct {
+	keyStart, keyEnd int  // the key's literal, quotes included
+	start, end       int  // the value's JSON text
+	keyEsc           bool // the key holds an escape
+	flags            valueFlags
+}
 
-// scanObject calls member with each member of text's object, in order:
-// the key's literal (quotes included) and the value's raw text. It
-// reports false if text's top-level value is not an object.
-// REQUIRES: json.Valid(text).
-func scanObject(text []byte, member func(key, raw []byte) error) (bool, error) {
+// key returns m's key literal, quotes included, in line.
+func (m *jsonMember) key(line []byte) []byte { return line[m.keyStart:m.keyEnd] }
+
+// raw returns m's value as written in line.
+func (m *jsonMember) raw(line []byte) []byte { return line[m.start:m.end] }
+
+// valueFlags is what the scan noted of a value.
+type valueFlags uint8
+
+const (
+	valEscaped valueFlags = 1 << iota // a string with an escape
+	valSpaced                         // an object or array with spaces between its tokens
+	valFloat                          // a number with a fraction or an exponent
+)
+
+// lineScanner scans lines; its buffers are reused from line to line.
+type lineScanner struct {
+	members []jsonMember // of the last line scanned, if an object
+	flags   valueFlags   // of the value being scanned
+}
+
+// maxNestingDepth is encoding/json's: a value nested deeper (the line's
+// own object or array counting as 1) is invalid JSON to json.Valid.
+const maxNestingDepth = 10000
+
+// scanLine scans text, a whole line, and says what it is; for an object
+// it sets s.members.
+func (s *lineScanner) scanLine(text []byte) lineVerdict {
+	s.members = s.members[:0]
 	i := skipSpace(text, 0)
-	if text[i] != '{' {
-		return false, nil
+	if i < len(text) && text[i] == '{' {
+		if end, ok := s.object(text, i); ok && skipSpace(text, end) == len(text) {
+			return lineObject
+		}
+		return lineInvalid
 	}
-	i = skipSpace(text, i+1)
-	if text[i] == '}' {
-		return true, nil
+	if end, ok := s.value(text, i, 0); ok && skipSpace(text, end) == len(text) {
+		return lineNotObject
+	}
+	return lineInvalid
+}
+
+// object scans the line's top-level object at b[i] ('{'), appending its
+// members to s.members; it returns the offset past its '}'.
+func (s *lineScanner) object(b []byte, i int) (int, bool) {
+	i = skipSpace(b, i+1)
+	if i < len(b) && b[i] == '}' {
+		return i + 1, true
 	}
 	for {
-		keyEnd := endOfString(text, i)
-		key := text[i:keyEnd]
-		i = skipSpace(text, keyEnd)
-		mustBe(text, i, ':')
-		start := skipSpace(text, i+1)
-		end := endOfValue(text, start)
-		if err := member(key, text[start:end]); err != nil {
-			return true, err
+		s.members = append(s.members, jsonMember{})
+		m := &s.members[len(s.members)-1]
+		if !s.member(b, i, m) {
+			return 0, false
 		}
-		i = skipSpace(text, end)
-		if text[i] == '}' {
-			return true, nil
+		i = skipSpace(b, m.end)
+		if i == len(b) {
+			return 0, false
 		}
-		mustBe(text, i, ',')
-		i = skipSpace(text, i+1)
+		switch b[i] {
+		case '}':
+			return i + 1, true
+		case ',':
+			i = skipSpace(b, i+1)
+		default:
+			return 0, false
+		}
 	}
 }
 
-// keyText is the text of a key literal: as written without escapes, else
-// unescaped by encoding/json.
-func keyText(lit []byte) (string, error) {
-	for _, c := range lit[1 : len(lit)-1] {
-		if c == '\\' {
-			var s string
-			err := json.Unmarshal(lit, &s)
-			return s, err
-		}
+// member scans the member at b[i] (its key's '"') of the top-level
+// object into m.
+func (s *lineScanner) member(b []byte, i int, m *jsonMember) bool {
+	if i == len(b) || b[i] != '"' {
+		return false
 	}
-	return string(lit[1 : len(lit)-1]), nil
+	m.keyStart = i
+	var ok bool
+	if m.keyEnd, m.keyEsc, ok = scanString(b, i); !ok {
+		return false
+	}
+	if i = skipSpace(b, m.keyEnd); i == len(b) || b[i] != ':' {
+		return false
+	}
+	m.start = skipSpace(b, i+1)
+	s.flags = 0
+	m.end, ok = s.value(b, m.start, 1)
+	m.flags = s.flags
+	return ok
 }
 
+// skipSpace returns the offset of the first byte at or after i that is
+// not JSON whitespace.
 func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+	for i < len(b) && isSpace(b[i]) {
 		i++
 	}
 	return i
 }
 
-func mustBe(b []byte, i int, c byte) {
-	if i >= len(b) || b[i] != c {
-		panic(fmt.Sprintf("httpsrc: scanObject: want %q at offset %d of a line json.Valid accepted", c, i))
-	}
-}
-
-// endOfString returns the offset just past the string literal at i.
-func endOfString(b []byte, i int) int {
-	mustBe(b, i, '"')
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++ // the escaped byte; \uXXXX's digits are plain bytes
-		case '"':
-			return i + 1
-		}
-	}
-	panic(fmt.Sprintf("httpsrc: scanObject: a string without its end in a line json.Valid accepted (from offset %d)", i))
-}
-
-// endOfValue returns the offset just past the value at i.
-func endOfValue(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return endOfString(b, i)
-	case '{', '[':
-		return endOfNested(b, i)
-	}
-	for i < len(b) && !isDelimiter(b[i]) {
-		i++ // a number, true, false or null
-	}
-	return i
-}
-
-func isDelimiter(c byte) bool {
-	return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\t' || c == '\n' || c == '\r'
-}
-
-// endOfNested returns the offset just past the object or array at i.
-func endOfNested(b []byte, i int) int {
-	depth := 0
-	for ; i < len(b); i++ {
-		switch b[i] {
-		case '"':
-			i = endOfString(b, i) - 1
-		case '{', '[':
-			depth++
-		case '}', ']':
-			if depth--; depth == 0 {
-				return i + 1
-			}
-		}
-	}
-	panic(fmt.Sprintf("httpsrc: scanObject: a nested value without its end in a line json.Valid accepted (from offset %d)", i))
-}
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -22,6 +22,10 @@ func newLineReader(body io.Reader, max int) *lineReader {
 	return &lineReader{br: textReader(body), max: max}
 }
 
+// release gives back the reader's buffer; no line it returned may be
+// used after.
+func (l *lineReader) release() { releaseTextReader(l.br) }
+
 // next returns the next line without its line break, valid until the
 // next call; io.EOF after the last one. A line longer than max is an
 // *InputError naming it.
