@@ -170,6 +170,7 @@ func (d *Disk) FlipBit(p string, off int64, bit uint) bool {
 	if n == nil || off < 0 || off >= int64(len(n.data)) {
 		return false
 	}
+	n.own()
 	n.data[off] ^= 1 << (bit % 8)
 	if off < int64(len(n.durableImg)) {
 		n.durableImg[off] ^= 1 << (bit % 8)

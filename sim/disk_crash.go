@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"bytes"
 	"slices"
 	"strconv"
 )
@@ -135,5 +134,5 @@ func (d *Disk) crashImage(n *node, p string, r *Rand) *node {
 	if img == nil {
 		img = []byte{}
 	}
-	return &node{data: img, durableImg: bytes.Clone(img)}
+	return &node{data: img, durableImg: img, shared: true}
 }

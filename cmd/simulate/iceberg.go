@@ -71,7 +71,8 @@ func newIceDest(w *sim.World, ref string) sim.Destination {
 	// file stops being small at 64–512 KiB, a few tiers up, as a lake's
 	// does at 32 MiB (else every row is rewritten once per tier for ever,
 	// and rewrites are most of a world's time).
-	d.small = iceberg.SmallFiles{Every: 1 + r.Intn(6), MinFiles: 2 + r.Intn(4), SmallBytes: 64 << 10 << r.Intn(4), MaxBytes: 1 << 30}
+	min := 3 + r.Intn(6)
+	d.small = iceberg.SmallFiles{Every: min * (1 + r.Intn(2)), MinFiles: min, SmallBytes: 64 << 10 << r.Intn(4), MaxBytes: 1 << 30}
 	if r.Chance(0.25) {
 		d.small.MaxBytes = 4 << 10
 	}

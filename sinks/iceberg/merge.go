@@ -268,7 +268,10 @@ func eachBatch(body []byte, write func(arrow.RecordBatch) error) (int64, error) 
 		return 0, err
 	}
 	defer r.Close()
-	fr, err := pqarrow.NewFileReader(r, pqarrow.ArrowReadProperties{BatchSize: 64 << 10}, memory.DefaultAllocator)
+	// A batch's builders are reserved for BatchSize rows: a small file
+	// (what a rewrite reads) asks for no more than it holds.
+	batch := min(64<<10, max(1, r.NumRows()))
+	fr, err := pqarrow.NewFileReader(r, pqarrow.ArrowReadProperties{BatchSize: batch}, memory.DefaultAllocator)
 	if err != nil {
 		return 0, err
 	}
