@@ -335,6 +335,10 @@ type File interface {
 	// Sync makes every completed write durable (fdatasync).
 	Sync(done func(err error))
 	Truncate(size int64, done func(err error))
+	// Allocate grows the file to size with its blocks reserved (zeros):
+	// a write inside them cannot fail for space, and syncing it commits
+	// no block allocation. A file at least size long is left as it is.
+	Allocate(size int64, done func(err error))
 	Size(done func(size int64, err error))
 	Close(done func(err error))
 	// Direct reports whether the file is open with O_DIRECT.

@@ -122,6 +122,13 @@ func (h *Histogram) observe(d time.Duration) {
 	h.Sum += d
 }
 
+// Progress returns the few gauges an oracle reads at every step, without
+// the copies Stats makes: segments owned, jobs applied, alerts raised and
+// sink failures.
+func (e *Engine) Progress() (live int, applied, alerts, sinkFailures uint64) {
+	return len(e.segs), e.stats.JobsApplied, e.stats.Alerts, e.stats.SinkFailures
+}
+
 // Stats returns a copy of the counters.
 func (e *Engine) Stats() Stats {
 	s := e.stats

@@ -379,7 +379,7 @@ func (p *logPart) create(seg *logSeg, done func(err error, exists bool)) {
 			fail := func(step string, err error) {
 				f.Close(func(error) { done(fmt.Errorf("%s %s: %w", step, seg.path, err), true) })
 			}
-			f.Truncate(seg.size, func(err error) {
+			f.Allocate(seg.size, func(err error) {
 				if err != nil {
 					fail("preallocate", err)
 					return

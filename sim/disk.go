@@ -95,6 +95,7 @@ var DefaultDiskLatency = [NumDiskOps]Latency{
 	DiskTruncate: {Base: 20 * time.Microsecond, Tail: 10 * time.Microsecond},
 	DiskSize:     {Base: 5 * time.Microsecond},
 	DiskClose:    {Base: 5 * time.Microsecond},
+	DiskAllocate: {Base: 50 * time.Microsecond, Tail: 50 * time.Microsecond},
 }
 
 // DiskCounts are the disk's counters, including coverage probes for the

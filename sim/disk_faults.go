@@ -20,6 +20,7 @@ const (
 	DiskTruncate
 	DiskSize
 	DiskClose
+	DiskAllocate
 	NumDiskOps
 )
 
@@ -27,6 +28,7 @@ var diskOpNames = [NumDiskOps]string{
 	DiskOpen: "open", DiskRename: "rename", DiskRemove: "remove", DiskReadDir: "readdir",
 	DiskSyncDir: "syncdir", DiskMkdirAll: "mkdirall", DiskWrite: "write", DiskRead: "read",
 	DiskSync: "sync", DiskTruncate: "truncate", DiskSize: "size", DiskClose: "close",
+	DiskAllocate: "allocate",
 }
 
 // String returns the operation's name.
@@ -48,7 +50,7 @@ const (
 	// poisoned (see Disk).
 	DiskIOError
 	// DiskNoSpace: an operation that allocates (write, append, growing
-	// truncate, create, mkdir) fails with ErrNoSpace and has no effect;
+	// truncate, allocate, create, mkdir) fails with ErrNoSpace and has no effect;
 	// for other operations it is ignored.
 	DiskNoSpace
 	// DiskBitFlip: on ReadAt, one bit of the returned bytes is flipped

@@ -286,26 +286,43 @@ func (n *node) syncRange() (lo, hi int64) {
 // Truncate implements engine.File.
 func (f *fileHandle) Truncate(size int64, done func(err error)) {
 	mustNotBeNegative("Truncate", size)
-	f.call(DiskTruncate, 0, func(o DiskOutcome) error {
-		n, d := f.node, f.d
-		growth := max(0, size-int64(len(n.data)))
-		switch {
-		case !f.writable:
-			return ErrReadOnly
-		case o == DiskIOError:
-			return ErrIO
-		case o == DiskNoSpace && growth > 0, n.linked && d.cfg.CapacityBytes > 0 && d.used+growth > d.cfg.CapacityBytes:
-			return ErrNoSpace
+	f.call(DiskTruncate, 0, func(o DiskOutcome) error { return f.resize(o, size) }, done)
+}
+
+// Allocate implements engine.File: a growing truncate, which is what
+// the disk models anyway (a file's bytes are its blocks: no write
+// inside the size ever runs out of space); a file at least size long
+// is left as it is.
+func (f *fileHandle) Allocate(size int64, done func(err error)) {
+	mustNotBeNegative("Allocate", size)
+	f.call(DiskAllocate, 0, func(o DiskOutcome) error {
+		if size <= int64(len(f.node.data)) && f.writable && o != DiskIOError {
+			return nil
 		}
-		if n.linked {
-			d.used += size - int64(len(n.data))
-		}
-		w := fileWrite{off: size, truncate: true}
-		n.own()
-		n.data = w.apply(n.data)
-		n.unsynced = append(n.unsynced, w)
-		return nil
+		return f.resize(o, size)
 	}, done)
+}
+
+// resize sets the file's size at completion time, with outcome o.
+func (f *fileHandle) resize(o DiskOutcome, size int64) error {
+	n, d := f.node, f.d
+	growth := max(0, size-int64(len(n.data)))
+	switch {
+	case !f.writable:
+		return ErrReadOnly
+	case o == DiskIOError:
+		return ErrIO
+	case o == DiskNoSpace && growth > 0, n.linked && d.cfg.CapacityBytes > 0 && d.used+growth > d.cfg.CapacityBytes:
+		return ErrNoSpace
+	}
+	if n.linked {
+		d.used += size - int64(len(n.data))
+	}
+	w := fileWrite{off: size, truncate: true}
+	n.own()
+	n.data = w.apply(n.data)
+	n.unsynced = append(n.unsynced, w)
+	return nil
 }
 
 // Size implements engine.File.

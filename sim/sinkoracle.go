@@ -30,7 +30,7 @@ type memWatch struct {
 // engineGauges is what the compaction oracles read of a running engine.
 type engineGauges interface {
 	Memory() (held, admission, cached, cache int64)
-	Stats() engine.Stats
+	Progress() (live int, applied, alerts, sinkFailures uint64)
 	LastAlert() error
 	Segments() []engine.Segment
 	OpenJobs() []engine.OpenJob
@@ -82,21 +82,20 @@ func (o *Oracle) checkWAL(eng engineGauges) {
 	if len(w.dests) == 0 {
 		return
 	}
-	st := eng.Stats()
-	live := st.LiveSegments
+	live, applied, alerts, sinkFailures := eng.Progress()
 	w.res.MaxLive = max(w.res.MaxLive, live)
 	if live > w.engCfg.LiveSegmentsMax {
 		o.fail("%d segments owned, above LiveSegmentsMax %d", live, w.engCfg.LiveSegmentsMax)
 	}
 	o.checkValve(eng)
 	now, p := w.sched.Now(), &w.progress
-	if st.JobsApplied != p.applied || live == 0 || st.Alerts > 0 {
-		p.applied, p.since = st.JobsApplied, now
+	if applied != p.applied || live == 0 || alerts > 0 {
+		p.applied, p.since = applied, now
 		return
 	}
 	if stall := now - max(p.since, w.lastTrouble); stall > progressWindow {
 		o.fail("compaction applied nothing for %v with %d segments owned and the sink healthy (jobs applied %d, sink failures %d)",
-			stall, live, st.JobsApplied, st.SinkFailures)
+			stall, live, applied, sinkFailures)
 		p.since = now
 	}
 }

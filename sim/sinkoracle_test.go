@@ -13,11 +13,11 @@ type gauges struct {
 	live                           int
 }
 
-func (g gauges) Memory() (int64, int64, int64, int64) { return g.held, g.admission, g.cached, g.cache }
-func (g gauges) Stats() engine.Stats                  { return engine.Stats{LiveSegments: g.live} }
-func (g gauges) LastAlert() error                     { return nil }
-func (g gauges) Segments() []engine.Segment           { return nil }
-func (g gauges) OpenJobs() []engine.OpenJob           { return nil }
+func (g gauges) Memory() (int64, int64, int64, int64)    { return g.held, g.admission, g.cached, g.cache }
+func (g gauges) Progress() (int, uint64, uint64, uint64) { return g.live, 0, 0, 0 }
+func (g gauges) LastAlert() error                        { return nil }
+func (g gauges) Segments() []engine.Segment              { return nil }
+func (g gauges) OpenJobs() []engine.OpenJob              { return nil }
 
 // valveGauges has owned segments 1..n of epoch 1 and one open job from
 // segment first.

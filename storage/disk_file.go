@@ -171,6 +171,23 @@ func (f *osFile) Truncate(size int64, done func(err error)) {
 	}, done)
 }
 
+// Allocate implements engine.File: the file's blocks up to size are
+// reserved (fallocate), so a later write inside them cannot fail for
+// space and its fdatasync commits no block allocation. A file already
+// at least size long is left as it is.
+func (f *osFile) Allocate(size int64, done func(err error)) {
+	f.enqueue("Allocate", func() error {
+		if size <= f.end {
+			return nil
+		}
+		if err := allocate(f.f, f.end, size, f.direct); err != nil {
+			return fmt.Errorf("storage: allocate %s to %d bytes: %w", f.path, size, err)
+		}
+		f.end = size
+		return nil
+	}, done)
+}
+
 // Size implements engine.File from the filesystem, not from the tracked
 // end, so it also sees what other handles did.
 func (f *osFile) Size(done func(size int64, err error)) {

@@ -21,14 +21,14 @@ import (
 // testDisk is an OSDisk on a running loop over a fresh temp dir, with its
 // log captured.
 type testDisk struct {
-	t    *testing.T
+	t    testing.TB
 	l    *Loop
 	d    *OSDisk
 	root string
 	log  *logbuf.Buffer
 }
 
-func newTestDisk(t *testing.T) *testDisk {
+func newTestDisk(t testing.TB) *testDisk {
 	t.Helper()
 	root := t.TempDir()
 	logs := &logbuf.Buffer{}

@@ -13,7 +13,7 @@ import (
 
 // startLoop runs a loop for the test and stops it (waiting for Run to
 // return) at cleanup.
-func startLoop(t *testing.T) *Loop {
+func startLoop(t testing.TB) *Loop {
 	t.Helper()
 	l := NewLoop()
 	ctx, cancel := context.WithCancel(context.Background())

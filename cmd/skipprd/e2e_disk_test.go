@@ -193,7 +193,7 @@ func TestDaemonDiskWALWithS3Segments(t *testing.T) {
 	t.Cleanup(func() { _ = emb.Close() })
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
-	p := startDaemon(t, bin, dataDir, append(s3Env(t, emb.Endpoint()), envWALStorage+"=disk", envWALBucket+"="+bucket)...)
+	p := startDaemon(t, bin, dataDir, append(append(s3Env(t, emb.Endpoint()), envWALStorage+"=disk", envWALBucket+"="+bucket), quickLake...)...)
 	p.waitStderr(t, "the orders snapshot complete", func(lines []string) bool {
 		return findLine(lines, "generator: snapshot complete") != ""
 	})

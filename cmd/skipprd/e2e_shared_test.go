@@ -872,7 +872,7 @@ func upgradeTrial(t *testing.T, trial int, old, cur string, withPG bool) bool {
 	dataDir := t.TempDir()
 	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
 	namespaces := []string{"events"}
-	var env []string
+	env := slices.Clone(quickLake) // the older build does not read them: it takes a job per segment
 	var conn *pgx.Conn
 	sinksYAML := "sinks:\n  lake: {kind: parquet-dir, path: lake}\n"
 	source := "  - {name: api, kind: http, sink: lake, listen: \"127.0.0.1:0\"}\n"

@@ -47,11 +47,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
 	embedded := envWALStorage + "=embedded" // this test is about the S3 WAL's recovery
-	// Jobs of 8 MiB, not the lake's 128 MiB: a run sees rows applied
-	// within seconds however slow a loaded CI box makes the generator.
-	jobs := envLakeFileBytes + "=8MiB"
-
-	first := startDaemon(t, bin, dataDir, embedded, jobs)
+	first := startDaemon(t, bin, dataDir, append([]string{embedded}, quickLake...)...)
 	first.waitStdout(t, "three progress lines with acks", progressLines("acked", 3))
 	first.stop(t)
 	stopped := first.offsetsLogged(t, "generator stopped at")
@@ -67,7 +63,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 		t.Fatalf("graceful stop did not drain: %s", last(first.stdoutLines()))
 	}
 
-	second := startDaemon(t, bin, dataDir, embedded, jobs)
+	second := startDaemon(t, bin, dataDir, append([]string{embedded}, quickLake...)...)
 	second.waitStderr(t, "the generator resuming", func(lines []string) bool {
 		return findLine(lines, "generator: resuming from offsets") != ""
 	})
@@ -84,7 +80,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	// A crash this time: SIGKILL, no graceful anything.
 	second.kill(t)
 
-	third := startDaemon(t, bin, dataDir, embedded, jobs)
+	third := startDaemon(t, bin, dataDir, append([]string{embedded}, quickLake...)...)
 	third.waitStderr(t, "the generator resuming", func(lines []string) bool {
 		return findLine(lines, "generator: resuming from offsets") != ""
 	})
@@ -132,6 +128,11 @@ type proc struct {
 
 // startDaemon starts bin on dataDir with the extra environment env
 // ("NAME=value" each).
+// quickLake: lake jobs of 8 MiB or 2 s, not 128 MiB or 5 minutes, for
+// a test about something else that waits for rows applied: it sees them
+// within seconds however slow a loaded CI box makes the generator.
+var quickLake = []string{envLakeFileBytes + "=8MiB", envLakeFlushInterval + "=2s"}
+
 func startDaemon(t *testing.T, bin, dataDir string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin)

@@ -158,7 +158,7 @@ func TestLoudSinkFailing(t *testing.T) {
 	}
 	t.Parallel()
 	dataDir := t.TempDir()
-	d := startDaemon(t, buildDaemon(t), dataDir)
+	d := startDaemon(t, buildDaemon(t), dataDir, quickLake...)
 	d.waitStdout(t, "rows applied", progressLines("applied", 2))
 	events := filepath.Join(dataDir, "lake", "skipprd", "events", "data")
 	if err := os.Rename(events, events+".aside"); err != nil {
