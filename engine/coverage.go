@@ -116,6 +116,9 @@ const (
 	MarkCutFoundApplied // a cut's job was found applied (a bit set, or a segment of it reclaimed)
 	MarkCutJobGone      // a cut's job had no live segment left: applied
 	MarkReclaimWaitsCut // a cut's segment waited for its job's bits to be durable elsewhere
+	// The writer's pipeline (persist.go).
+	MarkBodyAhead        // a queued snapshot's body was encoded and uploaded while an earlier one committed
+	MarkBodyAheadDropped // a body made ahead was dropped: an earlier snapshot's persist failed
 	NumMarks
 )
 
@@ -145,6 +148,7 @@ var markNames = [NumMarks]string{
 	"cut-size", "cut-interval", "cut-valve", "cut-close", "cut-shape", "valve-open",
 	"cut-only-segment", "job-spans", "cut-replayed", "cut-found-applied", "cut-job-gone",
 	"reclaim-waits-cut",
+	"body-ahead", "body-ahead-dropped",
 }
 
 // String returns the mark's name.

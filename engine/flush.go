@@ -101,8 +101,10 @@ func (e *Engine) cutOnlyDue() bool {
 }
 
 // pump starts persisting the oldest sealed snapshot if the writer is idle.
+// A busy writer still starts the next snapshot's body (prepareAhead).
 func (e *Engine) pump() {
 	if e.active != nil || len(e.queue) == 0 || e.cooling || e.state == stateFailed {
+		e.prepareAhead()
 		return
 	}
 	e.active = e.queue[0]
@@ -113,6 +115,7 @@ func (e *Engine) pump() {
 	s := e.active
 	e.dlog.beforePersist(s, func() { e.persist(s) })
 	e.maybeSeal() // the queue has room again
+	e.prepareAhead()
 }
 
 func ema(old, sample float64) float64 {

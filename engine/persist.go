@@ -36,6 +36,8 @@ type snapshot struct {
 	// replayed: a generation the disk WAL sealed before a crash, persisted
 	// again under its own (older-epoch) id.
 	replayed bool
+	// ahead is its body's state once prepare started it (nil before).
+	ahead *bodyAhead
 }
 
 func (e *Engine) key(s *snapshot, kind ObjectKind) string { return e.layout.Key(s.dir, s.id, kind) }
@@ -44,8 +46,71 @@ func (e *Engine) key(s *snapshot, kind ObjectKind) string { return e.layout.Key(
 // ack. Body first — a crash after it leaves an orphan .seg that nobody
 // owns. Then the marker, created with If-None-Match: * — the PUT that
 // makes the snapshot committed. Only then the acks.
+//
+// The body does not depend on any earlier snapshot, the marker does (its
+// cuts are decided once every earlier snapshot is committed): so the S3
+// WAL makes the next queued snapshot's body ahead (prepare, from pump)
+// while the active one's marker lands, and persist then only waits for
+// it. Markers stay in id order, one writer, one active snapshot.
 func (e *Engine) persist(s *snapshot) {
-	s.startedAt = e.now()
+	s.startedAt = e.now() // the writer's time on it: a body made ahead is off its path
+	if s.ahead == nil {
+		e.prepare(s)
+	}
+	s.ahead.then(func(err error) {
+		if err != nil {
+			e.persistFailed(s, err)
+			return
+		}
+		e.putMarkerOf(s)
+	})
+}
+
+// bodyAhead is the state of a snapshot's body: encoded and uploaded, or
+// on its way. then runs fn once it is (at once if it is).
+type bodyAhead struct {
+	done    bool
+	err     error
+	waiting func(error)
+	dropped bool // an earlier persist failed: clean up, never commit
+}
+
+func (a *bodyAhead) then(fn func(error)) {
+	if a.waiting != nil {
+		panic("engine: bodyAhead.then called twice")
+	}
+	if a.done {
+		fn(a.err)
+		return
+	}
+	a.waiting = fn
+}
+
+func (a *bodyAhead) finish(err error) {
+	a.done, a.err = true, err
+	if fn := a.waiting; fn != nil {
+		a.waiting = nil
+		fn(err)
+	}
+}
+
+// prepareAhead starts the body of the oldest queued snapshot while the
+// active one is being persisted (S3 WAL only: the disk WAL logs a
+// generation's seal in beforePersist, in order, before its body).
+func (e *Engine) prepareAhead() {
+	if e.cfg.Disk != nil || e.active == nil || len(e.queue) == 0 || e.queue[0].ahead != nil || e.cooling || e.state == stateFailed {
+		return
+	}
+	e.mark(MarkBodyAhead)
+	e.prepare(e.queue[0])
+}
+
+// prepare encodes s's body off the loop and uploads it. The job holds
+// its own references to the batches: a failed persist may move them back
+// into the accumulator (and a later commit release them) while it runs.
+func (e *Engine) prepare(s *snapshot) {
+	a := &bodyAhead{}
+	s.ahead = a
 	parts := s.content.encodeParts()
 	if e.cfg.Disk != nil {
 		// The disk WAL rebuilds a generation partition by partition after
@@ -53,6 +118,7 @@ func (e *Engine) persist(s *snapshot) {
 		// different log partitions interleaved: key order.
 		slices.SortStableFunc(parts, func(a, b segment.Part) int { return strings.Compare(a.Key.String(), b.Key.String()) })
 	}
+	retainParts(parts)
 	offsets := s.content.offsets
 	if s.created == 0 {
 		s.created = e.p.Clock.WallUnixMs()
@@ -63,11 +129,6 @@ func (e *Engine) persist(s *snapshot) {
 	// offsets) plus a few hundred bytes of headers and IPC metadata per
 	// PART: grow once instead of doubling through it.
 	buf.Grow(int(min(s.content.bytes+s.content.bytes/8+int64(len(parts))*bodyPartOverhead, segment.BodyBytesMax)))
-	origin := e.origin
-	if origin.IsZero() {
-		e.broken("every marker carries the log's identity: snapshot %s persisted with none (epoch %d)", s.id, e.epoch)
-		return
-	}
 	var err error
 	e.p.Exec.Go(func() {
 		var merged []segment.Part
@@ -76,12 +137,9 @@ func (e *Engine) persist(s *snapshot) {
 			releaseMerged(parts, merged)
 		}
 	}, func() {
-		if err == nil {
-			// The cuts are decided on the loop, now that every earlier
-			// snapshot is committed (cut.go); the marker is small.
-			s.index.Origin, s.index.Spanning = origin, true
-			s.index.Cuts = e.decideCuts(s)
-			s.marker, err = segment.EncodeMarker(s.index)
+		releaseParts(parts)
+		if e.state == stateFailed {
+			return
 		}
 		if err != nil {
 			// Submit validated every unit, so this is a bug, not bad
@@ -90,14 +148,68 @@ func (e *Engine) persist(s *snapshot) {
 			return
 		}
 		s.body = buf.Bytes()
+		if a.dropped {
+			e.dropBody(s)
+			return
+		}
 		e.uploadBody(s, func(err error) {
-			if err != nil {
-				e.persistFailed(s, fmt.Errorf("upload body: %w", err))
+			if a.dropped {
+				e.dropBody(s)
 				return
 			}
-			e.putMarker(s)
+			if err != nil {
+				err = fmt.Errorf("upload body: %w", err)
+			}
+			a.finish(err)
 		})
 	})
+}
+
+// putMarkerOf decides s's cuts, now that every earlier snapshot is
+// committed (cut.go), encodes its marker and puts it.
+func (e *Engine) putMarkerOf(s *snapshot) {
+	origin := e.origin
+	if origin.IsZero() {
+		e.broken("every marker carries the log's identity: snapshot %s persisted with none (epoch %d)", s.id, e.epoch)
+		return
+	}
+	s.index.Origin, s.index.Spanning = origin, true
+	s.index.Cuts = e.decideCuts(s)
+	var err error
+	if s.marker, err = segment.EncodeMarker(s.index); err != nil {
+		e.failClosed(fmt.Errorf("encode the marker of snapshot %s: %w", s.id, err))
+		return
+	}
+	e.putMarker(s)
+}
+
+// dropBody cleans up the body of a snapshot whose persist will not run
+// (an earlier one failed and took it back into the accumulator): the
+// same best effort as a failed persist; what is left is an orphan.
+func (e *Engine) dropBody(s *snapshot) {
+	e.mark(MarkBodyAheadDropped)
+	if s.uploadID != "" {
+		e.bestEffort().AbortMultipartUpload(e.key(s, KindBody), s.uploadID, func(error) {})
+		s.uploadID = ""
+	}
+	e.bestEffort().DeleteObject(e.key(s, KindBody), func(error) {})
+	s.body = nil
+}
+
+func retainParts(parts []segment.Part) {
+	for _, p := range parts {
+		for _, b := range p.Batches {
+			b.Retain()
+		}
+	}
+}
+
+func releaseParts(parts []segment.Part) {
+	for _, p := range parts {
+		for _, b := range p.Batches {
+			b.Release()
+		}
+	}
 }
 
 // uploadBody stores the body: one PUT when it fits a part, else a
@@ -380,6 +492,12 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 	e.bestEffort().DeleteObject(e.key(s, KindBody), func(error) {})
 	older := s.content
 	for _, q := range e.queue {
+		if a := q.ahead; a != nil {
+			a.dropped = true
+			if a.done {
+				e.dropBody(q)
+			}
+		}
 		q.content.prepend(older)
 		older = q.content
 	}
