@@ -46,6 +46,9 @@ import (
 //     wait) and the graceful Close are outside the timer.
 //   - pipeline-spanning: the same, with the lake's jobs spanning segments
 //     (e2eSpanning): fewer, larger files.
+//   - wal-ingest: the WAL alone (no sink), timed from the first submit to
+//     the last ack: what sources see of the S3 WAL (issue 24: ≥ 0.8× the
+//     raw upload below).
 //   - raw-multipart-upload: the same bytes written to a fresh store of the
 //     same kind as 16 MiB objects (the segment size) of 8 MiB parts —
 //     CreateMultipartUpload, UploadPart × 2, CompleteMultipartUpload —
@@ -85,7 +88,48 @@ func BenchmarkE2E(b *testing.B) {
 	units := int((e2eIngestBytes + pool.unitBytes - 1) / pool.unitBytes)
 	b.Run("pipeline", func(b *testing.B) { benchE2EPipeline(b, pool, units, engine.LaneLimits{}) })
 	b.Run("pipeline-spanning", func(b *testing.B) { benchE2EPipeline(b, pool, units, e2eSpanning) })
+	b.Run("wal-ingest", func(b *testing.B) { benchE2EIngest(b, pool, units) })
 	b.Run("raw-multipart-upload", func(b *testing.B) { benchE2ERawUpload(b, pool, units) })
+}
+
+// benchE2EIngest is wal-ingest: units submitted until every one is acked,
+// on a host without sinks (nothing applied, nothing reclaimed).
+func benchE2EIngest(b *testing.B, pool *e2ePool, units int) {
+	b.SetBytes(int64(units) * pool.unitBytes)
+	var tot e2eTotals
+	for range b.N {
+		b.StopTimer()
+		client, counter, closeStore := e2eStore(b)
+		cfg := engine.DeriveConfig("wal", "bench-e2e", e2eTargetBytes, e2eWriters, 0)
+		cfg.FenceWait = e2eRequestTimeout + e2eRequestTimeout/4
+		h := newWALHostWith(b, cfg, client, e2eRequestTimeout, nil)
+		ctx := context.Background()
+		if err := h.Start(ctx); err != nil {
+			b.Fatal(err)
+		}
+		counter.reset()
+		b.StartTimer()
+		start := time.Now()
+		e2eIngest(b, ctx, h, pool, units)
+		elapsed := time.Since(start)
+		b.StopTimer()
+		st, err := h.Stats(ctx)
+		if err != nil || st.PersistFailures > 0 || st.InDoubt > 0 {
+			b.Fatalf("persist failures %d, in-doubt commits %d (%v)", st.PersistFailures, st.InDoubt, err)
+		}
+		b.Logf("%d units acked in %d segments (%.1f MiB each) in %v; a persist took %v on average (queue %d, parts in flight %d)",
+			units, st.Commits, float64(int64(units)*pool.unitBytes)/float64(max(st.Commits, 1))/(1<<20), elapsed.Round(time.Millisecond),
+			(st.Persist.Sum / time.Duration(max(st.Persist.Count, 1))).Round(time.Millisecond), cfg.QueueCapacity, cfg.PartConcurrency)
+		tot.bytes += int64(units) * pool.unitBytes
+		tot.rows += int64(units) * pool.unitRows
+		tot.writes += counter.writes()
+		tot.all += counter.all()
+		tot.elapsed += elapsed
+		h.Kill()
+		closeStore()
+		b.StartTimer()
+	}
+	tot.report(b, false)
 }
 
 // e2ePool is the units' batches: all the same shape, so every unit has
