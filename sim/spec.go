@@ -175,6 +175,12 @@ func drawEngine(r *Rand) engine.Config {
 		// (the marker HEAD, the snapshots in flight) keep them.
 		cfg.OrphanGrace = r.Duration(500*time.Millisecond, 5*time.Second)
 	}
+	if r.Chance(0.3) {
+		// A window of minutes, not ten: in a world of 10⁵ steps (about
+		// ten minutes) keys expire, buckets are swept, and a retry held
+		// up by an outage lands in the oldest bucket or just past the end.
+		cfg.IdempotencyWindow = r.Duration(time.Minute, 5*time.Minute)
+	}
 	return cfg
 }
 
