@@ -35,12 +35,12 @@ pg-setup:
 
 # Unit, property and golden tests, fuzz seed corpora, the engine lint.
 # pgcheck says first whether the Postgres tests will run or skip. The
-# daemon's package runs real daemons through kills for about 7 minutes
-# on two cores, close to go test's default 10-minute limit per package.
+# daemon's tests mostly wait (for fences, flushes, kills), so four run at
+# once (-parallel 4; go test's default is one per core).
 test:
 	$(GO) vet ./...
 	@$(GO) run ./internal/pgtest/pgcheck
-	$(GO) test -timeout 25m ./...
+	$(GO) test -timeout 25m -parallel 4 ./...
 
 # The full-scale runs make test keeps reduced: the key-store day at the
 # production rate (make test runs it at a tenth of the keys).
