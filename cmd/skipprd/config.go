@@ -281,6 +281,16 @@ func parseWALStorage(get func(string) (string, bool), c *config) error {
 		}
 		c.S3Timeout = time.Duration(n) * time.Second
 	}
+	// Path-style addressing is for every S3 client — the WAL's, a
+	// parquet-s3 or Iceberg lake's, an objects source's — whatever the
+	// WAL's storage.
+	if s, ok := get(envS3PathStyle); ok {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			return &configError{envS3PathStyle, s, "want true or false"}
+		}
+		c.PathStyle = b
+	}
 	v, _ := get(envWALStorage)
 	switch strings.ToLower(v) {
 	case "", string(walDisk):
@@ -302,13 +312,6 @@ func parseWALStorage(get func(string) (string, bool), c *config) error {
 			return &configError{envWALBucket, "", fmt.Sprintf("WAL_STORAGE=s3 needs a bucket: set %s (or %s, shared with the lake)", envWALBucket, envBucket)}
 		}
 		return nil // disk: segments in the local store
-	}
-	if s, ok := get(envS3PathStyle); ok {
-		b, err := strconv.ParseBool(s)
-		if err != nil {
-			return &configError{envS3PathStyle, s, "want true or false"}
-		}
-		c.PathStyle = b
 	}
 	return nil
 }

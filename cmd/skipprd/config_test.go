@@ -139,6 +139,18 @@ func TestParseConfigValues(t *testing.T) {
 }
 
 // Every invalid value is refused with an error naming its variable.
+// S3_PATH_STYLE reaches the lake's and the sources' S3 clients whatever
+// the WAL's storage: a MinIO lake beside the local-disk or embedded WAL
+// (no bucket of its own) is addressed by path too.
+func TestParseConfigPathStyleWithoutABucket(t *testing.T) {
+	for _, storage := range []string{"disk", "embedded"} {
+		c, err := parseConfig(envOf(map[string]string{envWALStorage: storage, envS3PathStyle: "true"}))
+		if err != nil || !c.PathStyle {
+			t.Errorf("WAL_STORAGE=%s, %s=true: path style %v (%v), want true", storage, envS3PathStyle, c.PathStyle, err)
+		}
+	}
+}
+
 func TestParseConfigRejects(t *testing.T) {
 	cases := []struct {
 		name    string

@@ -217,8 +217,12 @@ func TestLoudSettingsAdjusted(t *testing.T) {
 	}{
 		{map[string]string{envBufferBytes: "1", envIngestThreads: "4096"}, []adjusted{
 			{Var: envBufferBytes, Given: "1", Used: "4194304"}, {Var: envIngestThreads, Given: "4096", Used: "32"}}},
+		// S3_PATH_STYLE addresses the lake's and the sources' S3 clients
+		// too: never ignored (a MinIO lake beside a local WAL needs it).
 		{map[string]string{envWALStorage: "embedded", envWALBucket: "b", envS3PathStyle: "true"}, []adjusted{
-			{Var: envWALBucket, Given: "b", Used: "ignored"}, {Var: envS3PathStyle, Given: "true", Used: "ignored"}}},
+			{Var: envWALBucket, Given: "b", Used: "ignored"}}},
+		{map[string]string{envS3PathStyle: "true", envS3Timeout: "5"}, []adjusted{
+			{Var: envS3Timeout, Given: "5", Used: "ignored"}}},
 		{map[string]string{envWALStorage: "s3", envWALBucket: "b", envWALPartitions: "4"}, []adjusted{
 			{Var: envWALPartitions, Given: "4", Used: "ignored"}}},
 		{map[string]string{envBufferBytes: "8388608", envIngestThreads: "8", envWALPartitions: "4"}, nil},

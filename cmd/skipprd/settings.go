@@ -44,13 +44,14 @@ func (c config) adjustments(getenv func(string) string) []adjusted {
 	}
 	switch {
 	case c.WALStorage == walEmbedded:
-		for _, name := range []string{envWALBucket, envBucket, envS3PathStyle, envS3Timeout} {
+		for _, name := range []string{envWALBucket, envBucket, envS3Timeout} {
 			ignored(name, "WAL_STORAGE=embedded keeps the WAL in its own store under DATA_DIR; set WAL_STORAGE=s3 to use a bucket")
 		}
 	case c.Bucket == "":
-		ignored(envS3PathStyle, "no bucket is configured")
-		ignored(envS3Timeout, "no bucket is configured")
+		ignored(envS3Timeout, "no bucket is configured (it times the WAL bucket's requests)")
 	}
+	// S3_PATH_STYLE is never ignored: it addresses the lake's and the
+	// sources' S3 clients as well as the WAL's.
 	if c.WALStorage != walDisk {
 		for _, name := range []string{envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions} {
 			ignored(name, fmt.Sprintf("local-disk WAL settings are checked but used with WAL_STORAGE=disk only (here %s)", c.WALStorage))
