@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"strings"
 	"sync"
@@ -19,8 +18,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/johannesboyne/gofakes3"
-	"github.com/johannesboyne/gofakes3/backend/s3mem"
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
@@ -296,14 +293,7 @@ func readAllConcurrently(b *testing.B, ctx context.Context, client *s3.Client, k
 // recoveryStore is a fresh gofakes3 and a client to it whose requests
 // are counted by kind (and whose TCP dials are counted).
 func recoveryStore(b *testing.B) (*s3.Client, *kindCounter) {
-	backend := s3mem.New()
-	if err := backend.CreateBucket(testBucket); err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(gofakes3.New(backend).Server())
-	b.Cleanup(srv.Close)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 64
+	url, tr := fakeS3(b)
 	b.Cleanup(tr.CloseIdleConnections)
 	c := &kindCounter{base: tr}
 	c.reset()
@@ -312,7 +302,7 @@ func recoveryStore(b *testing.B) (*s3.Client, *kindCounter) {
 		c.dials.Add(1)
 		return dial(ctx, network, addr)
 	}
-	return newClientVia(srv.URL, c), c
+	return newClientVia(url, c), c
 }
 
 // reqKind is a kind of request as the benchmark reports it.

@@ -168,6 +168,14 @@ func (t benchTotals) report(b *testing.B) {
 
 // benchClient serves a fresh gofakes3 and returns a counted client to it.
 func benchClient(b *testing.B) (*s3.Client, *requestCounter) {
+	url, tr := fakeS3(b)
+	counter := &requestCounter{base: tr}
+	return newClientVia(url, counter), counter
+}
+
+// fakeS3 serves a fresh gofakes3 holding testBucket for the benchmark and
+// returns its URL and a transport to it (64 idle connections).
+func fakeS3(b *testing.B) (string, *http.Transport) {
 	backend := s3mem.New()
 	if err := backend.CreateBucket(testBucket); err != nil {
 		b.Fatal(err)
@@ -176,8 +184,7 @@ func benchClient(b *testing.B) (*s3.Client, *requestCounter) {
 	b.Cleanup(srv.Close)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64
-	counter := &requestCounter{base: tr}
-	return newClientVia(srv.URL, counter), counter
+	return srv.URL, tr
 }
 
 func benchEngine(b *testing.B, pool *benchPool, targetBytes, ingestBytes int64) {

@@ -92,6 +92,13 @@ func BenchmarkE2E(b *testing.B) {
 	b.Run("raw-multipart-upload", func(b *testing.B) { benchE2ERawUpload(b, pool, units) })
 }
 
+// e2eConfig is the engine's configuration in the end-to-end benchmarks.
+func e2eConfig() engine.Config {
+	cfg := engine.DeriveConfig("wal", "bench-e2e", e2eTargetBytes, e2eWriters, 0)
+	cfg.FenceWait = e2eRequestTimeout + e2eRequestTimeout/4
+	return cfg
+}
+
 // benchE2EIngest is wal-ingest: units submitted until every one is acked,
 // on a host without sinks (nothing applied, nothing reclaimed).
 func benchE2EIngest(b *testing.B, pool *e2ePool, units int) {
@@ -100,8 +107,7 @@ func benchE2EIngest(b *testing.B, pool *e2ePool, units int) {
 	for range b.N {
 		b.StopTimer()
 		client, counter, closeStore := e2eStore(b)
-		cfg := engine.DeriveConfig("wal", "bench-e2e", e2eTargetBytes, e2eWriters, 0)
-		cfg.FenceWait = e2eRequestTimeout + e2eRequestTimeout/4
+		cfg := e2eConfig()
 		h := newWALHostWith(b, cfg, client, e2eRequestTimeout, nil)
 		ctx := context.Background()
 		if err := h.Start(ctx); err != nil {
@@ -229,8 +235,7 @@ func benchE2EPipeline(b *testing.B, pool *e2ePool, units int, lanes engine.LaneL
 	for range b.N {
 		b.StopTimer()
 		client, counter, closeStore := e2eStore(b)
-		cfg := engine.DeriveConfig("wal", "bench-e2e", e2eTargetBytes, e2eWriters, 0)
-		cfg.FenceWait = e2eRequestTimeout + e2eRequestTimeout/4
+		cfg := e2eConfig()
 		cfg.DefaultLanes = lanes
 		h := newWALHostWith(b, cfg, client, e2eRequestTimeout, func(l *Loop, s *S3Store) engine.Sinks {
 			return sinks.Set{"lake": sinks.NewParquetObjects(s, l.Executor(), e2eLakePrefix)}
