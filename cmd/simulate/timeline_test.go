@@ -14,11 +14,14 @@ import (
 	"github.com/skipprd/skipprd/sim"
 )
 
-// timelineSeed has a memory sink, crashes and a zombie within
-// timelineIters steps (swarm profile), with the lossy sink too. (Seed 42
-// was, until its Iceberg world began rewriting small files.)
+// timelineSeed is one pipeline with crashes and zombies within
+// timelineIters steps (swarm profile), with the lossy sink too: 2 and 3
+// when it was picked from seeds 1–80 (seeds 7, 16, 18 and 23 have a
+// shared destination's other pipelines in their lanes, or a quiet run
+// that is not one). (Seed 11 was, until worlds drew shorter idempotency
+// windows; seed 42, until its Iceberg world began rewriting small files.)
 const (
-	timelineSeed  = 11
+	timelineSeed  = 36
 	timelineIters = 20000
 )
 
