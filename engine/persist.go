@@ -127,10 +127,12 @@ func (e *Engine) prepare(s *snapshot) {
 	var buf bytes.Buffer
 	// The body is about the content's size (Arrow buffers, sidecars,
 	// offsets) plus a few hundred bytes of headers and IPC metadata per
-	// PART: grow once instead of doubling through it.
-	buf.Grow(int(min(s.content.bytes+s.content.bytes/8+int64(len(parts))*bodyPartOverhead, segment.BodyBytesMax)))
+	// PART: grow once instead of doubling through it — in the job, not on
+	// the loop (zeroing a segment's worth of memory stalled acks).
+	size := int(min(s.content.bytes+s.content.bytes/8+int64(len(parts))*bodyPartOverhead, segment.BodyBytesMax))
 	var err error
 	e.p.Exec.Go(func() {
+		buf.Grow(size)
 		var merged []segment.Part
 		if merged, err = mergeBatches(parts); err == nil {
 			s.index, err = segment.Encode(&buf, created, offsets, merged, nil)
