@@ -49,6 +49,9 @@ import (
 //   - wal-ingest: the WAL alone (no sink), timed from the first submit to
 //     the last ack: what sources see of the S3 WAL (issue 24: ≥ 0.8× the
 //     raw upload below).
+//   - pipeline-floor: the least work of the pipeline's path for the same
+//     rows, its steps timed apart and summed (wal_floor_bench_test.go):
+//     the pipeline's target is half its MB/s.
 //   - raw-multipart-upload: the same bytes written to a fresh store of the
 //     same kind as 16 MiB objects (the segment size) of 8 MiB parts —
 //     CreateMultipartUpload, UploadPart × 2, CompleteMultipartUpload —
@@ -90,6 +93,7 @@ func BenchmarkE2E(b *testing.B) {
 	b.Run("pipeline-spanning", func(b *testing.B) { benchE2EPipeline(b, pool, units, e2eSpanning) })
 	b.Run("wal-ingest", func(b *testing.B) { benchE2EIngest(b, pool, units) })
 	b.Run("raw-multipart-upload", func(b *testing.B) { benchE2ERawUpload(b, pool, units) })
+	b.Run("pipeline-floor", func(b *testing.B) { benchE2EFloor(b, pool, units) })
 }
 
 // e2eConfig is the engine's configuration in the end-to-end benchmarks.
@@ -350,11 +354,7 @@ func e2eReadLake(b *testing.B, ctx context.Context, client *s3.Client) (rows, si
 func benchE2ERawUpload(b *testing.B, pool *e2ePool, units int) {
 	total := int64(units) * pool.unitBytes
 	b.SetBytes(total)
-	part := make([]byte, engine.DefaultPartBytes)
-	rng := rand.New(rand.NewPCG(0xe2e, 0x9a77))
-	for i := range part {
-		part[i] = byte(rng.Uint32())
-	}
+	part := rawPart()
 	var tot e2eTotals
 	for range b.N {
 		b.StopTimer()
@@ -373,6 +373,16 @@ func benchE2ERawUpload(b *testing.B, pool *e2ePool, units int) {
 		b.StartTimer()
 	}
 	tot.report(b, false)
+}
+
+// rawPart is a part's worth of random bytes, the raw uploads' content.
+func rawPart() []byte {
+	part := make([]byte, engine.DefaultPartBytes)
+	rng := rand.New(rand.NewPCG(0xe2e, 0x9a77))
+	for i := range part {
+		part[i] = byte(rng.Uint32())
+	}
+	return part
 }
 
 // e2eRawUpload writes total bytes as e2eTargetBytes objects of part-sized

@@ -112,6 +112,9 @@ func TestDaemonOverload(t *testing.T) {
 		inMiB(int64(m["skipprd_admission_limit_bytes"])), inMiB(int64(m["skipprd_body_cache_limit_bytes"])))
 
 	load := &overloadLoad{addr: addr}
+	// The clients stop before the daemon does (cleanups run last first),
+	// on every path: a client must not report into a finished test.
+	t.Cleanup(load.stopAndWait)
 	rss := sampleMemory(pid, 100*time.Millisecond, func() int { return int(load.phase.Load()) })
 	watch := watchMetrics(admin, 200*time.Millisecond)
 
@@ -285,7 +288,7 @@ const (
 	// overloadSaturated: how long backpressure must have held before
 	// the slow phase ends; overloadSlowMax bounds the wait for it.
 	overloadSaturated = 3 * time.Second
-	overloadSlowMax   = 30 * time.Second
+	overloadSlowMax   = 2 * time.Minute // about 15 s idle; a CI box busy with other daemons took 33 s
 	overloadRecover   = 2 * time.Second
 	// overloadCaughtUp: live segments at which the sink has caught up.
 	overloadCaughtUp = 8
