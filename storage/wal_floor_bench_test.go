@@ -121,4 +121,3 @@ func e2eEach(n int, fn func(i int)) {
 	}
 	wg.Wait()
 }
-
