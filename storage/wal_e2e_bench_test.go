@@ -130,11 +130,7 @@ func benchE2EIngest(b *testing.B, pool *e2ePool, units int) {
 		b.Logf("%d units acked in %d segments (%.1f MiB each) in %v; a persist took %v on average (queue %d, parts in flight %d)",
 			units, st.Commits, float64(int64(units)*pool.unitBytes)/float64(max(st.Commits, 1))/(1<<20), elapsed.Round(time.Millisecond),
 			(st.Persist.Sum / time.Duration(max(st.Persist.Count, 1))).Round(time.Millisecond), cfg.QueueCapacity, cfg.PartConcurrency)
-		tot.bytes += int64(units) * pool.unitBytes
-		tot.rows += int64(units) * pool.unitRows
-		tot.writes += counter.writes()
-		tot.all += counter.all()
-		tot.elapsed += elapsed
+		tot.add(pool, units, counter, elapsed)
 		h.Kill()
 		closeStore()
 		b.StartTimer()
@@ -216,6 +212,16 @@ func e2eStore(b *testing.B) (client *s3.Client, counter *requestCounter, close f
 type e2eTotals struct {
 	bytes, rows, writes, all, lakeBytes, files int64
 	elapsed                                    time.Duration
+}
+
+// add counts one iteration: units of pool moved in elapsed, and the
+// requests counter saw.
+func (t *e2eTotals) add(pool *e2ePool, units int, counter *requestCounter, elapsed time.Duration) {
+	t.bytes += int64(units) * pool.unitBytes
+	t.rows += int64(units) * pool.unitRows
+	t.writes += counter.writes()
+	t.all += counter.all()
+	t.elapsed += elapsed
 }
 
 func (t e2eTotals) report(b *testing.B, lake bool) {
@@ -364,11 +370,7 @@ func benchE2ERawUpload(b *testing.B, pool *e2ePool, units int) {
 		e2eRawUpload(b, client, part, total)
 		elapsed := time.Since(start)
 		b.StopTimer()
-		tot.bytes += total
-		tot.rows += int64(units) * pool.unitRows
-		tot.writes += counter.writes()
-		tot.all += counter.all()
-		tot.elapsed += elapsed
+		tot.add(pool, units, counter, elapsed)
 		closeStore()
 		b.StartTimer()
 	}
@@ -388,25 +390,12 @@ func rawPart() []byte {
 // e2eRawUpload writes total bytes as e2eTargetBytes objects of part-sized
 // parts, e2eRawParts uploads (one part each) in flight.
 func e2eRawUpload(b *testing.B, client *s3.Client, part []byte, total int64) {
-	objects := int((total + e2eTargetBytes - 1) / e2eTargetBytes)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for range e2eRawParts {
-		wg.Go(func() {
-			for {
-				o := int(next.Add(1) - 1)
-				if o >= objects {
-					return
-				}
-				size := min(e2eTargetBytes, total-int64(o)*e2eTargetBytes)
-				if err := e2eUploadObject(client, fmt.Sprintf("raw/%06d", o), part, size); err != nil {
-					b.Error(err)
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
+	e2eEach(int((total+e2eTargetBytes-1)/e2eTargetBytes), func(o int) {
+		size := min(e2eTargetBytes, total-int64(o)*e2eTargetBytes)
+		if err := e2eUploadObject(client, fmt.Sprintf("raw/%06d", o), part, size); err != nil {
+			b.Error(err)
+		}
+	})
 }
 
 // e2eUploadObject uploads one object of size bytes (prefixes of part) as

@@ -52,11 +52,7 @@ func benchE2EFloor(b *testing.B, pool *e2ePool, units int) {
 		b.Logf("floor: upload %v, read %v, encode %d files %v, put %v",
 			steps[0].Round(time.Millisecond), steps[1].Round(time.Millisecond), len(files),
 			steps[2].Round(time.Millisecond), steps[3].Round(time.Millisecond))
-		tot.bytes += total
-		tot.rows += int64(units) * pool.unitRows
-		tot.writes += counter.writes()
-		tot.all += counter.all()
-		tot.elapsed += elapsed
+		tot.add(pool, units, counter, elapsed)
 		closeStore()
 	}
 	b.StartTimer()
