@@ -29,8 +29,12 @@ const (
 	// checkBucketWait bounds the start-up bucket check.
 	checkBucketWait = 30 * time.Second
 	// statsWait bounds one progress query; a loop that busy skips a line.
-	statsWait     = time.Second
-	progressEvery = time.Second
+	// The last line, after the graceful close, has no next tick to make
+	// up for it (it shows what the stop left in the WAL): it may wait
+	// finalStatsWait, and says so if even that was not enough.
+	statsWait      = time.Second
+	finalStatsWait = 10 * time.Second
+	progressEvery  = time.Second
 )
 
 // daemon is the wired process: one host on the WAL (the local disk and
@@ -351,7 +355,9 @@ func (d *daemon) serve(ctx context.Context, stdout io.Writer, started time.Time)
 			d.log.Warn("source stopped with an error", "err", err)
 		}
 	}
-	d.printProgress(stdout, started)
+	if !d.printProgressWithin(stdout, started, finalStatsWait) {
+		d.log.Warn("no last progress line: the engine did not answer", "within", finalStatsWait)
+	}
 	for _, src := range d.sources {
 		if g, ok := src.(*genSource); ok {
 			d.log.Info("generator stopped at", offsetAttrs(g.gen.Positions())...)
@@ -414,11 +420,17 @@ func (d *daemon) close(code int) int {
 }
 
 func (d *daemon) printProgress(w io.Writer, started time.Time) {
-	ctx, cancel := context.WithTimeout(context.Background(), statsWait)
+	d.printProgressWithin(w, started, statsWait) // the loop is busy if not: the next tick will do
+}
+
+// printProgressWithin prints a progress line if the engine answers
+// within wait, and reports whether it did.
+func (d *daemon) printProgressWithin(w io.Writer, started time.Time, wait time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	st, err := d.host.Stats(ctx)
 	if err != nil {
-		return // the loop is busy; the next tick will do
+		return false
 	}
 	var ingested, acked uint64
 	for _, src := range d.sources {
@@ -429,6 +441,7 @@ func (d *daemon) printProgress(w io.Writer, started time.Time) {
 	if st.Alerts > d.alertSeq {
 		d.logAlerts(ctx)
 	}
+	return true
 }
 
 // logAlerts logs each engine alert raised since the last one logged,
