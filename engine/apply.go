@@ -21,6 +21,14 @@ func (e *Engine) startJob(j *job) {
 		e.refuseJob(j, fmt.Errorf("job %s (cut in segment %s): no sink %q is configured", j.id, j.cut.ID, j.sinkRef()))
 		return
 	}
+	if j.unknown != nil {
+		j.state = jobRunning
+		e.running++
+		e.checkRunning()
+		e.refuseJob(j, fmt.Errorf("%w: job %s (cut in segment %s) holds PARTs of segment %s, whose completion bitmap "+
+			"was unreadable and which no live cut bounded: an earlier job may have applied them", ErrCorrupt, j.id, j.cut.ID, j.unknown.ID))
+		return
+	}
 	first := j.first()
 	size := first.Index.BodyBytes
 	_, cached := e.cache.entries[first.ID]

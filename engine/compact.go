@@ -53,6 +53,9 @@ type segState struct {
 	// held by the last bitmap write that succeeded.
 	durable *segment.Bitmap
 	keep    bool // never reclaim: unreadable bitmap or a refused job
+	// bitmapLost: recovery could not read its bitmap (keep is set): which
+	// of its PARTs were applied is known only where a live cut says.
+	bitmapLost bool
 
 	// written: the bits of the last bitmap write started (nil before the
 	// first); every later write holds them all.
@@ -126,6 +129,11 @@ type job struct {
 	// failedClosing: it failed while the engine was closing, so the close
 	// does not retry it (the next start will).
 	failedClosing bool
+	// unknown: a segment whose bitmap recovery could not read, of which
+	// the job holds PARTs no live cut bounded at recovery: whether an
+	// earlier job applied them is unknown, so the job is refused (its
+	// lane stops) rather than risk delivering them twice.
+	unknown *segState
 }
 
 func (j *job) sinkRef() string   { return j.group.SinkRef }
@@ -267,6 +275,55 @@ func (e *Engine) legacyJob(st *segState, g segment.Group, p piece) *job {
 	return j
 }
 
+// settleLost takes out of an open job, as applied, its pieces before a
+// cut's First that lie in segments whose bitmap recovery could not read.
+// Jobs are cut in lane order, so such a piece belongs to an earlier job;
+// that job's cut is gone, and reclaim lets a cut go only once its job's
+// bits are durable in every other segment (cutWaits) — so its bits were
+// in the bitmap that is unreadable now, and the job was applied. Their
+// bits are set in memory; their segment stays kept.
+func (e *Engine) settleLost(o *openJob, first SnapshotID) {
+	kept := o.pieces[:0]
+	for _, p := range o.pieces {
+		if !p.seg.bitmapLost || p.seg.ID.Compare(first) >= 0 {
+			kept = append(kept, p)
+			continue
+		}
+		e.mark(MarkLostBitsInferred)
+		for _, ord := range p.ordinals {
+			p.seg.applied.Set(ord)
+		}
+		p.seg.open--
+		e.checkPending(p.seg)
+		o.bytes -= p.bytes
+	}
+	if len(kept) == len(o.pieces) {
+		return
+	}
+	clear(o.pieces[len(kept):])
+	o.pieces = kept
+	if len(kept) > 0 {
+		o.since = e.openedAt(kept[0].seg)
+	}
+}
+
+// unboundedLost returns a segment whose bitmap recovery could not read,
+// of which j holds PARTs, if j is cut after recovery: a cut recovery
+// found bounded its job as it was first applied (same id, same PARTs: a
+// sink answers a repeat as applied), but a later one may take PARTs of an
+// earlier job that was applied and whose cut is gone.
+func (e *Engine) unboundedLost(j *job) *segState {
+	if e.recovered {
+		return nil
+	}
+	for _, p := range j.pieces {
+		if p.seg.bitmapLost {
+			return p.seg
+		}
+	}
+	return nil
+}
+
 // joinOpen adds a piece to its lane's open job of its group.
 func (e *Engine) joinOpen(g segment.Group, p piece) {
 	ln := e.lane(laneOf(g))
@@ -330,6 +387,7 @@ func (e *Engine) endJob(st *segState, c segment.Cut) (*job, bool) {
 	first := SnapshotID{Epoch: c.First.Epoch, Seq: c.First.Seq}
 	j := &job{group: c.Group, cut: st, reason: c.Reason}
 	if o != nil {
+		e.settleLost(o, first)
 		if !e.checkOpenFrom(st, c, o, first) {
 			return nil, false
 		}
@@ -343,6 +401,7 @@ func (e *Engine) endJob(st *segState, c segment.Cut) (*job, bool) {
 		o.done = nil
 		ln.dropOpen(o)
 		slices.SortStableFunc(j.pieces, func(a, b piece) int { return a.seg.ID.Compare(b.seg.ID) })
+		j.unknown = e.unboundedLost(j)
 	}
 	st.addJob(j)
 	if len(j.pieces) == 0 {

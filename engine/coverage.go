@@ -119,6 +119,10 @@ const (
 	// The writer's pipeline (persist.go).
 	MarkBodyAhead        // a queued snapshot's body was encoded and uploaded while an earlier one committed
 	MarkBodyAheadDropped // a body made ahead was dropped: an earlier snapshot's persist failed
+	// Recovery (compact.go).
+	MarkLostBitsInferred // PARTs in a segment whose bitmap was unreadable lay before a live cut: applied by an earlier job
+	// The local-disk WAL (wal_disk_replay.go).
+	MarkWALCommittedUnflushed // recovery found a generation's segment owned and no flushed record of it in the log
 	NumMarks
 )
 
@@ -149,6 +153,8 @@ var markNames = [NumMarks]string{
 	"cut-only-segment", "job-spans", "cut-replayed", "cut-found-applied", "cut-job-gone",
 	"reclaim-waits-cut",
 	"body-ahead", "body-ahead-dropped",
+	"lost-bits-inferred",
+	"wal-committed-unflushed",
 }
 
 // String returns the mark's name.

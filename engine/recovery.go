@@ -97,7 +97,7 @@ func (e *Engine) recover(round int, done func(error)) {
 							fail(err)
 							return
 						}
-						e.readBitmaps(owned, func(bitmaps []*segment.Bitmap, etags []string, err error) {
+						e.readBitmaps(owned, listing, func(bitmaps []*segment.Bitmap, etags []string, err error) {
 							if err != nil {
 								fail(err)
 								return
@@ -237,7 +237,7 @@ func (e *Engine) open(r recovered) {
 			bm = segment.NewBitmap(len(s.Index.Entries))
 		}
 		st := newSegState(s, bm)
-		st.keep, st.bitmapETag = keep, r.bitmapETags[i]
+		st.keep, st.bitmapLost, st.bitmapETag = keep, keep, r.bitmapETags[i]
 		st.logPending = e.dlog.holds(s.ID)
 		e.register(st)
 	}
@@ -259,19 +259,28 @@ func (e *Engine) recoveredDone() {
 	e.armInterval()
 }
 
-// readBitmaps GETs the completion bitmap of every owned segment — not
-// only those the listing shows: a LIST may lag behind a bitmap written
-// just before a crash, and a job's bits may be durable only there (a
-// segment ending a job is reclaimed once the job's bits are durable in
-// its other segments, reclaim.go), so a bitmap missed would leave PARTs
-// of an applied job looking open, to join another. A missing bitmap is an
-// empty one (nothing applied yet); an unreadable one is nil: its segment
-// is kept (and alerted on).
-func (e *Engine) readBitmaps(owned []Segment, done func([]*segment.Bitmap, []string, error)) {
+// readBitmaps GETs the completion bitmap of every owned segment the
+// listing shows one for: after FenceWait, LIST shows every bitmap that
+// landed before the claim (step 2), so an unlisted one does not exist
+// and is empty — nothing of its segment applied yet. An unreadable one is
+// nil: its segment is kept (and alerted on; settleLost).
+func (e *Engine) readBitmaps(owned []Segment, listing []*listedSegment, done func([]*segment.Bitmap, []string, error)) {
+	listed := make(map[SnapshotID]bool, len(listing))
+	for _, ls := range listing {
+		if ls.bitmap != nil {
+			listed[ls.id] = true
+		}
+	}
 	out := make([]*segment.Bitmap, len(owned))
 	etags := make([]string, len(owned))
 	e.forEach(len(owned), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
-		e.readBitmap(owned[i], func(b *segment.Bitmap, etag string, err error) { out[i], etags[i] = b, etag; d(err) })
+		s := owned[i]
+		if !listed[s.ID] {
+			out[i] = segment.NewBitmap(len(s.Index.Entries))
+			e.later(func() { d(nil) })
+			return
+		}
+		e.readBitmap(s, func(b *segment.Bitmap, etag string, err error) { out[i], etags[i] = b, etag; d(err) })
 	}, func(err error) { done(out, etags, err) })
 }
 

@@ -5,9 +5,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -347,5 +349,100 @@ func TestRestartWithoutLimitsCutsOpenJobs(t *testing.T) {
 	}
 	if got := destValues(dest)["events"]; !slices.Equal(got, seq(0, 3)) {
 		t.Fatalf("destination holds %v", got)
+	}
+}
+
+// A segment whose bitmap rots after an earlier spanning job of a lane was
+// applied and that job's cut reclaimed: its PART of the lane looks open
+// at recovery, before a live cut of the next job. Jobs are cut in lane
+// order, so the PART was in the applied job: recovery settles it as
+// applied (lost-bits-inferred) — it neither fails closed nor delivers the
+// PART again — keeps the segment, and alerts (seed 26 found it). Its
+// PART of another lane, which no live cut bounds, may or may not have
+// been applied: the job that takes it is refused, never delivered.
+func TestLostBitmapBeforeALiveCut(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.BitmapDelay = 10 * time.Millisecond
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 4 << 10, FlushInterval: time.Hour}
+	dest, cs := withSink(r)
+	eng := r.start()
+	// The first segment: events 1..300 and one held row, whose lane stays
+	// open (far below its file size) and keeps the segment live.
+	a, b := r.submit(unit("events", seq(1, 300)...)), r.submit(unit("held", -1))
+	r.until(func() bool { return a.done && b.done }, "acks of the first segment")
+	r.submitEach300(301)
+	r.until(func() bool { return eng.Stats().JobsApplied == 1 && eng.Stats().LiveSegments == 1 },
+		"the first events job (cut by size in the second segment) applied, the second segment reclaimed")
+	firstBitmap := r.bitmapKey() // the first segment's, the one left
+	cs.down["events"] = true
+	r.submitEach300(601)
+	r.submitEach300(901)
+	r.sched.RunUntil(r.sched.Now() + 5*time.Second) // the second events job is cut, not applied
+	if eng.Stats().JobsApplied != 1 {
+		t.Fatalf("%d jobs applied before the crash, want 1", eng.Stats().JobsApplied)
+	}
+	r.putObject(firstBitmap, []byte("not a bitmap"))
+	second := r.start() // a crash
+	delete(cs.down, "events")
+	closeEngine(t, r) // applies the second events job, cuts held's
+	if n := second.Marks()[engine.MarkLostBitsInferred]; n != 1 {
+		t.Fatalf("lost-bits-inferred passed %d times, want 1", n)
+	}
+	got := destValues(dest)
+	if !slices.Equal(got["events"], seq(1, 1200)) || len(got["held"]) != 0 {
+		t.Fatalf("destination holds %d events (want 1..1200 once each) and held %v (want none: refused)", len(got["events"]), got["held"])
+	}
+	if n := second.Marks()[engine.MarkJobRefused]; n != 1 {
+		t.Fatalf("job-refused passed %d times, want 1 (held's job)", n)
+	}
+	if !errors.Is(second.LastAlert(), engine.ErrCorrupt) {
+		t.Fatalf("no alert for the unreadable bitmap: %v", second.LastAlert())
+	}
+	if _, ok := r.store.Object(strings.TrimSuffix(firstBitmap, ".scbl")); !ok {
+		t.Fatal("the segment whose bitmap was unreadable was deleted")
+	}
+}
+
+// submitEach300 submits events from..from+299 as one unit, acked before
+// it returns: a segment.
+func (r *rig) submitEach300(from int) {
+	r.t.Helper()
+	res := r.submit(unit("events", seq(from, 300)...))
+	r.until(func() bool { return res.done }, "ack")
+	if res.err != nil {
+		r.t.Fatalf("events from %d: %v", from, res.err)
+	}
+}
+
+// A segment whose bitmap rots after a spanning job applied its PART and
+// that job's cut was reclaimed, with no later cut live: at recovery the
+// PART looks open and joins its lane's next job. Whether it was applied
+// is unknown, so that job is refused — its lane stops, with an alert —
+// rather than deliver the PART's rows a second time.
+func TestLostBitmapWithoutALiveCutStopsTheLane(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.BitmapDelay = 10 * time.Millisecond
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 4 << 10, FlushInterval: time.Hour}
+	dest, _ := withSink(r)
+	eng := r.start()
+	a, b := r.submit(unit("events", seq(1, 300)...)), r.submit(unit("held", -1))
+	r.until(func() bool { return a.done && b.done }, "acks of the first segment")
+	r.submitEach300(301)
+	r.until(func() bool { return eng.Stats().JobsApplied == 1 && eng.Stats().LiveSegments == 1 },
+		"the first events job applied, the second segment reclaimed")
+	firstBitmap := r.bitmapKey()
+	r.putObject(firstBitmap, []byte("not a bitmap"))
+	second := r.start() // a crash
+	r.submitEach300(601)
+	r.submitEach300(901) // the next events job, cut by size, takes the first segment's PART
+	r.settle()
+	if got := destValues(dest)["events"]; !slices.Equal(got, seq(1, 600)) {
+		t.Fatalf("destination holds %d events, want 1..600 once each (the first segment's PART not again, the next job refused)", len(got))
+	}
+	if n := second.Marks()[engine.MarkJobRefused]; n != 1 {
+		t.Fatalf("job-refused passed %d times, want 1", n)
+	}
+	if !errors.Is(second.LastAlert(), engine.ErrCorrupt) {
+		t.Fatalf("no corruption alert: %v", second.LastAlert())
 	}
 }

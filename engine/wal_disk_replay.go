@@ -39,6 +39,11 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 			// and a segment reclaimed on its word leaves the seal to be
 			// rebuilt and committed a second time after a power loss.
 			e.mark(MarkWALOwnedFlushed)
+			if sc.flushed[id] == 0 {
+				// The power went between its commit and its flushed
+				// record's fsync: the log alone would replay it.
+				e.mark(MarkWALCommittedUnflushed)
+			}
 			l.claim(s, units)
 			l.logFlushed(s, owned[id])
 		case partly:

@@ -138,6 +138,10 @@ func (in *Injector) RestartNow() bool { return in.fires(Restart) }
 // CrashAtPoint decides a crash right after a compaction or upload step.
 func (in *Injector) CrashAtPoint() bool { return in.fires(CrashPoint) }
 
+// PowerLossAfterCommit decides, at a disk-WAL world's segment commit (a
+// marker PUT answered), whether the machine loses power right then.
+func (in *Injector) PowerLossAfterCommit() bool { return in.fires(CommitPowerLoss) }
+
 // KillAfterFsyncError decides, at a failed fsync of the log, whether the
 // process dies (the machine stays up), and when: in half the decisions
 // at once, before the log rolled past the failed batch; in the other

@@ -43,6 +43,7 @@ const (
 	UploadLost                    // a multipart upload is aborted under its writer (a lifecycle rule)
 	FsyncErrorKill                // SIGKILL right after a log fsync error, sparing the machine (its page cache)
 	StoreRefused                  // every write is refused for good (403) for a window of time: credentials lost write access
+	CommitPowerLoss               // the machine loses power right after a disk-WAL segment commit, before its flushed record is durable
 	NumKinds
 )
 
@@ -54,7 +55,7 @@ var kindNames = [NumKinds]string{
 	"restart", "store-outage", "ambiguous-marker", "ambiguous-bitmap", "ambiguous-delete",
 	"ambiguous-control", "read-timeout", "corrupt-read", "corrupt-at-rest", "zombie",
 	"source-rewind", "sink-refuse", "mpu-lost", "fsync-error-kill",
-	"store-refused",
+	"store-refused", "commit-power-loss",
 }
 
 func (k Kind) String() string {
@@ -91,7 +92,7 @@ const (
 var kindNeeds = [NumKinds]Needs{
 	MultipartPart: NeedsMultipart, MultipartComplete: NeedsMultipart, MultipartAbort: NeedsMultipart, UploadLost: NeedsMultipart,
 	FsyncError: NeedsDisk, DiskWriteError: NeedsDisk, DiskFull: NeedsDisk, SlowIO: NeedsDisk,
-	BitFlip: NeedsDiskRead, FsyncErrorKill: NeedsDiskRead,
+	BitFlip: NeedsDiskRead, FsyncErrorKill: NeedsDiskRead, CommitPowerLoss: NeedsDiskRead,
 	SinkError: NeedsSink, SinkAmbiguous: NeedsSink, SinkOutage: NeedsSink, CorruptAtRest: NeedsSink,
 	AmbiguousBitmap: NeedsSink, SinkRefuse: NeedsSink,
 	SourceRewind: NeedsReplayable,

@@ -59,6 +59,9 @@ const (
 	fsyncKillDelayMax = 500 * time.Millisecond
 	// a swarm's disk-WAL world crashes at points at least this often
 	diskCrashPointRate = 1e-3
+	// per segment commit of a disk-WAL world: a few power losses a world
+	// between a commit and its durable flushed record
+	commitPowerLossRate = 0.02
 	// each halts a lane for good, so fires once a world: corrupt-at-rest is
 	// asked at each restart with live segments (tens a world), sink-refuse
 	// at each sink apply (thousands)
@@ -103,6 +106,9 @@ func Swarm(r *sim.Rand) Plan {
 	for range swarmAttempts {
 		p := Plan{Name: "swarm"}
 		for k := range NumKinds {
+			if k == CommitPowerLoss {
+				continue // every disk-WAL world has it (Restrict)
+			}
 			chance := enableChance
 			if haltingKind(k) {
 				chance = atRestChance
@@ -226,6 +232,7 @@ func Named(name string, r *sim.Rand) (Plan, error) {
 		p := Plan{Name: name}
 		p.Rate[Crash], p.Rate[CrashPoint] = crashRateMax, diskCrashPointRate
 		p.Rate[FsyncError], p.Rate[SlowIO], p.Rate[FsyncErrorKill] = 0.01, 0.01, 0.5
+		p.Rate[CommitPowerLoss] = commitPowerLossRate
 		return p, nil
 	case "rot":
 		p := Plan{Name: name}
@@ -252,6 +259,12 @@ func (p Plan) Restrict(w World) Plan {
 			// the disk WAL exists for (torn tails, superseded batches):
 			// every disk world of a swarm has it.
 			p.Rate[CrashPoint] = diskCrashPointRate
+		}
+		if p.Name == "swarm" {
+			// So has a power loss between a segment's commit and its
+			// durable flushed record: the replay must find the segment
+			// owned (or reuse its snapshot id), never commit it twice.
+			p.Rate[CommitPowerLoss] = commitPowerLossRate
 		}
 	}
 	return p

@@ -33,6 +33,12 @@ func TestSwarmIsSeededAndVaried(t *testing.T) {
 		}
 	}
 	for k := range NumKinds {
+		if k == CommitPowerLoss {
+			if seen[k] != 0 {
+				t.Errorf("%s drawn in %d plans: only Restrict sets it, for disk-WAL worlds", k, seen[k])
+			}
+			continue
+		}
 		lo, hi := 100, 300 // about half of 400
 		if haltingKind(k) {
 			lo, hi = 60, 140 // atRestChance (1/4) of 400
@@ -199,5 +205,12 @@ func TestRestrict(t *testing.T) {
 	}
 	if p.Restrict(World{Disk: true, Sink: true, DiskRead: true, DiskWAL: true}).Enabled(Zombie) {
 		t.Error("a disk-WAL world kept zombies (one writer per local log)")
+	}
+	swarm := Swarm(sim.NewRand(7))
+	if got := swarm.Restrict(World{Disk: true, Sink: true, DiskRead: true, DiskWAL: true}).Rate[CommitPowerLoss]; got != commitPowerLossRate {
+		t.Errorf("a swarm's disk-WAL world loses power after commits at rate %g, want %g", got, commitPowerLossRate)
+	}
+	if swarm.Restrict(World{Disk: true, Sink: true}).Enabled(CommitPowerLoss) {
+		t.Error("a world without a disk WAL kept commit-power-loss")
 	}
 }

@@ -25,8 +25,18 @@ func (r recordingStore) isBody(key string) bool {
 
 func (r recordingStore) PutObject(in engine.PutObjectInput, done func(string, error)) {
 	r.note(in.Key, false)
-	if _, _, kind, ok := r.w.layout.ParseKey(in.Key); ok && kind == engine.KindBitmap {
+	_, _, kind, ok := r.w.layout.ParseKey(in.Key)
+	switch {
+	case ok && kind == engine.KindBitmap:
 		r.w.maybeCrashAtPoint() // during the bitmap write
+	case ok && kind == engine.KindMarker && r.w.engCfg.Disk != nil:
+		r.ObjectStore.PutObject(in, func(etag string, err error) {
+			if err == nil && r.inc == r.w.inc {
+				r.w.maybePowerLossAfterCommit()
+			}
+			done(etag, err)
+		})
+		return
 	}
 	r.ObjectStore.PutObject(in, done)
 }

@@ -72,10 +72,15 @@ func (w *World) step() {
 		w.note(NoteCrash, w.inc.ID(), "", "kill only (after an fsync error)")
 		w.trouble()
 		w.endProcess(false)
+	case w.producing && w.eng != nil && w.powerSoon && !w.zombiesAnywhere():
+		w.res.Crashes++
+		w.note(NoteCrash, w.inc.ID(), "", "power loss right after a segment commit")
+		w.trouble()
+		w.endProcess(true)
 	case w.producing && w.eng != nil && (w.crashSoon || w.faults.CrashNow()):
 		w.crash()
 	}
-	w.crashSoon, w.killSoon = false, false
+	w.crashSoon, w.killSoon, w.powerSoon = false, false, false
 	if pause, ok := w.faults.ZombieNow(); ok && w.producing && w.eng != nil && w.eng.Ready() && !w.closing && w.engCfg.Disk == nil {
 		w.makeZombie(pause)
 	}
@@ -188,6 +193,16 @@ func (w *World) trouble() { w.lastTrouble = w.sched.Now() }
 
 // onSinkApplied: a sink answered an apply — a window to crash in.
 func (w *World) onSinkApplied() { w.maybeCrashAtPoint() }
+
+// maybePowerLossAfterCommit: a disk-WAL segment committed — its flushed
+// record is not durable yet, and a power loss now must not commit the
+// generation again (recovery finds the segment owned or replays it under
+// its own snapshot id).
+func (w *World) maybePowerLossAfterCommit() {
+	if w.faults.PowerLossAfterCommit() && w.producing {
+		w.powerSoon = true
+	}
+}
 
 func (w *World) maybeCrashAtPoint() {
 	if w.faults.CrashAtPoint() && w.producing {

@@ -32,6 +32,10 @@ type Faults interface {
 	// reclaim delete done, a part uploaded): windows a per-step crash
 	// rarely hits.
 	CrashAtPoint() bool
+	// PowerLossAfterCommit is asked when a disk-WAL engine's marker PUT
+	// is answered (its segment committed): does the machine lose power
+	// before the generation's flushed record is durable?
+	PowerLossAfterCommit() bool
 	// KillAfterFsyncError is asked at every failed fsync of a log
 	// segment: does the process die, sparing the machine — right then
 	// (delay 0, before the log rolled past the failed batch) or after
@@ -145,6 +149,7 @@ type World struct {
 	lastTrouble time.Duration // last sink fault, crash or memory change
 	progress    progress      // the progress oracle's memory of the current engine
 	crashSoon   bool          // crash after the current step (a targeted crash point)
+	powerSoon   bool          // lose power after the current step (right after a disk-WAL commit)
 	killSoon    bool          // kill the process after the current step, sparing the machine
 	// killOnRetry: the engine to kill when a retry of a unit answered
 	// outcome-unknown is acked (fsync-error-kill with a delay).
@@ -370,6 +375,7 @@ type noFaults struct{}
 func (noFaults) Decide(Op, string, time.Duration, *Rand) (Outcome, time.Duration) { return OK, 0 }
 func (noFaults) DecideSink(time.Duration) SinkOutcome                             { return SinkOK }
 func (noFaults) CrashAtPoint() bool                                               { return false }
+func (noFaults) PowerLossAfterCommit() bool                                       { return false }
 func (noFaults) KillAfterFsyncError() (time.Duration, bool)                       { return 0, false }
 func (noFaults) MemoryChange() (int64, bool)                                      { return 0, false }
 func (noFaults) CrashNow() bool                                                   { return false }

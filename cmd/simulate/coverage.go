@@ -41,6 +41,9 @@ var optionalMarks = map[engine.Mark]string{
 		"engine TestDiskHaltedPartitionKeepsItsSegments reaches it",
 	engine.MarkBitmapUnreadable: "a completion bitmap damaged at rest and then read by a recovery before its segment " +
 		"was reclaimed: 2 worlds of 100 in a sweep; engine TestUnreadableBitmapKeepsSegment reaches it",
+	engine.MarkLostBitsInferred: "a bitmap damaged at rest in a segment holding PARTs of an applied spanning job " +
+		"whose cut was reclaimed, read by a recovery while the lane's next cut is live; engine " +
+		"TestLostBitmapBeforeALiveCut reaches it (seed 26 found it; its replay no longer reaches it)",
 	engine.MarkWALFlushedPartly: "a power loss between the fsyncs of one generation's flushed records in two log " +
 		"partitions: 36 worlds of 500 in a sweep, too few for TestSweep's short one; engine " +
 		"TestDiskFlushedInOnePartitionOnly reaches it",

@@ -299,7 +299,7 @@ func report(o options, outs []outcome) bool {
 }
 
 // diskFaultKinds are the fault kinds that hit the simulated disk.
-var diskFaultKinds = []string{"fsync-error", "disk-write-error", "disk-full", "bit-flip", "slow-io", "fsync-error-kill"}
+var diskFaultKinds = []string{"fsync-error", "disk-write-error", "disk-full", "bit-flip", "slow-io", "fsync-error-kill", "commit-power-loss"}
 
 // diskSummary counts the worlds that ran the local-disk WAL, those that
 // ended halted on a damaged log, and how often each disk fault kind

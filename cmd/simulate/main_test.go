@@ -298,12 +298,12 @@ func TestCoverageDestMarks(t *testing.T) {
 func TestDiskSummary(t *testing.T) {
 	disk := sim.WorldSpec{Engine: engine.Config{Disk: engine.DefaultDiskWAL()}}
 	outs := []outcome{
-		{job: job{spec: disk}, res: sim.Result{Faults: "crash=2 fsync-error=3 bit-flip=1", Halted: "halted as it should on a flipped bit in the log: x"}},
+		{job: job{spec: disk}, res: sim.Result{Faults: "crash=2 fsync-error=3 bit-flip=1 commit-power-loss=2", Halted: "halted as it should on a flipped bit in the log: x"}},
 		{job: job{spec: disk}, res: sim.Result{Faults: "fsync-error=4 slow-io=2 fsync-error-kill=1", KillsOnly: 3, Halted: "halted as it should on a gap a hidden fsync error left: y"}},
 		{job: job{spec: sim.WorldSpec{}}, res: sim.Result{Faults: "fsync-error=100", KillsOnly: 50}},
 	}
 	want := "disk-WAL worlds: 2 of 3 (1 halted on a flipped bit in the log, 1 on a gap a hidden fsync error left, as they should); " +
-		"crashes that spared the machine: 3; disk faults fired: fsync-error=7 disk-write-error=0 disk-full=0 bit-flip=1 slow-io=2 fsync-error-kill=1"
+		"crashes that spared the machine: 3; disk faults fired: fsync-error=7 disk-write-error=0 disk-full=0 bit-flip=1 slow-io=2 fsync-error-kill=1 commit-power-loss=2"
 	if got := diskSummary(outs); got != want {
 		t.Fatalf("got  %s\nwant %s", got, want)
 	}

@@ -206,7 +206,7 @@ func (t *timeline) fault(k faults.Kind) {
 	lane := "store"
 	switch k {
 	case faults.Crash, faults.CrashPoint, faults.Restart, faults.Zombie, faults.MemoryHint,
-		faults.SourceRewind, faults.FsyncErrorKill:
+		faults.SourceRewind, faults.FsyncErrorKill, faults.CommitPowerLoss:
 		lane = t.current()
 	case faults.FsyncError, faults.DiskWriteError, faults.DiskFull, faults.BitFlip, faults.SlowIO:
 		lane, t.diskLane = "disk", true
