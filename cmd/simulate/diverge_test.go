@@ -18,6 +18,7 @@ import (
 // prints: the recorder changes nothing, and worldConfig builds the world
 // runSeed does.
 func TestCheckDeterminismReal(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	var out bytes.Buffer
 	if !checkJobTwice(drawn(t, 7, 5000), &out, nil) {
 		t.Fatalf("seed 7 is not deterministic:\n%s", out.String())
@@ -32,6 +33,7 @@ func TestCheckDeterminismReal(t *testing.T) {
 // With every hook armed — fingerprints, comparison, a text window over the
 // last records — the real world ends with the hash of a plain run.
 func TestRecorderKeepsHash(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	plain := runSeed(t, "swarm", 3000, 12).res
 	run := func(rec *sim.Recorder) sim.Result {
 		cfg, _ := drawn(t, 12, 3000).config()
@@ -65,6 +67,7 @@ var (
 // they differ in the delay by 1ns. (sim's TestCheckDeterminismWorld
 // checks the step number against an independent count.)
 func TestCheckDeterminismSkewed(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	const seed, skew = 7, 500
 	dump := traceLines(t, seed, 5000)
 	k := -1
@@ -102,6 +105,7 @@ func TestCheckDeterminismSkewed(t *testing.T) {
 // When only the second run differs and its rerun does not, the report
 // says so and prints no events.
 func TestCheckDeterminismUnreproduced(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	seconds := 0
 	var out bytes.Buffer
 	ok := checkJobTwice(drawn(t, 7, 5000), &out, func(second bool, w *sim.World) {

@@ -66,6 +66,7 @@ func kindOf(s sim.WorldSpec, ref string) string {
 // once, and bodies of every kind sent: CSV, evolved schemas, and
 // invalid first requests refused 400, 413 and 415.
 func TestHTTPEndpointWorld(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	res := runHTTPWorld(t, httpEndpoint)
 	if err := res.Err(); err != nil {
 		t.Fatal(err)
@@ -136,6 +137,7 @@ func (p lyingPending) Answer(err error) (int, int64) {
 // request other than by its Idempotency-Key (a retry would be stored
 // twice).
 func TestHTTPEndpointOracles(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	for _, c := range []struct {
 		name string
 		l    lying

@@ -25,6 +25,7 @@ func runSeed(t *testing.T, profile string, iters, seed uint64) outcome {
 
 // Same seed twice ⇒ the same trace hash; another seed ⇒ another hash.
 func TestDeterminism(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	a, b := runSeed(t, "swarm", 20000, 7), runSeed(t, "swarm", 20000, 7)
 	if a.res.Hash != b.res.Hash || a.res.Steps != b.res.Steps || a.res.Acks != b.res.Acks {
 		t.Fatalf("seed 7 twice: hash %016x vs %016x, steps %d vs %d", a.res.Hash, b.res.Hash, a.res.Steps, b.res.Steps)
@@ -40,6 +41,7 @@ func TestDeterminism(t *testing.T) {
 // A recorded run replayed from its schedule is the same run, event for
 // event — what makes a seed file or a shrunk schedule reproduce.
 func TestReplayReproducesTheRun(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	rec := runSeed(t, "all", 20000, 11)
 	if len(rec.schedule) == 0 {
 		t.Fatal("the all profile injected nothing")
@@ -196,6 +198,7 @@ func TestParseFlags(t *testing.T) {
 }
 
 func TestSummaryLine(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	out := runSeed(t, "none", 3000, 3)
 	line := summary(out.res)
 	for _, field := range []string{"seed=3", "plan=none", "steps=", "sim=", "wall=", "steps/s=", "acks=", "crashes=0",
@@ -210,6 +213,7 @@ func TestSummaryLine(t *testing.T) {
 }
 
 func TestTraceFile(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	path := filepath.Join(t.TempDir(), "trace.txt")
 	f, err := os.Create(path)
 	if err != nil {

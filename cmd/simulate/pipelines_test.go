@@ -62,6 +62,7 @@ func runPipelines(t *testing.T, spec sim.WorldSpec, dests map[string]sim.Destina
 // pipelines, a power loss takes down several pipelines' processes, and
 // the same seed gives the same trace.
 func TestPipelinesShareDestinations(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	if testing.Short() {
 		t.Skip("runs four worlds of three pipelines (about 30 s)")
 	}
@@ -91,6 +92,7 @@ func TestPipelinesShareDestinations(t *testing.T) {
 // rows of whichever pipeline applies second, and the destination oracle
 // says so.
 func TestPipelinesFailOnLegacyIDs(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	if testing.Short() {
 		t.Skip("runs a world of three pipelines")
 	}

@@ -59,6 +59,7 @@ func runPrefixWorld(j job, f sim.PrefixFactory) sim.Result {
 // objects of the worlds recorded before — and leaves no coroutine behind
 // (a suspended one would keep the whole world in memory).
 func TestPrefixSourceWorld(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	before := runtime.NumGoroutine()
 	res := runPrefixWorld(prefixWorld(t, "none", 30000, false), prefixSource)
 	if res.Err() != nil {
@@ -79,6 +80,7 @@ func TestPrefixSourceWorld(t *testing.T) {
 
 // With crashes, objects are resumed mid-way from the recovered offsets.
 func TestPrefixSourceResumes(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	res := runPrefixWorld(prefixWorld(t, "crash", 60000, false), prefixSource)
 	if res.Err() != nil {
 		t.Fatal(res.Err())
@@ -190,6 +192,7 @@ func (p ported) Run(b sim.Blocking, offsets segment.Offsets) error {
 // one it could not, one that stops on an object it cannot read, and one
 // that ignores the offsets it resumes from.
 func TestPrefixSourceOracles(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	for _, c := range []struct {
 		name    string
 		profile string

@@ -42,7 +42,9 @@ func (d lossyDest) Contents() ([]sim.DestJob, error) {
 func drawTimeline(t *testing.T, lossy bool) (outcome, []byte) {
 	t.Helper()
 	if lossy {
-		// Whichever kind the seed's world draws loses a job.
+		// Whichever kind the seed's world draws loses a job. This
+		// replaces the package's destinations: a caller must not run in
+		// parallel with other worlds.
 		for kind, orig := range destinations {
 			destinations[kind] = func(w *sim.World, ref string) sim.Destination { return lossyDest{orig(w, ref)} }
 			t.Cleanup(func() { destinations[kind] = orig })
@@ -100,6 +102,9 @@ func wellFormed(t *testing.T, page []byte) {
 }
 
 func TestTimelineFailingRun(t *testing.T) {
+	// Not parallel: the lossy sink replaces the global destinations for
+	// the run (drawTimeline), and every world running meanwhile would
+	// draw it.
 	out, page := drawTimeline(t, true)
 	r := out.res
 	if r.Err() == nil {
@@ -155,6 +160,7 @@ func TestTimelineFailingRun(t *testing.T) {
 }
 
 func TestTimelinePassingRun(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	out, page := drawTimeline(t, false)
 	if err := out.res.Err(); err != nil {
 		t.Fatalf("seed %d fails without the lossy sink: %v", timelineSeed, err)
@@ -169,6 +175,7 @@ func TestTimelinePassingRun(t *testing.T) {
 // a busy one: every row of the summary filled in (the faults row says
 // there were none), one engine lane, no crash or violation marks.
 func TestTimelineQuietRun(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	for _, iters := range []uint64{30, 5000} {
 		out, page := drawRun(t, iters, "none")
 		wellFormed(t, page)
@@ -194,6 +201,7 @@ func TestTimelineQuietRun(t *testing.T) {
 // A tap watches without touching: the run it watched has the hash of
 // the run nobody watched, and drawing it twice gives the same bytes.
 func TestTimelineDeterministic(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
 	a, pa := drawTimeline(t, false)
 	b, pb := drawTimeline(t, false)
 	if !bytes.Equal(pa, pb) {
