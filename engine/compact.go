@@ -542,7 +542,12 @@ func (e *Engine) drainPending() bool {
 		return false
 	}
 	for _, st := range e.segs {
-		if st.reclaiming {
+		// A reclaim in flight, or one that only waits — for the disk
+		// log's flushed record, an in-doubt marker's lifetime, a cut's
+		// bits elsewhere — ends within the grace: a clean stop leaves the
+		// WAL empty (seen: a loaded box closed before a flushed record's
+		// fsync, its segment left live).
+		if st.reclaiming || !st.keep && !st.gone && st.pending() == 0 {
 			return true
 		}
 	}
