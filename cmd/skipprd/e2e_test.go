@@ -101,7 +101,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 }
 
 // buildDaemon builds this package's binary into a temp dir.
-func buildDaemon(t *testing.T) string {
+func buildDaemon(t testing.TB) string {
 	t.Helper()
 	// go test puts its own GOROOT/bin first on PATH.
 	gotool, err := exec.LookPath("go")
@@ -133,7 +133,7 @@ type proc struct {
 // within seconds however slow a loaded CI box makes the generator.
 var quickLake = []string{envLakeFileBytes + "=8MiB", envLakeFlushInterval + "=2s"}
 
-func startDaemon(t *testing.T, bin, dataDir string, env ...string) *proc {
+func startDaemon(t testing.TB, bin, dataDir string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin)
 	cmd.Env = append(append(cleanEnv(), envDataDir+"="+dataDir), env...)
@@ -234,12 +234,12 @@ func (p *proc) waitStdout(t *testing.T, what string, ok func([]string) bool) {
 	p.waitFor(t, what, func() bool { return ok(p.stdoutLines()) })
 }
 
-func (p *proc) waitStderr(t *testing.T, what string, ok func([]string) bool) {
+func (p *proc) waitStderr(t testing.TB, what string, ok func([]string) bool) {
 	t.Helper()
 	p.waitFor(t, what, func() bool { return ok(p.stderrLines()) })
 }
 
-func (p *proc) waitFor(t *testing.T, what string, ok func() bool) {
+func (p *proc) waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(e2eWait)
 	for !ok() {
@@ -256,7 +256,7 @@ func (p *proc) waitFor(t *testing.T, what string, ok func() bool) {
 }
 
 // stop sends SIGINT and requires a graceful exit 0.
-func (p *proc) stop(t *testing.T) {
+func (p *proc) stop(t testing.TB) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
 		t.Fatal(err)
