@@ -88,7 +88,10 @@
 // part of the log depends on halts only that part, with an alert: a job
 // whose body stays unreadable is refused, its segment kept and its lane
 // stopped (compact.go); a segment whose bitmap stays unreadable is kept
-// for good (recovery.go); a local-disk log partition found corrupt halts
+// for good (recovery.go) — its PARTs before a live cut of their lane are
+// taken as applied, and a job cut later that holds any other of its PARTs
+// is refused, its lane stopped (settleLost, unboundedLost: compact.go);
+// a local-disk log partition found corrupt halts
 // alone (ErrPartitionHalted; wal_disk_recover.go).
 //
 // Alerts are events, not a flag: failing closed and every halt above

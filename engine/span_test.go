@@ -16,6 +16,7 @@ import (
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/sim"
+	"github.com/skipprd/skipprd/sinks"
 )
 
 // submitEach submits units one after the other, each acked (committed)
@@ -361,19 +362,8 @@ func TestRestartWithoutLimitsCutsOpenJobs(t *testing.T) {
 // PART of another lane, which no live cut bounds, may or may not have
 // been applied: the job that takes it is refused, never delivered.
 func TestLostBitmapBeforeALiveCut(t *testing.T) {
-	r := newRig(t, sim.StoreConfig{})
-	r.cfg.BitmapDelay = 10 * time.Millisecond
-	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 4 << 10, FlushInterval: time.Hour}
-	dest, cs := withSink(r)
-	eng := r.start()
-	// The first segment: events 1..300 and one held row, whose lane stays
-	// open (far below its file size) and keeps the segment live.
-	a, b := r.submit(unit("events", seq(1, 300)...)), r.submit(unit("held", -1))
-	r.until(func() bool { return a.done && b.done }, "acks of the first segment")
-	r.submitEach300(301)
-	r.until(func() bool { return eng.Stats().JobsApplied == 1 && eng.Stats().LiveSegments == 1 },
-		"the first events job (cut by size in the second segment) applied, the second segment reclaimed")
-	firstBitmap := r.bitmapKey() // the first segment's, the one left
+	r, dest, cs, firstBitmap := firstJobApplied(t)
+	eng := r.eng
 	cs.down["events"] = true
 	r.submitEach300(601)
 	r.submitEach300(901)
@@ -403,6 +393,26 @@ func TestLostBitmapBeforeALiveCut(t *testing.T) {
 	}
 }
 
+// firstJobApplied starts a rig whose lanes cut jobs at 4 KiB, with a
+// first segment of events 1..300 and one held row (whose lane stays open,
+// far below its file size, and keeps the segment live) and a second of
+// events 301..600; it returns once the events job the second segment cut
+// is applied and that segment reclaimed, with the first segment's bitmap
+// key.
+func firstJobApplied(t *testing.T) (*rig, *sinks.Memory, *countingSink, string) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.BitmapDelay = 10 * time.Millisecond
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 4 << 10, FlushInterval: time.Hour}
+	dest, cs := withSink(r)
+	eng := r.start()
+	a, b := r.submit(unit("events", seq(1, 300)...)), r.submit(unit("held", -1))
+	r.until(func() bool { return a.done && b.done }, "acks of the first segment")
+	r.submitEach300(301)
+	r.until(func() bool { return eng.Stats().JobsApplied == 1 && eng.Stats().LiveSegments == 1 },
+		"the first events job (cut by size in the second segment) applied, the second segment reclaimed")
+	return r, dest, cs, r.bitmapKey() // the first segment's, the one left
+}
+
 // submitEach300 submits events from..from+299 as one unit, acked before
 // it returns: a segment.
 func (r *rig) submitEach300(from int) {
@@ -420,17 +430,7 @@ func (r *rig) submitEach300(from int) {
 // is unknown, so that job is refused — its lane stops, with an alert —
 // rather than deliver the PART's rows a second time.
 func TestLostBitmapWithoutALiveCutStopsTheLane(t *testing.T) {
-	r := newRig(t, sim.StoreConfig{})
-	r.cfg.BitmapDelay = 10 * time.Millisecond
-	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 4 << 10, FlushInterval: time.Hour}
-	dest, _ := withSink(r)
-	eng := r.start()
-	a, b := r.submit(unit("events", seq(1, 300)...)), r.submit(unit("held", -1))
-	r.until(func() bool { return a.done && b.done }, "acks of the first segment")
-	r.submitEach300(301)
-	r.until(func() bool { return eng.Stats().JobsApplied == 1 && eng.Stats().LiveSegments == 1 },
-		"the first events job applied, the second segment reclaimed")
-	firstBitmap := r.bitmapKey()
+	r, dest, _, firstBitmap := firstJobApplied(t)
 	r.putObject(firstBitmap, []byte("not a bitmap"))
 	second := r.start() // a crash
 	r.submitEach300(601)

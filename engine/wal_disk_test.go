@@ -899,24 +899,5 @@ func TestCloseWaitsForTheFlushedRecord(t *testing.T) {
 	var lat [sim.NumDiskOps]sim.Latency
 	lat[sim.DiskSync] = sim.Latency{Base: 500 * time.Millisecond}
 	r.disk = sim.NewDisk(r.sched, r.root.Split("slow-disk"), sim.DiskConfig{Latency: lat})
-	dest, _ := withSink(r)
-	r.start()
-	var units []*result
-	for i := range 3 {
-		units = append(units, r.submit(unit("events", int64(i))))
-	}
-	if err := r.closeEngine(); err != nil {
-		t.Fatal(err)
-	}
-	for i, u := range units {
-		if !u.done || u.err != nil {
-			t.Fatalf("unit %d: %+v", i, u)
-		}
-	}
-	if got := destValues(dest)["events"]; !slices.Equal(got, []int64{0, 1, 2}) {
-		t.Fatalf("after close the destination holds %v", got)
-	}
-	if keys := r.walKeys(); len(keys) != 0 {
-		t.Fatalf("after close the WAL holds %v; stats %+v; marks %v", keys, r.eng.Stats(), r.eng.Marks())
-	}
+	closeDrains(t, r, 3)
 }

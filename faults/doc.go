@@ -5,7 +5,9 @@
 //     so a plan never prints a fault that cannot happen).
 //   - plan.go: a Plan — rates per kind and the parameters some kinds need
 //     (LIST lag, spike and pause bounds, outage windows) — drawn per seed
-//     (Swarm: each kind enabled about half the time at a log-uniform rate)
+//     (Swarm: each kind enabled about half the time at a log-uniform rate;
+//     a disk-WAL world always gets crash points and commit-power-loss,
+//     set by Restrict)
 //     or named (none, swarm, crash, flaky, all, and the aimed multipart,
 //     rot and fsync: ProfileNames); plans round-trip through JSON
 //     with rates by kind name, so adding a kind never changes an old file.
