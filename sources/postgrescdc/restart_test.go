@@ -109,11 +109,11 @@ func TestRestartInsideLargeTransaction(t *testing.T) {
 	cfg.Logger = quietLogger(t)
 
 	var streamUnits atomic.Int32
-	third := make(chan struct{})
+	third, stopping := make(chan struct{}), make(chan struct{})
 	rec1 := &recorder{gate: func(u engine.Unit) {
 		if len(u.Sidecar.Rows) > 0 && u.Sidecar.Rows[0].Order > 0 && streamUnits.Add(1) == 3 {
 			close(third)
-			time.Sleep(100 * time.Millisecond) // the stop lands meanwhile
+			<-stopping // the stop lands meanwhile, however loaded the box
 		}
 	}}
 	r1 := startOn(t, cfg, h, rec1.wrap(h.Ingest))
@@ -125,6 +125,8 @@ func TestRestartInsideLargeTransaction(t *testing.T) {
 		ch(`UPDATE big SET v = 'updated ' || id WHERE id %% 3 = 0`), ch(`DELETE FROM big WHERE id %% 7 = 0`))
 	w.check()
 	<-third
+	r1.cancel() // before the third unit goes on: the stop falls inside the transaction
+	close(stopping)
 	if err := r1.stop(t); err != nil {
 		t.Fatalf("first Run: %v", err)
 	}
