@@ -35,17 +35,19 @@ pg-setup:
 
 # Unit, property and golden tests, fuzz seed corpora, the engine lint.
 # pgcheck says first whether the Postgres tests will run or skip. The
-# daemon's tests mostly wait (for fences, flushes, kills), so four run at
-# once (-parallel 4; go test's default is one per core).
+# daemon's tests mostly wait (for fences, flushes, kills), so six run at
+# once (-parallel 6; go test's default is one per core).
 test:
 	$(GO) vet ./...
 	@$(GO) run ./internal/pgtest/pgcheck
-	$(GO) test -timeout 25m -parallel 4 ./...
+	$(GO) test -timeout 25m -parallel 6 ./...
 
 # The full-scale runs make test keeps reduced: the key-store day at the
-# production rate (make test runs it at a tenth of the keys).
+# production rate (make test runs it at a tenth of the keys), and the
+# swarm sweep's worlds at 100,000 steps (make test: 60,000).
 soak:
 	SKIPPR_KEY_DAY_RATE=1000 $(GO) test -timeout 60m -count=1 -run '^TestKeyStoreDay$$' -v ./engine
+	SKIPPR_SWEEP_ITERS=100000 $(GO) test -timeout 60m -count=1 -run '^TestSweep$$' -v ./cmd/simulate
 
 # Benchmarks with their baselines in the same run, then the ratios.
 bench:

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -69,8 +70,20 @@ func TestReplayReproducesTheRun(t *testing.T) {
 // log's rarer branches (a torn tail, a superseded batch), so the sweep
 // goes on past seed 24 with the disk-WAL worlds only, until it ran
 // sweepDiskWorlds of them.
+//
+// make test runs each world for sweepIters steps; make soak for
+// SKIPPR_SWEEP_ITERS (100,000, the steps of the sweep before a change).
+// The required marks are checked either way: a shorter sweep that
+// stopped reaching one fails.
 func TestSweep(t *testing.T) {
-	seeds, iters, diskWorlds := uint64(24), uint64(100_000), sweepDiskWorlds
+	seeds, iters, diskWorlds := uint64(24), uint64(sweepIters), sweepDiskWorlds
+	if v := os.Getenv("SKIPPR_SWEEP_ITERS"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil || n == 0 {
+			t.Fatalf("SKIPPR_SWEEP_ITERS=%q: want a positive number of steps", v)
+		}
+		iters = n
+	}
 	if testing.Short() {
 		seeds, iters, diskWorlds = 4, 20_000, 0
 	}
@@ -115,6 +128,9 @@ func TestSweep(t *testing.T) {
 // sweepDiskWorlds is how many disk-WAL worlds TestSweep runs: with 28,
 // 8 reached a torn tail and 5 a superseded batch when it was set.
 const sweepDiskWorlds = 28
+
+// sweepIters is TestSweep's steps per world in make test.
+const sweepIters = 60_000
 
 // TestSeeds replays every regression seed under seeds/: its recorded
 // world and fault schedule. A file that cannot be replayed as recorded
