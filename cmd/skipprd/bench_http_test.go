@@ -82,20 +82,31 @@ func benchDecodeAllCores(b *testing.B, body []byte) {
 // benchPost runs b.N requests from benchClients clients, each with a
 // key of its own.
 func benchPost(b *testing.B, addr, ctype string, body []byte) {
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchClients}}
+	b.SetBytes(int64(len(body)))
+	b.ResetTimer()
+	lat := postClosedLoop(b, client, addr, ctype, body, b.N)
+	b.StopTimer()
+	b.ReportMetric(float64(b.N*benchRows)/b.Elapsed().Seconds(), "rows/s")
+	b.ReportMetric(percentileUs(lat, 0.5), "p50-µs")
+	b.ReportMetric(percentileUs(lat, 0.99), "p99-µs")
+}
+
+// postClosedLoop posts body n times from benchClients clients, each
+// request with a key of its own and sent once the client's previous
+// one was answered 200, and returns the latencies, call to 200.
+func postClosedLoop(b *testing.B, client *http.Client, addr, ctype string, body []byte, n int) []time.Duration {
 	var next atomic.Int64
 	var mu sync.Mutex
 	var lat []time.Duration
 	run := fmt.Sprint(time.Now().UnixNano())
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: benchClients}}
-	b.SetBytes(int64(len(body)))
-	b.ResetTimer()
 	var wg sync.WaitGroup
 	for range benchClients {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			var mine []time.Duration
-			for i := next.Add(1); i <= int64(b.N); i = next.Add(1) {
+			for i := next.Add(1); i <= int64(n); i = next.Add(1) {
 				start := time.Now()
 				postOK(b, client, addr, ctype, run+"-"+fmt.Sprint(i), body)
 				mine = append(mine, time.Since(start))
@@ -106,11 +117,17 @@ func benchPost(b *testing.B, addr, ctype string, body []byte) {
 		}()
 	}
 	wg.Wait()
-	b.StopTimer()
-	slices.Sort(lat)
-	b.ReportMetric(float64(b.N*benchRows)/b.Elapsed().Seconds(), "rows/s")
-	b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-µs")
-	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds()), "p99-µs")
+	return lat
+}
+
+// percentileUs is the q-quantile of d, in microseconds (0 if d is empty).
+func percentileUs(d []time.Duration, q float64) float64 {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return float64(s[min(len(s)-1, int(q*float64(len(s))))].Microseconds())
 }
 
 func postOK(b *testing.B, client *http.Client, addr, ctype, key string, body []byte) {
