@@ -14,19 +14,11 @@ import (
 // decode only the job's PARTs (off the loop), segment after segment; then
 // hand them all to the sink.
 func (e *Engine) startJob(j *job) {
-	if _, ok := e.p.Sinks.Sink(j.sinkRef()); !ok {
+	if err := e.unstartable(j); err != nil {
 		j.state = jobRunning
 		e.running++
 		e.checkRunning()
-		e.refuseJob(j, fmt.Errorf("job %s (cut in segment %s): no sink %q is configured", j.id, j.cut.ID, j.sinkRef()))
-		return
-	}
-	if j.unknown != nil {
-		j.state = jobRunning
-		e.running++
-		e.checkRunning()
-		e.refuseJob(j, fmt.Errorf("%w: job %s (cut in segment %s) holds PARTs of segment %s, whose completion bitmap "+
-			"was unreadable and which no live cut bounded: an earlier job may have applied them", ErrCorrupt, j.id, j.cut.ID, j.unknown.ID))
+		e.refuseJob(j, err)
 		return
 	}
 	first := j.first()
@@ -53,6 +45,20 @@ func (e *Engine) startJob(j *job) {
 		e.cache.reserved += j.bytes
 	}
 	e.gather(j, 0, nil, nil)
+}
+
+// unstartable says why j can never be applied, or nil: no sink of its
+// ref, or PARTs of a lost bitmap that may have been applied already
+// (unboundedLost).
+func (e *Engine) unstartable(j *job) error {
+	if _, ok := e.p.Sinks.Sink(j.sinkRef()); !ok {
+		return fmt.Errorf("job %s (cut in segment %s): no sink %q is configured", j.id, j.cut.ID, j.sinkRef())
+	}
+	if j.unknown != nil {
+		return fmt.Errorf("%w: job %s (cut in segment %s) holds PARTs of segment %s, whose completion bitmap "+
+			"was unreadable and which no live cut bounded: an earlier job may have applied them", ErrCorrupt, j.id, j.cut.ID, j.unknown.ID)
+	}
+	return nil
 }
 
 // spans reports whether j holds PARTs of more than one segment.
