@@ -450,7 +450,7 @@ func (e *Engine) commit(s *snapshot) {
 		e.observeAckDelay(u)
 		acks = append(acks, u.dones...)
 	}
-	s.content.release()
+	e.releaseOffLoop(s.content)
 	s.body = nil
 	e.stats.Commits++
 	e.active, e.failures = nil, 0

@@ -79,15 +79,20 @@ func (t Timers) AfterFunc(d time.Duration, fn func()) (cancel func()) {
 		panic("storage: Timers.AfterFunc(nil)")
 	}
 	settled := false // loop-only: fn ran or cancel was called
-	timer := time.AfterFunc(d, func() {
-		t.loop.Post(func() {
-			if settled {
-				return
-			}
-			settled = true
-			fn()
-		})
-	})
+	fire := func() {
+		if settled {
+			return
+		}
+		settled = true
+		fn()
+	}
+	if d <= 0 {
+		// Due now (every answer to a submitter): queued on the loop
+		// directly, without a Go timer and the goroutine that runs it.
+		t.loop.Post(fire)
+		return func() { settled = true }
+	}
+	timer := time.AfterFunc(d, func() { t.loop.Post(fire) })
 	return func() {
 		settled = true
 		timer.Stop() // saves the post when it has not fired yet

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -261,6 +262,27 @@ func TestTimerCancelBeforeFireAndAfterFire(t *testing.T) {
 	syncLoop(t, l)
 	if early.Load() != 0 || late.Load() != 1 {
 		t.Fatalf("cancelled timer ran %d times (want 0), live timer %d (want 1)", early.Load(), late.Load())
+	}
+}
+
+// A timer due now is queued on the loop directly: it runs after the
+// calling function returns, in post order, and a cancel before then wins.
+func TestTimerDueNowRunsLaterInPostOrder(t *testing.T) {
+	l := startLoop(t)
+	timers := Timers{loop: l}
+	got, err := Call(l, func(done func([]string)) {
+		var order []string
+		timers.AfterFunc(0, func() { order = append(order, "first") })
+		timers.AfterFunc(-time.Second, func() { order = append(order, "cancelled") })()
+		l.Post(func() { order = append(order, "post") })
+		timers.AfterFunc(0, func() { order = append(order, "last"); done(order) })
+		order = append(order, "caller")
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"caller", "first", "post", "last"}; !slices.Equal(got, want) {
+		t.Fatalf("ran in order %q, want %q", got, want)
 	}
 }
 
