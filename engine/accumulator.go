@@ -134,16 +134,6 @@ func (s *batchSet) encodeParts() []segment.Part {
 	return out
 }
 
-// release drops the engine's references to the Arrow batches.
-func (s *batchSet) release() {
-	for _, p := range s.parts {
-		for _, b := range p.batches {
-			b.Release()
-		}
-		p.batches = nil
-	}
-}
-
 // releaseOffLoop drops a committed set's references on the executor: a
 // generation of thousands of small units is as many Release calls, some
 // milliseconds that every unit waiting for an fsync would spend behind

@@ -109,6 +109,9 @@ type Engine struct {
 	// replayed counts the disk WAL's replayed snapshots still queued or
 	// active; they may exceed QueueCapacity right after recovery.
 	replayed int
+	// replayPending counts the units recovery replayed from the disk
+	// WAL's log whose generation has not committed yet (ReplayPending).
+	replayPending int
 	// walError is the disk WAL's last write, fsync or create failure
 	// (handled: the segment rolled, the units were answered), for the
 	// operator's log; LastWALError.
@@ -170,6 +173,15 @@ func (e *Engine) Origin() segment.Origin { return e.origin }
 // Offsets returns a copy of the offsets view: every source offset some
 // owned segment committed. Replayable sources resume from here.
 func (e *Engine) Offsets() segment.Offsets { return e.committed.sorted() }
+
+// ReplayPending is how many units recovery replayed from the disk WAL's
+// log are not committed yet. The offsets view learns a replayed unit's
+// offsets only at that commit (wal_disk_replay.go), so a source whose
+// units are not the same when it reads its input again (a partitioned
+// log: a unit is whatever was fetched) resumes from Offsets once this is
+// 0; before, it would resume behind those units and deliver their rows
+// twice.
+func (e *Engine) ReplayPending() int { return e.replayPending }
 
 // Offset returns one source offset of the view: a replayable source's
 // progress for key. O(1), unlike Offsets.

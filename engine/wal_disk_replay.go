@@ -178,6 +178,7 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 	e.held += u.bytes
 	us.seg.pin(into.gen, u.seq, e.now())
 	e.stats.WALReplayedUnits++
+	e.replayPending++
 }
 
 // replayLive puts every unit no generation claimed into live, partition
@@ -237,6 +238,10 @@ func isIdemKey(k string) bool { return len(k) >= len(idemPrefix) && k[:len(idemP
 // generation committed, and returns the retries that joined it: the unit
 // is acked (again) to its source now, and counted so.
 func (e *Engine) replayedCommitted(u *unit) []func(error) {
+	e.replayPending--
+	if e.replayPending < 0 {
+		e.broken("replayPending ≥ 0: %d after unit %d of partition %d committed", e.replayPending, u.seq, u.part)
+	}
 	if u.idem != "" && e.idemPending[u.idem] == u {
 		delete(e.idemPending, u.idem)
 	}

@@ -247,6 +247,31 @@ func (h *Host) Offsets(ctx context.Context) (segment.Offsets, error) {
 	return query(ctx, h, func() segment.Offsets { return h.eng.Offsets() })
 }
 
+// ResumeOffsets returns the offsets view once every unit recovery
+// replayed from the disk WAL's log has committed (Engine.ReplayPending):
+// the offsets the WAL recovered, which a replayable source resumes from.
+// It asks every resumePoll; only ctx ends the wait.
+func (h *Host) ResumeOffsets(ctx context.Context) (segment.Offsets, error) {
+	for {
+		pending, err := query(ctx, h, func() int { return h.eng.ReplayPending() })
+		if err != nil {
+			return nil, err
+		}
+		if pending == 0 {
+			return h.Offsets(ctx)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(resumePoll):
+		}
+	}
+}
+
+// resumePoll: how often ResumeOffsets asks whether replayed units are
+// committed; a generation commits within milliseconds to seconds.
+const resumePoll = 10 * time.Millisecond
+
 // IdempotencyKeyKnown reports whether the engine may remember an
 // idempotency key (engine.Engine.IdempotencyKeyKnown: it holds it, or a
 // run's filter admits it).

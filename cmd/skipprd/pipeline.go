@@ -31,6 +31,7 @@ import (
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/sinks/iceberg"
+	"github.com/skipprd/skipprd/sources/kafka"
 )
 
 const (
@@ -65,6 +66,7 @@ const (
 	sourceObjects   = "objects"
 	sourceGenerator = "generator"
 	sourcePGCDC     = "postgres-cdc"
+	sourceKafka     = "kafka"
 )
 
 // The keys each mapping takes, in the order messages list them. A kind's
@@ -76,7 +78,7 @@ var (
 	sourceCommon  = []string{"name", "kind", "sink"}
 	namespaceKeys = []string{"sink", "at_least_once"}
 	sinkKinds     = []string{sinkParquetDir, sinkParquetS3, sinkPostgres, sinkIceberg}
-	sourceKinds   = []string{sourceHTTP, sourceFiles, sourceObjects, sourceGenerator, sourcePGCDC}
+	sourceKinds   = []string{sourceHTTP, sourceFiles, sourceObjects, sourceGenerator, sourcePGCDC, sourceKafka}
 	sinkKeys      = map[string][]string{ // each kind's own, then laneKeys
 		sinkParquetDir: slices.Concat([]string{"path"}, laneKeys),
 		sinkParquetS3:  slices.Concat([]string{"bucket", "prefix"}, laneKeys),
@@ -89,10 +91,16 @@ var (
 		sourceObjects:   {"bucket", "prefix", "namespace", "format", "poll", "on_error"},
 		sourceGenerator: nil,
 		sourcePGCDC:     {"url_env", "publication", "slot", "tables"},
+		sourceKafka: {"brokers", "topics", "namespace", "format", "start", "on_gap", "read_committed", "tls",
+			"sasl_mechanism", "sasl_user_env", "sasl_password_env"},
 	}
-	walStorages = []string{string(walDisk), string(walEmbedded), string(walS3)}
-	formats     = []string{"auto", "jsonl", "csv", "parquet"}
-	onErrors    = []string{"stop", "skip"}
+	walStorages  = []string{string(walDisk), string(walEmbedded), string(walS3)}
+	formats      = []string{"auto", "jsonl", "csv", "parquet"}
+	onErrors     = []string{"stop", "skip"}
+	kafkaFormats = []string{kafka.FormatJSON, kafka.FormatText, kafka.FormatBytes}
+	kafkaStarts  = []string{kafka.StartEarliest, kafka.StartLatest}
+	kafkaOnGaps  = []string{kafka.OnGapStop, kafka.OnGapSkip}
+	kafkaSASLs   = []string{"plain", "scram-sha-256", "scram-sha-512"}
 )
 
 var (
@@ -169,7 +177,23 @@ type sourceSpec struct {
 	Files      *filesSourceSpec
 	Objects    *objectsSourceSpec
 	PGCDC      *pgcdcSourceSpec
+	Kafka      *kafkaSourceSpec
 	Generator  bool
+}
+
+// kafkaSourceSpec reads topics of a Kafka cluster.
+type kafkaSourceSpec struct {
+	Brokers       []string // host:port each
+	Topics        []string
+	Namespace     string // "" : each topic to a namespace of its name (kafka.NamespaceOf)
+	Format        string // json | text | bytes
+	Start         string // earliest | latest
+	OnGap         string // stop | skip
+	ReadCommitted bool
+	TLS           bool   // TLS with the system's roots
+	SASLMechanism string // "" for none; plain | scram-sha-256 | scram-sha-512
+	SASLUserEnv   string // environment variables holding the SASL user and password
+	SASLPassEnv   string
 }
 
 // pgcdcSourceSpec is a Postgres change-data-capture source.

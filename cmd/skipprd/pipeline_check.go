@@ -20,6 +20,7 @@ import (
 	"github.com/skipprd/skipprd/engine/wal"
 	"github.com/skipprd/skipprd/sources"
 	"github.com/skipprd/skipprd/sources/generator"
+	"github.com/skipprd/skipprd/sources/kafka"
 )
 
 // checker walks the document, collecting errors and what the
@@ -425,6 +426,8 @@ func (c *checker) source(i int, n *yaml.Node) sourceSpec {
 		s.Objects = c.objectsSource(m, s.Sink)
 	case sourcePGCDC:
 		s.PGCDC = c.pgcdcSource(m, s.Name, s.Sink)
+	case sourceKafka:
+		s.Kafka = c.kafkaSource(m, s.Sink)
 	case sourceGenerator:
 		s.Generator = true
 		for _, st := range generator.DefaultStreams() {
@@ -694,6 +697,84 @@ func (c *checker) pgcdcSource(m *mapping, name, sink string) *pgcdcSourceSpec {
 	c.slots = append(c.slots, located{value: slot, shown: slot, where: m.where, line: max(line, m.line)})
 	p.Tables = c.tables(m, sink)
 	return p
+}
+
+func (c *checker) kafkaSource(m *mapping, sink string) *kafkaSourceSpec {
+	k := &kafkaSourceSpec{}
+	k.Brokers = c.list(m, "brokers", "host:port of one or more brokers, e.g. [kafka-1:9092, kafka-2:9092]", checkBroker)
+	k.Topics = c.list(m, "topics", "topic names, e.g. [orders, payments]", kafka.CheckTopic)
+	if ns, line, ok := c.text(m, "namespace", false, "the namespace every topic's rows go to"); ok {
+		if err := sources.CheckNamespace(ns); err != nil {
+			c.errorf(line, m.where, "%v", err)
+		} else {
+			k.Namespace = ns
+			c.writers = append(c.writers, writer{ns, sink, located{where: m.where, line: line}})
+		}
+	} else {
+		for _, t := range k.Topics {
+			ns := kafka.NamespaceOf(t)
+			if err := sources.CheckNamespace(ns); err != nil {
+				c.errorf(m.line, m.where, "topic %q: %v; set namespace: to choose one", t, err)
+				continue
+			}
+			c.writers = append(c.writers, writer{ns, sink, located{where: m.where, line: m.line}})
+		}
+	}
+	k.Format = c.oneOf(m, "format", kafkaFormats, false, kafka.FormatJSON)
+	k.Start = c.oneOf(m, "start", kafkaStarts, false, kafka.StartEarliest)
+	k.OnGap = c.oneOf(m, "on_gap", kafkaOnGaps, false, kafka.OnGapStop)
+	k.ReadCommitted = c.boolean(m, "read_committed")
+	k.TLS = c.boolean(m, "tls")
+	k.SASLMechanism = c.oneOf(m, "sasl_mechanism", kafkaSASLs, false, "")
+	if k.SASLMechanism != "" {
+		k.SASLUserEnv = c.envRef(m, "sasl_user_env", true, "KAFKA_USER")
+		k.SASLPassEnv = c.envRef(m, "sasl_password_env", true, "KAFKA_PASSWORD")
+	}
+	return k
+}
+
+// checkBroker checks a broker's host:port.
+func checkBroker(v string) error {
+	host, p, err := net.SplitHostPort(v)
+	if err != nil || host == "" {
+		return fmt.Errorf("want host:port, e.g. kafka-1:9092")
+	}
+	if port, err := strconv.Atoi(p); err != nil || port < 1 || port > 65535 {
+		return fmt.Errorf("port %q: want a number in 1..65535", p)
+	}
+	return nil
+}
+
+// list reads key, a non-empty list of distinct strings each of which
+// check accepts.
+func (c *checker) list(m *mapping, key, hint string, check func(string) error) []string {
+	n, present := m.vals[key]
+	if !present {
+		c.errorf(m.line, m.where, "%s is missing: want %s", key, hint)
+		return nil
+	}
+	line := m.keys[key].Line
+	if n = deref(n); n.Kind != yaml.SequenceNode || len(n.Content) == 0 {
+		c.errorf(line, m.where, "%s: want a list of %s, found %s", key, hint, describe(n))
+		return nil
+	}
+	var out []string
+	for _, item := range n.Content {
+		item = deref(item)
+		switch {
+		case item.Kind != yaml.ScalarNode:
+			c.errorf(item.Line, m.where, "%s: want %s, found %s", key, hint, describe(item))
+		case slices.Contains(out, item.Value):
+			c.errorf(item.Line, m.where, "%s: %q is listed twice", key, item.Value)
+		default:
+			if err := check(item.Value); err != nil {
+				c.errorf(item.Line, m.where, "%s: %q: %v", key, item.Value, err)
+				continue
+			}
+			out = append(out, item.Value)
+		}
+	}
+	return out
 }
 
 // pgObject reads the name of a slot or publication, def when absent;

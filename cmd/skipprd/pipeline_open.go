@@ -121,6 +121,8 @@ func (d *daemon) openSources(ctx context.Context, pf *pipelineFile, getenv func(
 			src, err = d.objectSource(s, o.pollSpec, objects.NewS3Store(client, o.Bucket, o.Prefix), "s3://"+o.Bucket+"/"+o.Prefix)
 		case s.PGCDC != nil:
 			src, err = d.pgcdcSource(ctx, s, getenv)
+		case s.Kafka != nil:
+			src, err = d.kafkaSource(s, getenv)
 		default:
 			return fmt.Errorf("source %q: kind %q is not built", s.Name, s.Kind)
 		}

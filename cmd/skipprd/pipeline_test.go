@@ -345,9 +345,20 @@ func TestPipelineErrors(t *testing.T) {
 			`skipprd.yaml:6: sources[0] "a": key "poll" is for kind files or objects, not http (kind http takes: name, kind, sink, listen, token_env, body_max_bytes, namespaces)`}},
 		{"unknown source key", doc(sinks, "sources:", "  - {name: a, kind: generator, sink: lake, rate: 5}"), []string{
 			`skipprd.yaml:3: sources[0] "a": unknown key "rate" (allowed: name, kind, sink)`}},
-		{"unknown key, unknown kind", doc(sinks, "sources:", "  - {name: a, kind: kafka, sink: lake, topic: t}"), []string{
-			`skipprd.yaml:3: sources[0] "a": kind "kafka" is not one of http, files, objects, generator, postgres-cdc`,
-			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, bucket, prefix, url_env, publication, slot, tables)`}},
+		{"unknown key, unknown kind", doc(sinks, "sources:", "  - {name: a, kind: pulsar, sink: lake, topic: t}"), []string{
+			`skipprd.yaml:3: sources[0] "a": kind "pulsar" is not one of http, files, objects, generator, postgres-cdc, kafka`,
+			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, bucket, prefix, url_env, publication, slot, tables, brokers, topics, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env)`}},
+		{"kafka", doc(sinks, "sources:", "  - {name: a, kind: kafka, sink: lake, brokers: [k1, 'k2:9092', k2:9092], topics: [orders, 'bad topic', 9s], format: avro, sasl_mechanism: plain}",
+			"  - {name: b, kind: kafka, sink: lake, brokers: k1:9092}", "  - {name: c, kind: kafka, sink: lake, brokers: [k:1], topics: [Orders]}"), []string{
+			`skipprd.yaml:3: sources[0] "a": brokers: "k1": want host:port, e.g. kafka-1:9092`,
+			`skipprd.yaml:3: sources[0] "a": brokers: "k2:9092" is listed twice`,
+			`skipprd.yaml:3: sources[0] "a": topics: "bad topic": topic "bad topic": character ' '; Kafka allows letters, digits and . _ - only`,
+			`skipprd.yaml:3: sources[0] "a": format "avro" is not one of json, text, bytes`,
+			`skipprd.yaml:3: sources[0] "a": sasl_user_env is required (an environment variable's name, e.g. KAFKA_USER)`,
+			`skipprd.yaml:3: sources[0] "a": sasl_password_env is required (an environment variable's name, e.g. KAFKA_PASSWORD)`,
+			`skipprd.yaml:4: sources[1] "b": brokers: want a list of host:port of one or more brokers, e.g. [kafka-1:9092, kafka-2:9092], found "k1:9092"`,
+			`skipprd.yaml:4: sources[1] "b": topics is missing: want topic names, e.g. [orders, payments]`,
+			`skipprd.yaml:5: sources[2] "c": namespace "orders" of sink "lake" is already written by sources[0] "a" (line 3); give one of them another namespace or sink`}},
 		{"unknown namespace key", doc(sinks, "sources:", "  - name: a", "    kind: http", "    sink: lake", "    namespaces:", "      ev: {sink: lake, once: true}"), []string{
 			`skipprd.yaml:7: sources[0] "a" namespace "ev": unknown key "once" (allowed: sink, at_least_once)`}},
 

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strings"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sources/kafka"
+	"github.com/skipprd/skipprd/storage"
+)
+
+// kafkaSource reads topics of a Kafka cluster.
+type kafkaSource struct {
+	name string
+	spec *kafkaSourceSpec
+	src  *kafka.Source
+}
+
+// kafkaSource builds a kafka source; its brokers are reached when it
+// runs, after recovery (an unreachable cluster is logged and retried).
+func (d *daemon) kafkaSource(s sourceSpec, getenv func(string) string) (source, error) {
+	k := s.Kafka
+	var opts []kgo.Opt
+	if k.TLS {
+		opts = append(opts, kgo.DialTLSConfig(&tls.Config{MinVersion: tls.VersionTLS12}))
+	}
+	if k.SASLMechanism != "" {
+		user, pass := getenv(k.SASLUserEnv), getenv(k.SASLPassEnv)
+		if user == "" || pass == "" {
+			return nil, fmt.Errorf("source %q: sasl_user_env %s and sasl_password_env %s must both be set", s.Name, k.SASLUserEnv, k.SASLPassEnv)
+		}
+		switch k.SASLMechanism {
+		case "plain":
+			opts = append(opts, kgo.SASL(plain.Auth{User: user, Pass: pass}.AsMechanism()))
+		case "scram-sha-256":
+			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha256Mechanism()))
+		case "scram-sha-512":
+			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
+		}
+	}
+	src, err := kafka.New(kafka.Config{Name: s.Name, Brokers: k.Brokers, Topics: k.Topics, Namespace: k.Namespace,
+		SinkRef: s.Sink, Format: k.Format, Start: k.Start, OnGap: k.OnGap, ReadCommitted: k.ReadCommitted,
+		Logger: d.log, ClientOpts: opts})
+	if err != nil {
+		return nil, fmt.Errorf("source %q: %w", s.Name, err)
+	}
+	return &kafkaSource{name: s.Name, spec: k, src: src}, nil
+}
+
+func (k *kafkaSource) run(ctx context.Context, host *storage.Host, offsets segment.Offsets) error {
+	return k.src.Run(ctx, host.Ingest, offsets)
+}
+
+func (k *kafkaSource) stats() (uint64, uint64) {
+	st := k.src.Stats()
+	return st.RecordsIngested, st.RecordsAcked
+}
+
+func (k *kafkaSource) describe() []any {
+	return []any{"source", k.name, "kind", sourceKafka, "brokers", strings.Join(k.spec.Brokers, ","),
+		"topics", strings.Join(k.spec.Topics, ",")}
+}

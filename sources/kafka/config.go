@@ -1,0 +1,244 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/apache/arrow-go/v18/arrow/memory"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sources"
+	httpsrc "github.com/skipprd/skipprd/sources/http"
+)
+
+// Values of Config.Format: how a record's value becomes a row.
+const (
+	FormatJSON  = "json"  // a JSON object per value; columns inferred as the HTTP source infers them
+	FormatText  = "text"  // one "value" column of UTF-8 text
+	FormatBytes = "bytes" // one "value" column of bytes
+)
+
+// Values of Config.Start: where a partition without a recovered offset
+// starts.
+const (
+	StartEarliest = "earliest"
+	StartLatest   = "latest"
+)
+
+// Values of Config.OnGap: what records removed by retention before
+// they were ingested do.
+const (
+	OnGapStop = "stop" // Run returns a *GapError naming the partition and the range
+	OnGapSkip = "skip" // the range is logged and counted, and the partition goes on from the log's start
+)
+
+// Defaults and bounds.
+const (
+	DefaultUnitBytes   = 8 << 20
+	DefaultBufferBytes = 64 << 20
+	DefaultInFlight    = 4
+	DefaultMetadata    = 30 * time.Second
+	// UnitBytesMax keeps a unit's Arrow form within one engine unit, as
+	// the objects source's chunks.
+	UnitBytesMax = 64 << 20
+	// NameMax: a source name is part of every offset key, which must
+	// leave room for a hashed topic name (offsetKey).
+	NameMax = 63
+	// InFlightMax bounds the units awaiting their answer at once.
+	InFlightMax = 64
+
+	retryBase = 25 * time.Millisecond
+	retryMax  = time.Second
+)
+
+// Config configures a Source. Zero fields take the defaults.
+type Config struct {
+	// Name is the source's name; offset keys are
+	// "kafka/{Name}/{topic}/{partition}". 1..NameMax bytes of UTF-8,
+	// without '/' or '#'.
+	Name    string
+	Brokers []string // seed brokers, host:port
+	Topics  []string // the topics read, every partition of each
+	// Namespace is the table every topic's rows go to; "" (default):
+	// each topic to the namespace of its own name.
+	Namespace string
+	SinkRef   string // the sink it goes to
+	Format    string // FormatJSON (default), FormatText or FormatBytes
+	Start     string // StartEarliest (default) or StartLatest
+	OnGap     string // OnGapStop (default) or OnGapSkip
+	// ReadCommitted reads only committed records of transactional
+	// producers (offsets then have gaps where the markers and aborted
+	// records are: those are not lost records).
+	ReadCommitted bool
+	// UnitBytes bounds the record values one unit holds (at least one
+	// record); 0: DefaultUnitBytes.
+	UnitBytes int
+	// BufferBytes bounds the record values fetched and not yet acked;
+	// past it the source stops fetching until units are acked. 0:
+	// DefaultBufferBytes.
+	BufferBytes int
+	// InFlight bounds the units awaiting their answer at once, each on
+	// partitions of its own; 0: DefaultInFlight.
+	InFlight int
+	// Metadata is how often the topics are looked up again for new
+	// partitions; 0: DefaultMetadata.
+	Metadata time.Duration
+	// Limits apply to each unit's values as to an HTTP body (JSON).
+	// Zero fields take httpsrc.DefaultLimits, except BodyBytes:
+	// UnitBytes plus a line of room per record's framing.
+	Limits    httpsrc.Limits
+	Allocator memory.Allocator // nil: memory.DefaultAllocator
+	Logger    *slog.Logger     // nil: slog.Default()
+	// ClientOpts are given to the franz-go client after the source's
+	// own: TLS (kgo.DialTLSConfig), SASL (kgo.SASL), a dialer.
+	ClientOpts []kgo.Opt
+	// Sleep waits d (a backoff) or until ctx ends; nil is a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+}
+
+func (c Config) withDefaults() Config {
+	if c.Format == "" {
+		c.Format = FormatJSON
+	}
+	if c.Start == "" {
+		c.Start = StartEarliest
+	}
+	if c.OnGap == "" {
+		c.OnGap = OnGapStop
+	}
+	if c.UnitBytes == 0 {
+		c.UnitBytes = DefaultUnitBytes
+	}
+	if c.BufferBytes == 0 {
+		c.BufferBytes = max(DefaultBufferBytes, 2*c.UnitBytes)
+	}
+	if c.InFlight == 0 {
+		c.InFlight = DefaultInFlight
+	}
+	if c.Metadata == 0 {
+		c.Metadata = DefaultMetadata
+	}
+	d := httpsrc.DefaultLimits()
+	if c.Limits.LineBytes == 0 {
+		c.Limits.LineBytes = d.LineBytes
+	}
+	if c.Limits.Rows == 0 {
+		c.Limits.Rows = d.Rows
+	}
+	if c.Limits.Fields == 0 {
+		c.Limits.Fields = d.Fields
+	}
+	if c.Limits.BatchRows == 0 {
+		c.Limits.BatchRows = d.BatchRows
+	}
+	if c.Limits.BodyBytes == 0 {
+		c.Limits.BodyBytes = int64(c.UnitBytes) + int64(c.Limits.LineBytes) + 2
+	}
+	if c.Allocator == nil {
+		c.Allocator = memory.DefaultAllocator
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Sleep == nil {
+		c.Sleep = sources.Sleep
+	}
+	return c
+}
+
+// check reports what is wrong with a defaulted configuration.
+func (c Config) check() error {
+	name := c.Name
+	switch {
+	case name == "" || len(name) > NameMax || !utf8.ValidString(name) || strings.ContainsAny(name, "/#"):
+		return fmt.Errorf("kafka source: name %q: 1..%d bytes of UTF-8 without '/' or '#'", name, NameMax)
+	case len(c.Brokers) == 0:
+		return fmt.Errorf("kafka source %q: brokers: at least one host:port", name)
+	case len(c.Topics) == 0:
+		return fmt.Errorf("kafka source %q: topics: at least one", name)
+	case c.SinkRef == "" || len(c.SinkRef) > segment.KeyFieldBytesMax:
+		return fmt.Errorf("kafka source %q: sink %q: 1..%d bytes", name, c.SinkRef, segment.KeyFieldBytesMax)
+	case c.Format != FormatJSON && c.Format != FormatText && c.Format != FormatBytes:
+		return fmt.Errorf("kafka source %q: format %q: one of %s, %s, %s", name, c.Format, FormatJSON, FormatText, FormatBytes)
+	case c.Start != StartEarliest && c.Start != StartLatest:
+		return fmt.Errorf("kafka source %q: start %q: %s or %s", name, c.Start, StartEarliest, StartLatest)
+	case c.OnGap != OnGapStop && c.OnGap != OnGapSkip:
+		return fmt.Errorf("kafka source %q: on_gap %q: %s or %s", name, c.OnGap, OnGapStop, OnGapSkip)
+	case c.UnitBytes < 1 || c.UnitBytes > UnitBytesMax:
+		return fmt.Errorf("kafka source %q: unit of %d bytes outside 1..%d", name, c.UnitBytes, UnitBytesMax)
+	case c.BufferBytes < c.UnitBytes:
+		return fmt.Errorf("kafka source %q: buffer of %d bytes below the unit's %d", name, c.BufferBytes, c.UnitBytes)
+	case c.InFlight < 1 || c.InFlight > InFlightMax:
+		return fmt.Errorf("kafka source %q: in_flight %d outside 1..%d", name, c.InFlight, InFlightMax)
+	case c.Metadata < 0:
+		return fmt.Errorf("kafka source %q: metadata interval %v is negative", name, c.Metadata)
+	case c.Limits.BodyBytes < int64(c.UnitBytes) || c.Limits.BodyBytes > math.MaxInt32 || c.Limits.LineBytes < 1 ||
+		c.Limits.Rows < 1 || c.Limits.Rows > math.MaxInt32 || c.Limits.Fields < 1 || c.Limits.BatchRows < 1:
+		return fmt.Errorf("kafka source %q: limits %+v: every one at least 1, body bytes at least the unit's %d and at most %d",
+			name, c.Limits, c.UnitBytes, math.MaxInt32)
+	}
+	seen, tables := map[string]bool{}, map[string]string{}
+	for _, t := range c.Topics {
+		if err := CheckTopic(t); err != nil {
+			return fmt.Errorf("kafka source %q: %w", name, err)
+		}
+		if seen[t] {
+			return fmt.Errorf("kafka source %q: topic %q listed twice", name, t)
+		}
+		seen[t] = true
+		ns := c.namespaceOf(t)
+		if err := sources.CheckNamespace(ns); err != nil {
+			return fmt.Errorf("kafka source %q: topic %q: %w (set namespace to choose one)", name, t, err)
+		}
+		if other, ok := tables[ns]; ok && c.Namespace == "" {
+			return fmt.Errorf("kafka source %q: topics %q and %q both go to namespace %q; give them a source each with its own namespace", name, other, t, ns)
+		}
+		tables[ns] = t
+	}
+	return nil
+}
+
+// namespaceOf is the namespace of topic's rows: Namespace, or
+// NamespaceOf(topic).
+func (c Config) namespaceOf(topic string) string {
+	if c.Namespace != "" {
+		return c.Namespace
+	}
+	return NamespaceOf(topic)
+}
+
+// NamespaceOf is the namespace a topic's rows go to when the source
+// names none: the topic name in lower case with '.' and '-' as '_' (and
+// "t_" in front of one that does not start with a letter).
+func NamespaceOf(topic string) string {
+	ns := strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' {
+			return '_'
+		}
+		return unicode.ToLower(r)
+	}, topic)
+	if ns == "" || ns[0] < 'a' || ns[0] > 'z' {
+		ns = "t_" + ns
+	}
+	return ns
+}
+
+// CheckTopic applies Kafka's own rule for topic names.
+func CheckTopic(t string) error {
+	if t == "" || len(t) > 249 || t == "." || t == ".." {
+		return fmt.Errorf("topic %q: want 1 to 249 characters, and not \".\" or \"..\"", t)
+	}
+	for _, r := range t {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("topic %q: character %q; Kafka allows letters, digits and . _ - only", t, r)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,150 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// poll fetches records into the buffer while it has room: a full buffer
+// stops the fetching (franz-go then holds at most one fetch per broker),
+// which is the source's backpressure.
+func (r *run) poll(ctx context.Context) error {
+	for {
+		if ch := r.buf.room(); ch != nil {
+			if wait(ctx, ch) != nil {
+				return nil
+			}
+			continue
+		}
+		fs := r.cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		for _, e := range fs.Errors() {
+			if err := r.fetchError(ctx, e.Topic, e.Partition, e.Err); err != nil {
+				return err
+			}
+		}
+		var recs []*kgo.Record
+		var err error
+		fs.EachPartition(func(f kgo.FetchTopicPartition) {
+			if err == nil && len(f.Records) > 0 {
+				err = r.advance(tp{f.Topic, f.Partition}, f.Records)
+				recs = append(recs, f.Records...)
+			}
+			r.s.noteLag(tp{f.Topic, f.Partition}, f.HighWatermark)
+		})
+		if err != nil {
+			return err
+		}
+		if len(recs) > 0 {
+			r.buf.add(recs)
+		}
+	}
+}
+
+// advance moves a partition's expected position past recs, which must
+// all be at or after it: a record before it would be a row twice.
+func (r *run) advance(p tp, recs []*kgo.Record) error {
+	r.posMu.Lock()
+	defer r.posMu.Unlock()
+	for _, rec := range recs {
+		if at, ok := r.pos[p]; ok && rec.Offset < at {
+			return invariantf("topic %q partition %d: fetched offset %d, expected %d or after", p.topic, p.partition, rec.Offset, at)
+		}
+		r.pos[p] = rec.Offset + 1
+	}
+	return nil
+}
+
+// fetchError handles a partition's fetch error. Records removed before
+// they were fetched (offset out of range: the client was told not to
+// reset on its own) are a gap; anything else is logged, and the client
+// goes on retrying.
+func (r *run) fetchError(ctx context.Context, topic string, partition int32, err error) error {
+	p := tp{topic, partition}
+	var loss *kgo.ErrDataLoss
+	switch {
+	case ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, kgo.ErrClientClosed):
+		return nil
+	case errors.Is(err, kerr.OffsetOutOfRange):
+		return r.outOfRange(ctx, p)
+	case errors.As(err, &loss) && loss.ResetTo > loss.ConsumedTo:
+		return r.skipTo(p, &GapError{Topic: topic, Partition: partition, From: loss.ConsumedTo, To: loss.ResetTo})
+	case errors.As(err, &loss):
+		return &AheadError{Topic: topic, Partition: partition, Resume: loss.ConsumedTo, End: loss.ResetTo}
+	}
+	r.s.cfg.Logger.Warn("kafka source: fetch failed; the client retries", "source", r.s.cfg.Name,
+		"topic", topic, "partition", partition, "error", err)
+	return nil
+}
+
+// outOfRange finds where p's log is now and what that means for the
+// position the poller expected.
+func (r *run) outOfRange(ctx context.Context, p tp) error {
+	r.posMu.Lock()
+	at, known := r.pos[p]
+	r.posMu.Unlock()
+	starts, err := r.adm.ListStartOffsets(ctx, p.topic)
+	if err != nil {
+		return nil // the next fetch fails again, and this runs again
+	}
+	st, ok := starts.Lookup(p.topic, p.partition)
+	if !ok || st.Err != nil {
+		return nil
+	}
+	if !known || at < st.Offset {
+		if !known {
+			at = -1 // the partition's first fetch: nothing of it was read
+		}
+		return r.skipTo(p, &GapError{Topic: p.topic, Partition: p.partition, From: max(at, 0), To: st.Offset})
+	}
+	ends, err := r.adm.ListEndOffsets(ctx, p.topic)
+	if err != nil {
+		return nil
+	}
+	if en, ok := ends.Lookup(p.topic, p.partition); ok && en.Err == nil && at > en.Offset {
+		return &AheadError{Topic: p.topic, Partition: p.partition, Resume: at, End: en.Offset}
+	}
+	return nil
+}
+
+// skipTo reports gap and, when the source skips gaps, moves p's
+// consumption to the gap's end.
+func (r *run) skipTo(p tp, g *GapError) error {
+	if err := r.s.gap(g); err != nil {
+		return err
+	}
+	r.posMu.Lock()
+	r.pos[p] = g.To
+	r.posMu.Unlock()
+	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.topic: {p.partition: {Epoch: -1, Offset: g.To}}})
+	return nil
+}
+
+// noteLag records p's lag behind hw, the high watermark of its last fetch.
+func (s *Source) noteLag(p tp, hw int64) {
+	s.lagMu.Lock()
+	defer s.lagMu.Unlock()
+	if s.lag == nil {
+		s.lag, s.acked = map[tp]int64{}, map[tp]int64{}
+	}
+	if a, ok := s.acked[p]; ok {
+		s.lag[p] = max(hw-a, 0)
+	} else {
+		s.lag[p] = hw
+	}
+}
+
+// noteAcked records that p's records before next are acked.
+func (s *Source) noteAcked(p tp, next int64) {
+	s.lagMu.Lock()
+	defer s.lagMu.Unlock()
+	if s.lag == nil {
+		s.lag, s.acked = map[tp]int64{}, map[tp]int64{}
+	}
+	s.acked[p] = next
+}

@@ -1,0 +1,100 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/skipprd/skipprd/sources"
+)
+
+// work takes units of records from the buffer and ingests each until it
+// is acked, until ctx ends or a unit fails.
+func (r *run) work(ctx context.Context, ingest IngestFunc) error {
+	for {
+		topic, recs, ch := r.buf.take(r.s.cfg.UnitBytes)
+		if recs == nil {
+			if wait(ctx, ch) != nil {
+				return nil
+			}
+			continue
+		}
+		b, err := r.build(topic, recs)
+		if err != nil {
+			return err
+		}
+		err = r.s.submit(ctx, ingest, b)
+		releaseAll(b.unit.Batches)
+		if err != nil {
+			return err
+		}
+		for p, next := range b.next {
+			r.s.noteAcked(p, next)
+		}
+		if err := r.buf.done(b.parts, b.bytes); err != nil {
+			return err
+		}
+	}
+}
+
+// build makes the unit of recs, halving them (and giving the rest back
+// to the buffer) while together they decode to more than the limits.
+func (r *run) build(topic string, recs []*kgo.Record) (built, error) {
+	for {
+		b, err := r.s.build(topic, recs)
+		if !errors.Is(err, errSplit) {
+			return b, err
+		}
+		half := len(recs) / 2
+		var keep []tp
+		for _, rec := range recs[:half] {
+			keep = append(keep, tp{rec.Topic, rec.Partition})
+		}
+		r.buf.giveBack(recs[half:], keep)
+		recs = recs[:half]
+	}
+}
+
+// submit ingests b until it is acked, retrying the very same unit while
+// the answer may change: a unit the host had committed before is
+// recognised by its offsets and acked without being stored again. The
+// answers are sources.Judge's; ingest runs without ctx's cancellation,
+// so a host closing gracefully still answers the unit in flight.
+func (s *Source) submit(ctx context.Context, ingest IngestFunc, b built) error {
+	s.recordsIngested.Add(uint64(b.records))
+	acked := false
+	defer func() {
+		if !acked {
+			s.recordsIngested.Add(-uint64(b.records))
+		}
+	}()
+	ingestCtx := context.WithoutCancel(ctx)
+	backoff := retryBase
+	for {
+		err := ingest(ingestCtx, b.unit)
+		switch sources.Judge(ctx, err) {
+		case sources.Acked:
+			acked = true
+			s.recordsAcked.Add(uint64(b.records))
+			s.unitsAcked.Add(1)
+			return nil
+		case sources.Stopped:
+			return errStopped
+		case sources.Invalid:
+			return fmt.Errorf("kafka source %q: the host refuses a unit of %d records (offsets %v): %w", s.cfg.Name, b.records, b.unit.Offsets, err)
+		case sources.Refuses:
+			return fmt.Errorf("kafka source %q: the host refuses units: %w", s.cfg.Name, err)
+		case sources.Later:
+		case sources.Unknown:
+			s.cfg.Logger.Warn("kafka source: ingest failed; retrying the same unit", "source", s.cfg.Name,
+				"offsets", fmt.Sprint(b.unit.Offsets), "retry_in", backoff, "error", err)
+		}
+		s.retries.Add(1)
+		if s.cfg.Sleep(ctx, backoff) != nil {
+			return errStopped
+		}
+		backoff = min(2*backoff, retryMax)
+	}
+}
