@@ -134,22 +134,27 @@ func (s *batchSet) encodeParts() []segment.Part {
 	return out
 }
 
-// releaseOffLoop drops a committed set's references on the executor: a
-// generation of thousands of small units is as many Release calls, some
-// milliseconds that every unit waiting for an fsync would spend behind
-// it on the loop. The set is the work's alone: it was sealed, and its
-// units are answered.
+// releaseOffLoop drops a committed set's references off the loop where
+// the executor can (Background): a generation of thousands of small
+// units is as many Release calls, some milliseconds that every unit
+// waiting for an fsync would spend behind it on the loop. The set is the
+// work's alone: it was sealed, and its units are answered.
 func (e *Engine) releaseOffLoop(s *batchSet) {
 	parts := s.parts
 	s.parts = nil
-	e.p.Exec.Go(func() {
+	release := func() {
 		for _, p := range parts {
 			for _, b := range p.batches {
 				b.Release()
 			}
 			p.batches = nil
 		}
-	}, func() {})
+	}
+	if bg, ok := e.p.Exec.(Background); ok {
+		bg.Background(release)
+		return
+	}
+	release()
 }
 
 // unitBytes estimates what a unit costs in memory and in the body.

@@ -184,6 +184,15 @@ type Executor interface {
 	Go(work func(), done func())
 }
 
+// Background is an Executor that also takes work the engine never
+// waits for — dropping its references to a committed generation's
+// batches — to run off the loop, at once or soon. An Executor without it
+// (the simulator's) has that work run inline, on the loop, which keeps
+// the world's schedule unchanged by it.
+type Background interface {
+	Background(work func())
+}
+
 // ObjectStore is an S3-compatible object store scoped to one bucket.
 //
 // Consistency: PutObject, CompleteMultipartUpload and DeleteObject are

@@ -120,6 +120,10 @@ func (s *source) onReady(offset func(key string) (uint64, bool)) {
 		}
 		return
 	}
+	if s.broker() {
+		s.resumeBroker()
+		return
+	}
 	for p := range s.next {
 		v, _ := offset(offsetKey(s.spec, p))
 		s.next[p] = v + 1
@@ -169,9 +173,17 @@ func (s *source) tickPartition(p int) {
 	if s.inFlight[p] || s.exhausted(seq, s.highest[p]) {
 		return
 	}
-	s.highest[p] = max(s.highest[p], seq)
+	last := seq
+	if s.broker() {
+		last = s.fetchEnd(p, seq)
+	}
+	s.highest[p] = max(s.highest[p], last)
 	s.inFlight[p] = true
 	s.attempt[p]++
+	if s.broker() {
+		s.sendRecords(p, seq, last)
+		return
+	}
 	s.sendPartition(p, seq)
 }
 

@@ -42,6 +42,10 @@ type SourceSpec struct {
 	// also the wait after a refusal that says "later" (not ready,
 	// backpressure), as a client honouring Retry-After waits.
 	Backoff time.Duration `json:"backoff,omitempty"`
+	// FetchMax (replayable, not CDC): a broker source (broker.go), whose
+	// units are runs of 1..FetchMax records cut anew at every fetch. 0:
+	// one record a unit, the same after every restart.
+	FetchMax int `json:"fetch_max,omitempty"`
 	// Prefix: objects dropped under a prefix of the store, read by the
 	// real objects source (prefix.go); Replayable, without partitions.
 	Prefix bool `json:"prefix,omitempty"`
@@ -193,6 +197,14 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 	// Some sources retry at once, as HTTP clients often do: a retry then
 	// races the units queued behind a failed log batch (own stream, so
 	// the draws above keep their values).
+	// Some log sources read like the Kafka source, a fetch at a time
+	// (own stream, as below).
+	fr := r.Split("fetch")
+	for i := range out {
+		if out[i].Replayable && !out[i].CDC && fr.Chance(0.4) {
+			out[i].FetchMax = 2 + fr.Intn(15)
+		}
+	}
 	br := r.Split("backoff")
 	for i := range out {
 		if br.Chance(0.5) {

@@ -106,6 +106,15 @@ type Executor struct {
 	loop *Loop
 }
 
+// Background implements engine.Background: work runs on a fresh
+// goroutine, and nothing is posted back.
+func (e Executor) Background(work func()) {
+	if work == nil {
+		panic("storage: Executor.Background(nil)")
+	}
+	go work()
+}
+
 // Go implements engine.Executor.
 func (e Executor) Go(work func(), done func()) {
 	if work == nil || done == nil {

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/skipprd/skipprd/engine"
 )
 
 // startLoop runs a loop for the test and stops it (waiting for Run to
@@ -335,5 +337,21 @@ func TestClockAndRand(t *testing.T) {
 	p := l.Ports(nil, nil)
 	if p.Clock == nil || p.Rand == nil || p.Timers == nil || p.Exec == nil {
 		t.Fatalf("Ports left a loop port unset: %+v", p)
+	}
+}
+
+// The production executor takes background work (engine.Background),
+// which runs off the loop with nothing posted back.
+func TestExecutorRunsBackgroundWorkOffTheLoop(t *testing.T) {
+	l := startLoop(t)
+	loopID := loopGoroutine(t, l)
+	var bg engine.Background = Executor{loop: l}
+	ran := make(chan uint64, 1)
+	bg.Background(func() { ran <- goroutineID() })
+	if id := <-ran; id == loopID {
+		t.Fatal("background work ran on the loop")
+	}
+	if n := l.queued(); n != 0 {
+		t.Fatalf("%d functions posted to the loop; want none", n)
 	}
 }

@@ -27,6 +27,10 @@ var worldMarks = []worldMark{
 	{name: sim.MarkPrefixMidObject, needs: mixedObjects},
 	{name: sim.MarkPrefixResumed, needs: mixedObjects},
 	{name: sim.MarkPrefixSkipped, needs: func(s sim.SourceSpec) bool { return s.Prefix && s.CorruptPermille > 0 }},
+	{name: sim.MarkBrokerMultiRecord, needs: brokerSource},
+	{name: sim.MarkBrokerResumeWaited, needsWorld: func(s sim.WorldSpec) bool {
+		return s.Engine.Disk != nil && slices.ContainsFunc(s.AllSources(), brokerSource)
+	}},
 	{name: sim.MarkPipelinesSharedNamespace, needsWorld: sim.WorldSpec.SharesNamespace},
 	{name: sim.MarkPipelinesPowerLoss, needsWorld: func(s sim.WorldSpec) bool { return len(s.Pipelines) > 0 }},
 }
@@ -61,6 +65,8 @@ func csvClient(s sim.SourceSpec) bool {
 func refusingClient(s sim.SourceSpec) bool { return !s.Replayable && s.RefusePermille > 0 }
 
 func cappedClient(s sim.SourceSpec) bool { return refusingClient(s) && s.BodyCap > 0 }
+
+func brokerSource(s sim.SourceSpec) bool { return s.FetchMax > 0 }
 
 func mixedObjects(s sim.SourceSpec) bool { return s.Prefix && s.Formats != "" }
 
