@@ -73,7 +73,11 @@
 //     bulk loads, drawn per world; replayable ones resume from the
 //     recovered offsets (or older ones), one unit in flight per offset
 //     key; non-replayable ones retry with the same idempotency key. A
-//     unit's content is a pure function of its id. Most CDC sources
+//     unit's content is a pure function of its id. Broker sources
+//     (broker.go, SourceSpec.FetchMax) are logs read as the Kafka source
+//     reads one: a unit is a run of records (each record an id) cut anew
+//     at every fetch, and a restart resumes once the units a disk WAL
+//     replayed have committed (engine.ReplayPending). Most CDC sources
 //     change a small key space (SourceSpec.Keys, cdc.go): inserts,
 //     updates and deletes of the same identities from every partition,
 //     under order tokens unique in the namespace that units deliver out
