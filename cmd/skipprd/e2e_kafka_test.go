@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -80,6 +81,19 @@ func TestDaemonKafkaKill(t *testing.T) {
 	lake := filepath.Join(dataDir, "lake")
 	slices.Sort(want)
 	p.waitFor(t, "every record in the lake", func() bool { return len(lakeIDs(t, lake)["shop_orders"]) >= len(want) })
+	// Caught up: every partition's lag is 0 in the metrics.
+	admin := "http://" + adminAddr(t, p) + "/metrics"
+	p.waitFor(t, "no lag", func() bool {
+		code, body := get(t, admin)
+		m := parseMetrics(t, body)
+		for part := range 4 {
+			v, ok := m[fmt.Sprintf(`skipprd_kafka_lag_records{partition="%d",source="orders",topic="shop.orders"}`, part)]
+			if code != http.StatusOK || !ok || v != 0 {
+				return false
+			}
+		}
+		return m[`skipprd_kafka_gaps_total{source="orders"}`] == 0
+	})
 	p.stop(t)
 	if got := lakeIDs(t, lake)["shop_orders"]; !slices.Equal(got, want) {
 		t.Fatalf("lake holds %d rows, the topic %d records: %s", len(got), len(want), firstDiff(got, want))

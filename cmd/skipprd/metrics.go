@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -100,7 +101,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range nsMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp, descFailing, descWaitB, descWaitS, descWaitSeg, descIceberg} {
+	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp, descFailing, descWaitB, descWaitS, descWaitSeg, descIceberg, descKafkaLag, descKafkaGaps, descKafkaGapRecords} {
 		ch <- d
 	}
 }
@@ -111,6 +112,7 @@ func (c *engineCollector) Collect(ch chan<- prometheus.Metric) {
 		collectS3(ch, s3)
 	}
 	collectIceberg(ch, c.d.icebergs)
+	collectKafka(ch, c.d.sources)
 	ctx, cancel := context.WithTimeout(context.Background(), adminQueryWait)
 	defer cancel()
 	st, err := c.d.host.Stats(ctx)
@@ -194,5 +196,29 @@ func collectIceberg(ch chan<- prometheus.Metric, sinks []namedIceberg) {
 		} {
 			ch <- prometheus.MustNewConstMetric(descIceberg, prometheus.CounterValue, float64(o.n), s.name, o.name)
 		}
+	}
+}
+
+var (
+	descKafkaLag = desc("kafka_lag_records", "Records of a Kafka partition not yet acked, behind its high watermark as of the last fetch.",
+		"source", "topic", "partition")
+	descKafkaGaps       = desc("kafka_gaps_total", "Ranges of records retention removed before a Kafka source ingested them, skipped (on_gap: skip).", "source")
+	descKafkaGapRecords = desc("kafka_gap_records_total", "Records in those ranges.", "source")
+)
+
+// collectKafka exports each Kafka source's lag per partition and the
+// gaps it skipped.
+func collectKafka(ch chan<- prometheus.Metric, sources []source) {
+	for _, s := range sources {
+		k, ok := s.(*kafkaSource)
+		if !ok {
+			continue
+		}
+		st := k.src.Stats()
+		for _, l := range st.Lag {
+			ch <- prometheus.MustNewConstMetric(descKafkaLag, prometheus.GaugeValue, float64(l.Records), k.name, l.Topic, strconv.Itoa(int(l.Partition)))
+		}
+		ch <- prometheus.MustNewConstMetric(descKafkaGaps, prometheus.CounterValue, float64(st.Gaps), k.name)
+		ch <- prometheus.MustNewConstMetric(descKafkaGapRecords, prometheus.CounterValue, float64(st.GapRecords), k.name)
 	}
 }

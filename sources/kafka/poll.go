@@ -125,26 +125,22 @@ func (r *run) skipTo(p tp, g *GapError) error {
 	return nil
 }
 
-// noteLag records p's lag behind hw, the high watermark of its last fetch.
+// noteLag records p's high watermark as of its last fetch.
 func (s *Source) noteLag(p tp, hw int64) {
 	s.lagMu.Lock()
 	defer s.lagMu.Unlock()
-	if s.lag == nil {
-		s.lag, s.acked = map[tp]int64{}, map[tp]int64{}
+	if s.hw == nil {
+		s.hw, s.acked = map[tp]int64{}, map[tp]int64{}
 	}
-	if a, ok := s.acked[p]; ok {
-		s.lag[p] = max(hw-a, 0)
-	} else {
-		s.lag[p] = hw
-	}
+	s.hw[p] = hw
 }
 
 // noteAcked records that p's records before next are acked.
 func (s *Source) noteAcked(p tp, next int64) {
 	s.lagMu.Lock()
 	defer s.lagMu.Unlock()
-	if s.lag == nil {
-		s.lag, s.acked = map[tp]int64{}, map[tp]int64{}
+	if s.hw == nil {
+		s.hw, s.acked = map[tp]int64{}, map[tp]int64{}
 	}
 	s.acked[p] = next
 }

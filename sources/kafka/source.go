@@ -31,8 +31,8 @@ type Source struct {
 	retries, gaps, gapRecords                 atomic.Uint64
 
 	lagMu sync.Mutex
-	lag   map[tp]int64 // high watermark − the acked next offset, per partition
-	acked map[tp]int64 // next offset acked, per partition
+	hw    map[tp]int64 // per partition, the high watermark of its last fetch
+	acked map[tp]int64 // per partition, the next offset acked (this Run)
 }
 
 // New returns a source for cfg, or an error naming what is wrong with it.
@@ -68,8 +68,12 @@ func (s *Source) Stats() Stats {
 	st := Stats{RecordsIngested: s.recordsIngested.Load(), RecordsAcked: s.recordsAcked.Load(),
 		UnitsAcked: s.unitsAcked.Load(), Retries: s.retries.Load(), Gaps: s.gaps.Load(), GapRecords: s.gapRecords.Load()}
 	s.lagMu.Lock()
-	for p, n := range s.lag {
-		st.Lag = append(st.Lag, PartitionLag{p.topic, p.partition, n})
+	for p, hw := range s.hw {
+		lag := hw
+		if a, ok := s.acked[p]; ok {
+			lag = max(hw-a, 0)
+		}
+		st.Lag = append(st.Lag, PartitionLag{p.topic, p.partition, lag})
 	}
 	s.lagMu.Unlock()
 	slices.SortFunc(st.Lag, func(a, b PartitionLag) int {
@@ -144,6 +148,7 @@ func (s *Source) open(ctx context.Context, offsets segment.Offsets) (*run, error
 		if at, ok := start[p]; ok {
 			o = kgo.NewOffset().At(at)
 			r.pos[p] = at
+			s.noteAcked(p, at) // the lag counts from here
 		}
 		if consume[p.topic] == nil {
 			consume[p.topic] = map[int32]kgo.Offset{}

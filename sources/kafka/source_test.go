@@ -76,6 +76,14 @@ func TestReadsEveryRecordOnceWithItsColumns(t *testing.T) {
 	if st.RecordsAcked != 2000 || st.UnitsAcked < 10 {
 		t.Errorf("stats %+v: want 2000 records acked in many small units", st)
 	}
+	if len(st.Lag) != 4 {
+		t.Errorf("lag of %d partitions, want 4: %+v", len(st.Lag), st.Lag)
+	}
+	for _, l := range st.Lag {
+		if l.Records != 0 || l.Topic != "orders.v1" {
+			t.Errorf("lag %+v: want 0 once every record is acked", l)
+		}
+	}
 	for _, s := range schemas {
 		for _, col := range []string{"id", "name", ColPartition, ColOffset, ColTimestamp, ColKey} {
 			if !strings.Contains(s, col+":") {

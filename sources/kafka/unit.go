@@ -94,16 +94,24 @@ func (s *Source) build(topic string, recs []*kgo.Record) (built, error) {
 }
 
 // decodeJSON decodes the values as JSON lines, one row each (an empty
-// value — a tombstone — is a row of the metadata columns alone), and
-// adds the metadata columns.
+// value — a tombstone — is a row of the metadata columns alone; a value
+// spread over several lines is compacted onto one), and adds the
+// metadata columns.
 func (s *Source) decodeJSON(recs []*kgo.Record) (*arrow.Schema, []arrow.RecordBatch, error) {
 	var text bytes.Buffer
+	size := 0
+	for _, r := range recs {
+		size += len(r.Value) + 3 // "{}\n" for a tombstone
+	}
+	text.Grow(size)
 	for _, r := range recs {
 		if len(r.Value) == 0 {
 			text.WriteString("{}\n")
 			continue
 		}
-		if err := json.Compact(&text, r.Value); err != nil {
+		if bytes.IndexByte(r.Value, '\n') < 0 {
+			text.Write(r.Value) // one line already; the decoder checks it
+		} else if err := json.Compact(&text, r.Value); err != nil {
 			return nil, nil, recordError(r, "value is not JSON: %v", err)
 		}
 		text.WriteByte('\n')
