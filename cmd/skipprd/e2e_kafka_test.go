@@ -16,15 +16,22 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/skipprd/skipprd/storage"
 )
 
 // The Kafka source end to end: a three-broker kfake cluster (the real
 // protocol, in this process) whose fetches fail now and then, a topic
 // of four partitions, the daemon SIGKILLed while it ingests, more
 // records produced, and a restart that resumes from the offsets the WAL
-// recovered. After a graceful stop every record is in the lake once
-// (lakeIDs reads the first column: "aid" sorts first).
-func TestDaemonKafkaKill(t *testing.T) {
+// recovered — on the local-disk WAL, or on an S3 WAL with the restart on
+// a new host (an empty DATA_DIR). After a graceful stop every record is
+// in the lake once (lakeIDs reads the first column: "aid" sorts first).
+func TestDaemonKafkaKill(t *testing.T) { testKafkaKill(t, false) }
+
+func TestDaemonKafkaNewHost(t *testing.T) { testKafkaKill(t, true) }
+
+func testKafkaKill(t *testing.T, newHost bool) {
 	if testing.Short() {
 		t.Skip("builds the daemon and kills it mid-ingest")
 	}
@@ -68,17 +75,29 @@ func TestDaemonKafkaKill(t *testing.T) {
 	}
 	produceOrders(0, 20_000)
 	bin := buildDaemon(t)
-	dataDir, conf := t.TempDir(), t.TempDir()
+	dataDir, conf, lake := t.TempDir(), t.TempDir(), t.TempDir()
 	pipeline := filepath.Join(conf, "skipprd.yaml")
-	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake, flush_interval: 1s}\nsources:\n"+
+	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: "+lake+", flush_interval: 1s}\nsources:\n"+
 		"  - {name: orders, kind: kafka, brokers: ["+strings.Join(c.ListenAddrs(), ", ")+"], topics: [shop.orders], sink: lake}\n")
 	env := []string{envPipelineFile + "=" + pipeline}
+	if newHost {
+		const bucket = "wal"
+		emb, err := storage.StartEmbeddedS3(filepath.Join(t.TempDir(), "s3.bolt"), bucket, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = emb.Close() })
+		// A short request timeout keeps recovery's fence wait short.
+		env = append(append(env, s3Env(t, emb.Endpoint())...), envWALStorage+"=s3", envWALBucket+"="+bucket, envS3Timeout+"=2")
+	}
 	p := startDaemon(t, bin, dataDir, env...)
 	p.waitStdout(t, "rows acked", progressLines("acked", 1))
 	p.kill(t)
 	produceOrders(20_000, 30_000)
+	if newHost {
+		dataDir = t.TempDir() // nothing of the first host's disk
+	}
 	p = startDaemon(t, bin, dataDir, env...)
-	lake := filepath.Join(dataDir, "lake")
 	slices.Sort(want)
 	p.waitFor(t, "every record in the lake", func() bool { return len(lakeIDs(t, lake)["shop_orders"]) >= len(want) })
 	// Caught up: every partition's lag is 0 in the metrics.
