@@ -15,14 +15,16 @@ import (
 
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/sources"
+	"github.com/skipprd/skipprd/sources/messages"
 	httpsrc "github.com/skipprd/skipprd/sources/http"
 )
 
-// Values of Config.Format: how a record's value becomes a row.
+// Values of Config.Format: how a record's value becomes a row
+// (sources/messages).
 const (
-	FormatJSON  = "json"  // a JSON object per value; columns inferred as the HTTP source infers them
-	FormatText  = "text"  // one "value" column of UTF-8 text
-	FormatBytes = "bytes" // one "value" column of bytes
+	FormatJSON  = messages.FormatJSON
+	FormatText  = messages.FormatText
+	FormatBytes = messages.FormatBytes
 )
 
 // Values of Config.Start: where a partition without a recovered offset

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/skipprd/skipprd/sources"
+	"github.com/skipprd/skipprd/sources/messages"
 )
 
 // work takes units of records from the buffer and ingests each until it
@@ -26,7 +27,7 @@ func (r *run) work(ctx context.Context, ingest IngestFunc) error {
 			return err
 		}
 		err = r.s.submit(ctx, ingest, b)
-		releaseAll(b.unit.Batches)
+		messages.ReleaseAll(b.unit.Batches)
 		if err != nil {
 			return err
 		}
@@ -44,7 +45,7 @@ func (r *run) work(ctx context.Context, ingest IngestFunc) error {
 func (r *run) build(topic string, recs []*kgo.Record) (built, error) {
 	for {
 		b, err := r.s.build(topic, recs)
-		if !errors.Is(err, errSplit) {
+		if !errors.Is(err, messages.ErrSplit) {
 			return b, err
 		}
 		half := len(recs) / 2
