@@ -15,8 +15,8 @@ import (
 
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/sources"
-	"github.com/skipprd/skipprd/sources/messages"
 	httpsrc "github.com/skipprd/skipprd/sources/http"
+	"github.com/skipprd/skipprd/sources/messages"
 )
 
 // Values of Config.Format: how a record's value becomes a row
