@@ -18,7 +18,7 @@ func decoder(t *testing.T, format string) (*Decoder, *memory.CheckedAllocator) {
 	mem := memory.NewCheckedAllocator(memory.DefaultAllocator)
 	t.Cleanup(func() { mem.AssertSize(t, 0) })
 	return &Decoder{Format: format, Limits: httpsrc.DefaultLimits(), Mem: mem,
-		Meta: []arrow.Field{{Name: "_seq", Type: arrow.PrimitiveTypes.Int64}},
+		Meta:       []arrow.Field{{Name: "_seq", Type: arrow.PrimitiveTypes.Int64}},
 		AppendMeta: func(i int, bs []array.Builder) { bs[0].(*array.Int64Builder).Append(int64(100 + i)) }}, mem
 }
 
