@@ -32,6 +32,7 @@ import (
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/sinks/iceberg"
 	"github.com/skipprd/skipprd/sources/kafka"
+	"github.com/skipprd/skipprd/sources/natsjs"
 )
 
 const (
@@ -67,6 +68,7 @@ const (
 	sourceGenerator = "generator"
 	sourcePGCDC     = "postgres-cdc"
 	sourceKafka     = "kafka"
+	sourceNATS      = "nats"
 )
 
 // The keys each mapping takes, in the order messages list them. A kind's
@@ -78,7 +80,7 @@ var (
 	sourceCommon  = []string{"name", "kind", "sink"}
 	namespaceKeys = []string{"sink", "at_least_once"}
 	sinkKinds     = []string{sinkParquetDir, sinkParquetS3, sinkPostgres, sinkIceberg}
-	sourceKinds   = []string{sourceHTTP, sourceFiles, sourceObjects, sourceGenerator, sourcePGCDC, sourceKafka}
+	sourceKinds   = []string{sourceHTTP, sourceFiles, sourceObjects, sourceGenerator, sourcePGCDC, sourceKafka, sourceNATS}
 	sinkKeys      = map[string][]string{ // each kind's own, then laneKeys
 		sinkParquetDir: slices.Concat([]string{"path"}, laneKeys),
 		sinkParquetS3:  slices.Concat([]string{"bucket", "prefix"}, laneKeys),
@@ -93,6 +95,7 @@ var (
 		sourcePGCDC:     {"url_env", "publication", "slot", "tables"},
 		sourceKafka: {"brokers", "topics", "namespace", "format", "start", "on_gap", "read_committed", "tls",
 			"sasl_mechanism", "sasl_user_env", "sasl_password_env"},
+		sourceNATS: {"url", "stream", "subjects", "namespace", "format", "start", "on_gap"},
 	}
 	walStorages  = []string{string(walDisk), string(walEmbedded), string(walS3)}
 	formats      = []string{"auto", "jsonl", "csv", "parquet"}
@@ -101,6 +104,7 @@ var (
 	kafkaStarts  = []string{kafka.StartEarliest, kafka.StartLatest}
 	kafkaOnGaps  = []string{kafka.OnGapStop, kafka.OnGapSkip}
 	kafkaSASLs   = []string{"plain", "scram-sha-256", "scram-sha-512"}
+	natsStarts   = []string{natsjs.StartFirst, natsjs.StartNew}
 )
 
 var (
@@ -178,7 +182,19 @@ type sourceSpec struct {
 	Objects    *objectsSourceSpec
 	PGCDC      *pgcdcSourceSpec
 	Kafka      *kafkaSourceSpec
+	NATS       *natsSourceSpec
 	Generator  bool
+}
+
+// natsSourceSpec reads a NATS JetStream stream.
+type natsSourceSpec struct {
+	URL       string // nats://host:port
+	Stream    string
+	Subjects  []string // nil: every message of the stream
+	Namespace string   // "": natsjs.NamespaceOf(Stream)
+	Format    string   // json | text | bytes
+	Start     string   // first | new
+	OnGap     string   // stop | skip
 }
 
 // kafkaSourceSpec reads topics of a Kafka cluster.

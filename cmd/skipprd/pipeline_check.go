@@ -21,6 +21,7 @@ import (
 	"github.com/skipprd/skipprd/sources"
 	"github.com/skipprd/skipprd/sources/generator"
 	"github.com/skipprd/skipprd/sources/kafka"
+	"github.com/skipprd/skipprd/sources/natsjs"
 )
 
 // checker walks the document, collecting errors and what the
@@ -428,6 +429,8 @@ func (c *checker) source(i int, n *yaml.Node) sourceSpec {
 		s.PGCDC = c.pgcdcSource(m, s.Name, s.Sink)
 	case sourceKafka:
 		s.Kafka = c.kafkaSource(m, s.Sink)
+	case sourceNATS:
+		s.NATS = c.natsSource(m, s.Sink)
 	case sourceGenerator:
 		s.Generator = true
 		for _, st := range generator.DefaultStreams() {
@@ -731,6 +734,49 @@ func (c *checker) kafkaSource(m *mapping, sink string) *kafkaSourceSpec {
 		k.SASLPassEnv = c.envRef(m, "sasl_password_env", true, "KAFKA_PASSWORD")
 	}
 	return k
+}
+
+func (c *checker) natsSource(m *mapping, sink string) *natsSourceSpec {
+	n := &natsSourceSpec{}
+	if u, line, ok := c.text(m, "url", true, "the server, e.g. nats://127.0.0.1:4222"); ok {
+		if !strings.HasPrefix(u, "nats://") && !strings.HasPrefix(u, "tls://") {
+			c.errorf(line, m.where, "url %q: want nats://host:port (or tls://host:port)", u)
+		}
+		n.URL = u
+	}
+	if st, line, ok := c.text(m, "stream", true, "a JetStream stream name, e.g. ORDERS"); ok {
+		if err := natsjs.CheckStream(st); err != nil {
+			c.errorf(line, m.where, "%v", err)
+		} else {
+			n.Stream = st
+		}
+	}
+	if _, present := m.vals["subjects"]; present {
+		n.Subjects = c.list(m, "subjects", "subjects of the stream, e.g. [orders.eu.>]", func(v string) error {
+			if strings.ContainsAny(v, " \t") {
+				return fmt.Errorf("a subject has no spaces")
+			}
+			return nil
+		})
+	}
+	ns, line, ok := c.text(m, "namespace", false, "the namespace every message goes to")
+	switch {
+	case ok:
+		n.Namespace = ns
+	case n.Stream != "":
+		ns, line = natsjs.NamespaceOf(n.Stream), m.line
+	}
+	if ns != "" {
+		if err := sources.CheckNamespace(ns); err != nil {
+			c.errorf(line, m.where, "%v; set namespace: to choose one", err)
+		} else {
+			c.writers = append(c.writers, writer{ns, sink, located{where: m.where, line: line}})
+		}
+	}
+	n.Format = c.oneOf(m, "format", kafkaFormats, false, natsjs.FormatJSON)
+	n.Start = c.oneOf(m, "start", natsStarts, false, natsjs.StartFirst)
+	n.OnGap = c.oneOf(m, "on_gap", kafkaOnGaps, false, natsjs.OnGapStop)
+	return n
 }
 
 // checkBroker checks a broker's host:port.

@@ -123,6 +123,8 @@ func (d *daemon) openSources(ctx context.Context, pf *pipelineFile, getenv func(
 			src, err = d.pgcdcSource(ctx, s, getenv)
 		case s.Kafka != nil:
 			src, err = d.kafkaSource(s, getenv)
+		case s.NATS != nil:
+			src, err = d.natsSource(s)
 		default:
 			return fmt.Errorf("source %q: kind %q is not built", s.Name, s.Kind)
 		}

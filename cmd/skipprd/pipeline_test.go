@@ -346,8 +346,17 @@ func TestPipelineErrors(t *testing.T) {
 		{"unknown source key", doc(sinks, "sources:", "  - {name: a, kind: generator, sink: lake, rate: 5}"), []string{
 			`skipprd.yaml:3: sources[0] "a": unknown key "rate" (allowed: name, kind, sink)`}},
 		{"unknown key, unknown kind", doc(sinks, "sources:", "  - {name: a, kind: pulsar, sink: lake, topic: t}"), []string{
-			`skipprd.yaml:3: sources[0] "a": kind "pulsar" is not one of http, files, objects, generator, postgres-cdc, kafka`,
-			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, bucket, prefix, url_env, publication, slot, tables, brokers, topics, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env)`}},
+			`skipprd.yaml:3: sources[0] "a": kind "pulsar" is not one of http, files, objects, generator, postgres-cdc, kafka, nats`,
+			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, bucket, prefix, url_env, publication, slot, tables, brokers, topics, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env, url, stream, subjects)`}},
+		{"nats", doc(sinks, "sources:", "  - {name: a, kind: nats, sink: lake, url: 'http://x:4222', stream: 'my.stream', start: latest}",
+			"  - {name: b, kind: nats, sink: lake, url: 'nats://x:4222', stream: Clicks}", "  - {name: c, kind: nats, sink: lake, url: 'nats://x:4222', stream: C2, namespace: clicks}",
+			"  - {name: d, kind: nats, sink: lake}"), []string{
+			`skipprd.yaml:3: sources[0] "a": url "http://x:4222": want nats://host:port (or tls://host:port)`,
+			`skipprd.yaml:3: sources[0] "a": stream "my.stream": 1 to 255 characters, none of space . * > / \`,
+			`skipprd.yaml:3: sources[0] "a": start "latest" is not one of first, new`,
+			`skipprd.yaml:5: sources[2] "c": namespace "clicks" of sink "lake" is already written by sources[1] "b" (line 4); give one of them another namespace or sink`,
+			`skipprd.yaml:6: sources[3] "d": url is required (the server, e.g. nats://127.0.0.1:4222)`,
+			`skipprd.yaml:6: sources[3] "d": stream is required (a JetStream stream name, e.g. ORDERS)`}},
 		{"kafka", doc(sinks, "sources:", "  - {name: a, kind: kafka, sink: lake, brokers: [k1, 'k2:9092', k2:9092], topics: [orders, 'bad topic', 9s], format: avro, sasl_mechanism: plain}",
 			"  - {name: b, kind: kafka, sink: lake, brokers: k1:9092}", "  - {name: c, kind: kafka, sink: lake, brokers: [k:1], topics: [Orders]}"), []string{
 			`skipprd.yaml:3: sources[0] "a": brokers: "k1": want host:port, e.g. kafka-1:9092`,

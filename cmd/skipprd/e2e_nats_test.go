@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The NATS source end to end against this machine's NATS server with
+// JetStream: a stream of its own, the daemon SIGKILLed while it ingests,
+// more messages published, and a restart that resumes from the stream
+// sequence the WAL recovered. After a graceful stop every message of the
+// filtered subject is in the lake once, and none of the other.
+func TestDaemonNATSKill(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the daemon and kills it mid-ingest")
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("stops the daemon with SIGINT")
+	}
+	t.Parallel()
+	url := os.Getenv("SKIPPR_NATS_URL")
+	if url == "" {
+		url = "nats://127.0.0.1:4222"
+	}
+	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no NATS server at %s (CI=true: the NATS tests must run): %v", url, err)
+		}
+		t.Skipf("SKIPPED LOUDLY: no NATS server at %s (%v); set SKIPPR_NATS_URL or start nats-server -js", url, err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := fmt.Sprintf("E2E%d", time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = js.DeleteStream(context.Background(), stream) }()
+	var want []string
+	publishClicks := func(from, to int) {
+		t.Helper()
+		for i := from; i < to; i++ {
+			id := fmt.Sprintf("c%06d", i)
+			want = append(want, id)
+			if _, err := js.PublishAsync(stream+".clicks", fmt.Appendf(nil, `{"aid": %q, "page": "/p/%d"}`, id, i%97)); err != nil {
+				t.Fatal(err)
+			}
+			if i%10 == 0 {
+				if _, err := js.PublishAsync(stream+".other", []byte(`{"aid": "not this one"}`)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			t.Fatal("publishing did not complete")
+		}
+	}
+	publishClicks(0, 20_000)
+	bin := buildDaemon(t)
+	dataDir, conf := t.TempDir(), t.TempDir()
+	pipeline := filepath.Join(conf, "skipprd.yaml")
+	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake, flush_interval: 1s}\nsources:\n"+
+		"  - {name: clicks, kind: nats, url: '"+url+"', stream: "+stream+", subjects: ['"+stream+".clicks'], namespace: clicks, sink: lake}\n")
+	env := []string{envPipelineFile + "=" + pipeline}
+	p := startDaemon(t, bin, dataDir, env...)
+	p.waitStdout(t, "rows acked", progressLines("acked", 1))
+	p.kill(t)
+	publishClicks(20_000, 30_000)
+	p = startDaemon(t, bin, dataDir, env...)
+	lake := filepath.Join(dataDir, "lake")
+	slices.Sort(want)
+	p.waitFor(t, "every message in the lake", func() bool { return len(lakeIDs(t, lake)["clicks"]) >= len(want) })
+	p.stop(t)
+	if got := lakeIDs(t, lake)["clicks"]; !slices.Equal(got, want) {
+		t.Fatalf("lake holds %d rows, the subject %d messages: %s", len(got), len(want), firstDiff(got, want))
+	}
+}

@@ -1,0 +1,371 @@
+package natsjs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/sources"
+	"github.com/skipprd/skipprd/sources/messages"
+)
+
+// IngestFunc submits a unit and blocks until it is answered: nil means
+// committed and acked. storage.Host.Ingest is one.
+type IngestFunc func(ctx context.Context, u engine.Unit) error
+
+// The columns every row gets besides its value's.
+const (
+	ColSubject   = "_nats_subject"
+	ColSequence  = "_nats_sequence"
+	ColTimestamp = "_nats_timestamp"
+)
+
+var metaFields = []arrow.Field{
+	{Name: ColSubject, Type: arrow.BinaryTypes.String},
+	{Name: ColSequence, Type: arrow.PrimitiveTypes.Int64},
+	{Name: ColTimestamp, Type: &arrow.TimestampType{Unit: arrow.Microsecond, TimeZone: "UTC"}},
+}
+
+// Source reads one JetStream stream into units. It holds no durable
+// state: where it resumes is the host's offsets view, given to Run.
+type Source struct {
+	cfg     Config
+	running atomic.Bool
+
+	messagesIngested, messagesAcked, unitsAcked atomic.Uint64
+	retries, gaps, gapMessages                  atomic.Uint64
+}
+
+// New returns a source for cfg, or an error naming what is wrong with it.
+func New(cfg Config) (*Source, error) {
+	cfg = cfg.withDefaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	return &Source{cfg: cfg}, nil
+}
+
+// Stats are a source's counters since New.
+type Stats struct {
+	MessagesIngested, MessagesAcked, UnitsAcked uint64
+	Retries                                     uint64
+	Gaps, GapMessages                           uint64 // ranges removed by the stream's limits and skipped (OnGapSkip)
+}
+
+// Stats returns the counters. Safe from any goroutine.
+func (s *Source) Stats() Stats {
+	return Stats{MessagesIngested: s.messagesIngested.Load(), MessagesAcked: s.messagesAcked.Load(), UnitsAcked: s.unitsAcked.Load(),
+		Retries: s.retries.Load(), Gaps: s.gaps.Load(), GapMessages: s.gapMessages.Load()}
+}
+
+// OffsetKey is the source's offset key; its value is the stream
+// sequence of the next message.
+func (s *Source) OffsetKey() string { return "nats/" + s.cfg.Name + "/" + s.cfg.Stream }
+
+// Run reads the stream from the sequence the host recovered (its
+// offsets view), or from Start, and ingests its messages until ctx ends
+// (nil) or it fails: a *MessageError, a *GapError (OnGapStop), an
+// *AheadError, a stream that does not exist, the host refusing every
+// unit, a broken invariant. A server that cannot be reached is logged
+// and retried (the client reconnects itself once connected).
+func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Offsets) error {
+	if !s.running.CompareAndSwap(false, true) {
+		return invariantf("source %q: Run called while it runs", s.cfg.Name)
+	}
+	defer s.running.Store(false)
+	nc, js, err := s.connect(ctx)
+	if nc == nil {
+		return err
+	}
+	defer nc.Close()
+	next, known := offsets.Get(s.OffsetKey())
+	start, err := s.startAt(ctx, js, next, known)
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	cons, err := js.OrderedConsumer(ctx, s.cfg.Stream, s.consumerConfig(start, known))
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("nats source %q: consumer of stream %q: %w", s.cfg.Name, s.cfg.Stream, err)
+	}
+	s.cfg.Logger.Info("nats source: starting", "source", s.cfg.Name, "stream", s.cfg.Stream, "from_sequence", start, "recovered", known)
+	r := &run{s: s, js: js, q: newQueue(s.cfg.BufferBytes), expect: start}
+	return r.run(ctx, cons, ingest)
+}
+
+// connect connects, retrying while the server cannot be reached. nil:
+// ctx ended first.
+func (s *Source) connect(ctx context.Context) (*nats.Conn, jetstream.JetStream, error) {
+	opts := append([]nats.Option{nats.Name("skipprd-" + s.cfg.Name), nats.MaxReconnects(-1)}, s.cfg.Options...)
+	backoff := retryBase
+	for {
+		nc, err := nats.Connect(s.cfg.URL, opts...)
+		if err == nil {
+			js, err := jetstream.New(nc)
+			if err == nil {
+				return nc, js, nil
+			}
+			nc.Close()
+		}
+		s.cfg.Logger.Warn("nats source: cannot connect; retrying", "source", s.cfg.Name, "url", s.cfg.URL, "retry_in", backoff, "error", err)
+		if s.cfg.Sleep(ctx, backoff) != nil {
+			return nil, nil, nil
+		}
+		backoff = min(2*backoff, 10*retryMax)
+	}
+}
+
+// startAt compares the recovered sequence with the stream's: below its
+// first, messages were removed before they were ingested (a *GapError,
+// or with OnGapSkip its first sequence instead); past its last + 1, the
+// stream is not the one the offsets were taken from (*AheadError).
+func (s *Source) startAt(ctx context.Context, js jetstream.JetStream, next uint64, known bool) (uint64, error) {
+	st, err := js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		if ctx.Err() != nil {
+			return 0, nil
+		}
+		return 0, fmt.Errorf("nats source %q: stream %q: %w", s.cfg.Name, s.cfg.Stream, err)
+	}
+	info := st.CachedInfo().State
+	switch {
+	case !known:
+		return 0, nil
+	case next > info.LastSeq+1:
+		return 0, &AheadError{Stream: s.cfg.Stream, Resume: next, Last: info.LastSeq}
+	case next < info.FirstSeq:
+		if err := s.gap(&GapError{Stream: s.cfg.Stream, From: next, To: info.FirstSeq}); err != nil {
+			return 0, err
+		}
+		return info.FirstSeq, nil
+	}
+	return next, nil
+}
+
+func (s *Source) consumerConfig(start uint64, known bool) jetstream.OrderedConsumerConfig {
+	cfg := jetstream.OrderedConsumerConfig{FilterSubjects: s.cfg.Subjects, DeliverPolicy: jetstream.DeliverAllPolicy}
+	switch {
+	case known:
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, start
+	case s.cfg.Start == StartNew:
+		cfg.DeliverPolicy = jetstream.DeliverNewPolicy
+	}
+	return cfg
+}
+
+// gap reports a range removed by the stream's limits: the error with
+// OnGapStop; logged and counted with OnGapSkip.
+func (s *Source) gap(g *GapError) error {
+	if s.cfg.OnGap == OnGapStop {
+		return g
+	}
+	s.gaps.Add(1)
+	s.gapMessages.Add(g.To - g.From)
+	s.cfg.Logger.Error("nats source: messages removed by the stream's limits, skipped (on_gap: skip)", "source", s.cfg.Name,
+		"stream", g.Stream, "from", g.From, "to", g.To-1)
+	return nil
+}
+
+// run is one Run's state.
+type run struct {
+	s  *Source
+	js jetstream.JetStream
+	q  *queue
+	// expect: the sequence the poller expects next (0: not known yet).
+	expect uint64
+}
+
+var errStopped = errors.New("nats source: stopped")
+
+func (r *run) run(ctx context.Context, cons jetstream.Consumer, ingest IngestFunc) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	fail := func(err error) {
+		if err != nil && !errors.Is(err, errStopped) && ctx.Err() == nil {
+			cancel(err)
+		}
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { fail(r.poll(ctx, cons)) })
+	wg.Go(func() { fail(r.work(ctx, ingest)) })
+	wg.Wait()
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// poll pulls messages into the queue while it has room.
+func (r *run) poll(ctx context.Context, cons jetstream.Consumer) error {
+	it, err := cons.Messages()
+	if err != nil {
+		return fmt.Errorf("nats source %q: pull from stream %q: %w", r.s.cfg.Name, r.s.cfg.Stream, err)
+	}
+	go func() { <-ctx.Done(); it.Stop() }()
+	for {
+		if err := r.q.waitRoom(ctx); err != nil {
+			return nil
+		}
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			r.s.cfg.Logger.Warn("nats source: pull failed; the client retries", "source", r.s.cfg.Name, "error", err)
+			continue
+		}
+		m, err := r.message(ctx, msg)
+		if err != nil {
+			return err
+		}
+		r.q.add(m)
+	}
+}
+
+// message reads msg's metadata and checks its sequence: below the one
+// expected is a message twice (an invariant); above it, a stream whose
+// first sequence moved past the one expected lost the messages between
+// to its limits (a gap). Other jumps are messages of other subjects, or
+// deleted ones.
+func (r *run) message(ctx context.Context, msg jetstream.Msg) (msgRec, error) {
+	md, err := msg.Metadata()
+	if err != nil {
+		return msgRec{}, invariantf("a message without metadata: %v", err)
+	}
+	seq := md.Sequence.Stream
+	if r.expect != 0 && seq < r.expect {
+		return msgRec{}, invariantf("stream %q: sequence %d delivered after %d", r.s.cfg.Stream, seq, r.expect-1)
+	}
+	if r.expect != 0 && seq > r.expect {
+		if st, err := r.js.Stream(ctx, r.s.cfg.Stream); err == nil {
+			if first := st.CachedInfo().State.FirstSeq; first > r.expect {
+				if err := r.s.gap(&GapError{Stream: r.s.cfg.Stream, From: r.expect, To: min(first, seq)}); err != nil {
+					return msgRec{}, err
+				}
+			}
+		}
+	}
+	r.expect = seq + 1
+	return msgRec{seq: seq, subject: msg.Subject(), at: md.Timestamp.UnixMicro(), value: msg.Data()}, nil
+}
+
+// work takes units of messages from the queue and ingests each until it
+// is acked.
+func (r *run) work(ctx context.Context, ingest IngestFunc) error {
+	for {
+		msgs, err := r.q.take(ctx, r.s.cfg.UnitBytes)
+		if err != nil {
+			return nil
+		}
+		u, n, err := r.build(msgs)
+		if err != nil {
+			return err
+		}
+		err = r.s.submit(ctx, ingest, u, n)
+		messages.ReleaseAll(u.Batches)
+		if err != nil {
+			return err
+		}
+		r.q.done(n)
+	}
+}
+
+// build makes the unit of msgs' first messages — all of them, or fewer
+// while they decode to more than the limits together — and gives the
+// rest back. It returns the unit and the bytes of the values it holds.
+func (r *run) build(msgs []msgRec) (engine.Unit, int, error) {
+	for {
+		u, err := r.s.unit(msgs)
+		if !errors.Is(err, messages.ErrSplit) {
+			n := 0
+			for _, m := range msgs {
+				n += len(m.value)
+			}
+			return u, n, err
+		}
+		half := len(msgs) / 2
+		r.q.giveBack(msgs[half:])
+		msgs = msgs[:half]
+	}
+}
+
+// unit is the unit of msgs, in sequence order, advancing the offset to
+// the sequence after the last.
+func (s *Source) unit(msgs []msgRec) (engine.Unit, error) {
+	values := make([][]byte, len(msgs))
+	for i, m := range msgs {
+		values[i] = m.value
+		if i > 0 && m.seq <= msgs[i-1].seq {
+			return engine.Unit{}, invariantf("sequence %d after %d in a unit", m.seq, msgs[i-1].seq)
+		}
+	}
+	dec := messages.Decoder{Format: s.cfg.Format, Limits: s.cfg.Limits, Mem: s.cfg.Allocator, Meta: metaFields,
+		AppendMeta: func(i int, bs []array.Builder) {
+			bs[0].(*array.StringBuilder).Append(msgs[i].subject)
+			bs[1].(*array.Int64Builder).Append(int64(msgs[i].seq))
+			bs[2].(*array.TimestampBuilder).Append(arrow.Timestamp(msgs[i].at))
+		}}
+	schema, batches, err := dec.Decode(values)
+	if ve, ok := errors.AsType[*messages.ValueError](err); ok {
+		m := msgs[ve.Index]
+		return engine.Unit{}, &MessageError{Stream: s.cfg.Stream, Sequence: m.seq, Subject: m.subject, Reason: ve.Reason}
+	}
+	if err != nil {
+		return engine.Unit{}, err
+	}
+	return engine.Unit{
+		Key: segment.PartitionKey{SinkRef: s.cfg.SinkRef, Namespace: s.cfg.namespace(), Partition: "0",
+			Schema: segment.FingerprintOf(schema)},
+		Schema: schema, Batches: batches,
+		Offsets: segment.Offsets{{Key: s.OffsetKey(), Value: msgs[len(msgs)-1].seq + 1}},
+	}, nil
+}
+
+// submit ingests u until it is acked, retrying the very same unit while
+// the answer may change (sources.Judge); ingest runs without ctx's
+// cancellation, so a host closing gracefully still answers it.
+func (s *Source) submit(ctx context.Context, ingest IngestFunc, u engine.Unit, bytes int) error {
+	n := uint64(0)
+	for _, b := range u.Batches {
+		n += uint64(b.NumRows())
+	}
+	s.messagesIngested.Add(n)
+	ingestCtx := context.WithoutCancel(ctx)
+	backoff := retryBase
+	for {
+		err := ingest(ingestCtx, u)
+		switch sources.Judge(ctx, err) {
+		case sources.Acked:
+			s.messagesAcked.Add(n)
+			s.unitsAcked.Add(1)
+			return nil
+		case sources.Stopped:
+			s.messagesIngested.Add(-n)
+			return errStopped
+		case sources.Invalid:
+			return fmt.Errorf("nats source %q: the host refuses a unit of %d messages (%d bytes, offsets %v): %w", s.cfg.Name, n, bytes, u.Offsets, err)
+		case sources.Refuses:
+			return fmt.Errorf("nats source %q: the host refuses units: %w", s.cfg.Name, err)
+		case sources.Unknown:
+			s.cfg.Logger.Warn("nats source: ingest failed; retrying the same unit", "source", s.cfg.Name,
+				"offsets", fmt.Sprint(u.Offsets), "retry_in", backoff, "error", err)
+		}
+		s.retries.Add(1)
+		if s.cfg.Sleep(ctx, backoff) != nil {
+			s.messagesIngested.Add(-n)
+			return errStopped
+		}
+		backoff = min(2*backoff, retryMax)
+	}
+}
