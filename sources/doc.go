@@ -1,5 +1,6 @@
 // Package sources holds source plugins: HTTP ingest, files or an object
-// prefix, a Postgres database's changes (postgrescdc), and a generator,
+// prefix, a Postgres database's changes (postgrescdc), Kafka topics,
+// a NATS JetStream stream (natsjs), MQTT topics, and a generator,
 // and what they share: the namespace rules (names.go) and the one
 // decision a resending source takes on the host's answer to a unit
 // (answer.go, Judge: ack, stop, give up, or resend the same unit). A source hands Arrow

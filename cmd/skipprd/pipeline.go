@@ -69,6 +69,7 @@ const (
 	sourcePGCDC     = "postgres-cdc"
 	sourceKafka     = "kafka"
 	sourceNATS      = "nats"
+	sourceMQTT      = "mqtt"
 )
 
 // The keys each mapping takes, in the order messages list them. A kind's
@@ -80,7 +81,7 @@ var (
 	sourceCommon  = []string{"name", "kind", "sink"}
 	namespaceKeys = []string{"sink", "at_least_once"}
 	sinkKinds     = []string{sinkParquetDir, sinkParquetS3, sinkPostgres, sinkIceberg}
-	sourceKinds   = []string{sourceHTTP, sourceFiles, sourceObjects, sourceGenerator, sourcePGCDC, sourceKafka, sourceNATS}
+	sourceKinds   = []string{sourceHTTP, sourceFiles, sourceObjects, sourceGenerator, sourcePGCDC, sourceKafka, sourceNATS, sourceMQTT}
 	sinkKeys      = map[string][]string{ // each kind's own, then laneKeys
 		sinkParquetDir: slices.Concat([]string{"path"}, laneKeys),
 		sinkParquetS3:  slices.Concat([]string{"bucket", "prefix"}, laneKeys),
@@ -96,6 +97,7 @@ var (
 		sourceKafka: {"brokers", "topics", "namespace", "format", "start", "on_gap", "read_committed", "tls",
 			"sasl_mechanism", "sasl_user_env", "sasl_password_env"},
 		sourceNATS: {"url", "stream", "subjects", "namespace", "format", "start", "on_gap"},
+		sourceMQTT: {"broker", "topics", "namespace", "format", "id_field", "username_env", "password_env"},
 	}
 	walStorages  = []string{string(walDisk), string(walEmbedded), string(walS3)}
 	formats      = []string{"auto", "jsonl", "csv", "parquet"}
@@ -183,7 +185,19 @@ type sourceSpec struct {
 	PGCDC      *pgcdcSourceSpec
 	Kafka      *kafkaSourceSpec
 	NATS       *natsSourceSpec
+	MQTT       *mqttSourceSpec
 	Generator  bool
+}
+
+// mqttSourceSpec subscribes to MQTT topic filters.
+type mqttSourceSpec struct {
+	Broker      string // tcp://host:port
+	Topics      []string
+	Namespace   string
+	Format      string // json | text | bytes
+	IDField     string // "": at least once
+	UsernameEnv string // environment variables holding the credentials; "" for none
+	PasswordEnv string
 }
 
 // natsSourceSpec reads a NATS JetStream stream.

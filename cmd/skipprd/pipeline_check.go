@@ -21,6 +21,7 @@ import (
 	"github.com/skipprd/skipprd/sources"
 	"github.com/skipprd/skipprd/sources/generator"
 	"github.com/skipprd/skipprd/sources/kafka"
+	"github.com/skipprd/skipprd/sources/mqtt"
 	"github.com/skipprd/skipprd/sources/natsjs"
 )
 
@@ -431,6 +432,8 @@ func (c *checker) source(i int, n *yaml.Node) sourceSpec {
 		s.Kafka = c.kafkaSource(m, s.Sink)
 	case sourceNATS:
 		s.NATS = c.natsSource(m, s.Sink)
+	case sourceMQTT:
+		s.MQTT = c.mqttSource(m, s.Sink)
 	case sourceGenerator:
 		s.Generator = true
 		for _, st := range generator.DefaultStreams() {
@@ -777,6 +780,28 @@ func (c *checker) natsSource(m *mapping, sink string) *natsSourceSpec {
 	n.Start = c.oneOf(m, "start", natsStarts, false, natsjs.StartFirst)
 	n.OnGap = c.oneOf(m, "on_gap", kafkaOnGaps, false, natsjs.OnGapStop)
 	return n
+}
+
+func (c *checker) mqttSource(m *mapping, sink string) *mqttSourceSpec {
+	q := &mqttSourceSpec{}
+	if b, line, ok := c.text(m, "broker", true, "the broker, e.g. tcp://127.0.0.1:1883"); ok {
+		if !strings.Contains(b, "://") {
+			c.errorf(line, m.where, "broker %q: want scheme://host:port, e.g. tcp://127.0.0.1:1883", b)
+		}
+		q.Broker = b
+	}
+	q.Topics = c.list(m, "topics", "topic filters, e.g. [sensors/+/temperature]", mqtt.CheckFilter)
+	q.Namespace = c.fixedNamespace(m, sink)
+	q.Format = c.oneOf(m, "format", kafkaFormats, false, mqtt.FormatJSON)
+	if id, line, ok := c.text(m, "id_field", false, "the JSON field holding each message's id"); ok {
+		if q.Format != mqtt.FormatJSON {
+			c.errorf(line, m.where, "id_field %q needs format json", id)
+		}
+		q.IDField = id
+	}
+	q.UsernameEnv = c.envRef(m, "username_env", false, "MQTT_USER")
+	q.PasswordEnv = c.envRef(m, "password_env", false, "MQTT_PASSWORD")
+	return q
 }
 
 // checkBroker checks a broker's host:port.

@@ -125,6 +125,8 @@ func (d *daemon) openSources(ctx context.Context, pf *pipelineFile, getenv func(
 			src, err = d.kafkaSource(s, getenv)
 		case s.NATS != nil:
 			src, err = d.natsSource(s)
+		case s.MQTT != nil:
+			src, err = d.mqttSource(s, getenv)
 		default:
 			return fmt.Errorf("source %q: kind %q is not built", s.Name, s.Kind)
 		}
