@@ -35,7 +35,9 @@ type MessageError struct {
 	Reason string
 }
 
-func (e *MessageError) Error() string { return fmt.Sprintf("mqtt: a message of topic %q: %s", e.Topic, e.Reason) }
+func (e *MessageError) Error() string {
+	return fmt.Sprintf("mqtt: a message of topic %q: %s", e.Topic, e.Reason)
+}
 
 // Source subscribes to topic filters at QoS 1 in a persistent session
 // and hands each message to the host as a unit; the broker's PUBACK

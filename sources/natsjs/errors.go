@@ -46,4 +46,6 @@ type invariantError struct{ msg string }
 
 func (e *invariantError) Error() string { return "nats source: invariant broken: " + e.msg }
 
-func invariantf(format string, args ...any) error { return &invariantError{fmt.Sprintf(format, args...)} }
+func invariantf(format string, args ...any) error {
+	return &invariantError{fmt.Sprintf(format, args...)}
+}
