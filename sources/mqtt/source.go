@@ -46,7 +46,7 @@ type Source struct {
 	cfg     Config
 	running atomic.Bool
 
-	messagesAcked, duplicates, retries atomic.Uint64
+	messagesAcked, retries atomic.Uint64
 }
 
 // New returns a source for cfg, or an error naming what is wrong with it.
