@@ -3,6 +3,7 @@ package sources
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/skipprd/skipprd/engine"
 )
@@ -52,4 +53,39 @@ func Judge(ctx context.Context, err error) Answer {
 		return Later
 	}
 	return Unknown
+}
+
+// The backoff between resends of a unit (Submit): long enough not to
+// spin on a full admission, short enough that a freed writer is fed
+// again within a flush or two.
+const (
+	ResendBase = 25 * time.Millisecond
+	ResendMax  = time.Second
+)
+
+// Submit hands u to ingest until the answer is final, resending the very
+// same unit (same rows, same offsets or idempotency key) after a backoff
+// — ResendBase doubling to ResendMax, waited with sleep — while the
+// answer may change (Later, Unknown); onRetry, if not nil, is told of
+// each resend. ingest runs without ctx's cancellation: a host closing
+// gracefully still answers the unit in flight. It returns the final
+// Answer (Acked, Stopped, Invalid or Refuses) and the host's last error.
+func Submit(ctx context.Context, ingest func(context.Context, engine.Unit) error, u engine.Unit,
+	sleep func(context.Context, time.Duration) error, onRetry func(a Answer, backoff time.Duration, err error)) (Answer, error) {
+	ingestCtx := context.WithoutCancel(ctx)
+	backoff := ResendBase
+	for {
+		err := ingest(ingestCtx, u)
+		a := Judge(ctx, err)
+		if a != Later && a != Unknown {
+			return a, err
+		}
+		if onRetry != nil {
+			onRetry(a, backoff, err)
+		}
+		if sleep(ctx, backoff) != nil {
+			return Stopped, err
+		}
+		backoff = min(2*backoff, ResendMax)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 	"unicode"
@@ -127,22 +126,7 @@ func (c Config) withDefaults() Config {
 	if c.Metadata == 0 {
 		c.Metadata = DefaultMetadata
 	}
-	d := httpsrc.DefaultLimits()
-	if c.Limits.LineBytes == 0 {
-		c.Limits.LineBytes = d.LineBytes
-	}
-	if c.Limits.Rows == 0 {
-		c.Limits.Rows = d.Rows
-	}
-	if c.Limits.Fields == 0 {
-		c.Limits.Fields = d.Fields
-	}
-	if c.Limits.BatchRows == 0 {
-		c.Limits.BatchRows = d.BatchRows
-	}
-	if c.Limits.BodyBytes == 0 {
-		c.Limits.BodyBytes = int64(c.UnitBytes) + int64(c.Limits.LineBytes) + 2
-	}
+	c.Limits = messages.Limits(c.Limits, int64(c.UnitBytes)+int64(c.Limits.LineBytes)+2)
 	if c.Allocator == nil {
 		c.Allocator = memory.DefaultAllocator
 	}
@@ -181,10 +165,9 @@ func (c Config) check() error {
 		return fmt.Errorf("kafka source %q: in_flight %d outside 1..%d", name, c.InFlight, InFlightMax)
 	case c.Metadata < 0:
 		return fmt.Errorf("kafka source %q: metadata interval %v is negative", name, c.Metadata)
-	case c.Limits.BodyBytes < int64(c.UnitBytes) || c.Limits.BodyBytes > math.MaxInt32 || c.Limits.LineBytes < 1 ||
-		c.Limits.Rows < 1 || c.Limits.Rows > math.MaxInt32 || c.Limits.Fields < 1 || c.Limits.BatchRows < 1:
-		return fmt.Errorf("kafka source %q: limits %+v: every one at least 1, body bytes at least the unit's %d and at most %d",
-			name, c.Limits, c.UnitBytes, math.MaxInt32)
+	}
+	if err := messages.CheckLimits(c.Limits, int64(c.UnitBytes)); err != nil {
+		return fmt.Errorf("kafka source %q: %w", name, err)
 	}
 	seen, tables := map[string]bool{}, map[string]string{}
 	for _, t := range c.Topics {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -58,44 +59,30 @@ func (r *run) build(topic string, recs []*kgo.Record) (built, error) {
 	}
 }
 
-// submit ingests b until it is acked, retrying the very same unit while
-// the answer may change: a unit the host had committed before is
-// recognised by its offsets and acked without being stored again. The
-// answers are sources.Judge's; ingest runs without ctx's cancellation,
-// so a host closing gracefully still answers the unit in flight.
+// submit ingests b until it is acked (sources.Submit: the very same
+// unit again while the answer may change; a unit the host had committed
+// is recognised by its offsets and acked without being stored again).
 func (s *Source) submit(ctx context.Context, ingest IngestFunc, b built) error {
 	s.recordsIngested.Add(uint64(b.records))
-	acked := false
-	defer func() {
-		if !acked {
-			s.recordsIngested.Add(-uint64(b.records))
-		}
-	}()
-	ingestCtx := context.WithoutCancel(ctx)
-	backoff := retryBase
-	for {
-		err := ingest(ingestCtx, b.unit)
-		switch sources.Judge(ctx, err) {
-		case sources.Acked:
-			acked = true
-			s.recordsAcked.Add(uint64(b.records))
-			s.unitsAcked.Add(1)
-			return nil
-		case sources.Stopped:
-			return errStopped
-		case sources.Invalid:
-			return fmt.Errorf("kafka source %q: the host refuses a unit of %d records (offsets %v): %w", s.cfg.Name, b.records, b.unit.Offsets, err)
-		case sources.Refuses:
-			return fmt.Errorf("kafka source %q: the host refuses units: %w", s.cfg.Name, err)
-		case sources.Later:
-		case sources.Unknown:
+	a, err := sources.Submit(ctx, ingest, b.unit, s.cfg.Sleep, func(a sources.Answer, backoff time.Duration, err error) {
+		s.retries.Add(1)
+		if a == sources.Unknown {
 			s.cfg.Logger.Warn("kafka source: ingest failed; retrying the same unit", "source", s.cfg.Name,
 				"offsets", fmt.Sprint(b.unit.Offsets), "retry_in", backoff, "error", err)
 		}
-		s.retries.Add(1)
-		if s.cfg.Sleep(ctx, backoff) != nil {
-			return errStopped
-		}
-		backoff = min(2*backoff, retryMax)
+	})
+	switch a {
+	case sources.Acked:
+		s.recordsAcked.Add(uint64(b.records))
+		s.unitsAcked.Add(1)
+		return nil
+	case sources.Invalid:
+		err = fmt.Errorf("kafka source %q: the host refuses a unit of %d records (offsets %v): %w", s.cfg.Name, b.records, b.unit.Offsets, err)
+	case sources.Refuses:
+		err = fmt.Errorf("kafka source %q: the host refuses units: %w", s.cfg.Name, err)
+	default:
+		err = errStopped
 	}
+	s.recordsIngested.Add(-uint64(b.records)) // given up: no longer ingested
+	return err
 }

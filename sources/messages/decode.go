@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -185,4 +186,38 @@ func ReleaseAll(bs []arrow.RecordBatch) {
 	for _, b := range bs {
 		b.Release()
 	}
+}
+
+// Limits is l with its zero fields defaulted: httpsrc.DefaultLimits',
+// except BodyBytes, which defaults to bodyBytes (a unit's values plus
+// room for a line's framing).
+func Limits(l httpsrc.Limits, bodyBytes int64) httpsrc.Limits {
+	d := httpsrc.DefaultLimits()
+	if l.LineBytes == 0 {
+		l.LineBytes = d.LineBytes
+	}
+	if l.Rows == 0 {
+		l.Rows = d.Rows
+	}
+	if l.Fields == 0 {
+		l.Fields = d.Fields
+	}
+	if l.BatchRows == 0 {
+		l.BatchRows = d.BatchRows
+	}
+	if l.BodyBytes == 0 {
+		l.BodyBytes = bodyBytes
+	}
+	return l
+}
+
+// CheckLimits repeats httpsrc's own check of l, and that a body holds
+// minBody bytes, so that a bad limit is a configuration error rather
+// than every unit's decode error.
+func CheckLimits(l httpsrc.Limits, minBody int64) error {
+	if l.BodyBytes < max(minBody, 1) || l.BodyBytes > math.MaxInt32 || l.LineBytes < 1 || l.Rows < 1 || l.Rows > math.MaxInt32 ||
+		l.Fields < 1 || l.BatchRows < 1 {
+		return fmt.Errorf("limits %+v: every one at least 1, body bytes %d to %d, rows at most %d", l, max(minBody, 1), math.MaxInt32, math.MaxInt32)
+	}
+	return nil
 }

@@ -3,9 +3,7 @@ package mqtt
 import (
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -31,9 +29,6 @@ const (
 	// IDBytesMax bounds a message id: with its prefix it is the unit's
 	// idempotency key.
 	IDBytesMax = 128
-
-	retryBase = 25 * time.Millisecond
-	retryMax  = time.Second
 )
 
 // Config configures a Source. Zero fields take the defaults.
@@ -73,22 +68,7 @@ func (c Config) withDefaults() Config {
 	if c.InFlight == 0 {
 		c.InFlight = DefaultInFlight
 	}
-	d := httpsrc.DefaultLimits()
-	if c.Limits.LineBytes == 0 {
-		c.Limits.LineBytes = d.LineBytes
-	}
-	if c.Limits.Rows == 0 {
-		c.Limits.Rows = d.Rows
-	}
-	if c.Limits.Fields == 0 {
-		c.Limits.Fields = d.Fields
-	}
-	if c.Limits.BatchRows == 0 {
-		c.Limits.BatchRows = d.BatchRows
-	}
-	if c.Limits.BodyBytes == 0 {
-		c.Limits.BodyBytes = d.BodyBytes
-	}
+	c.Limits = messages.Limits(c.Limits, httpsrc.DefaultLimits().BodyBytes)
 	if c.Allocator == nil {
 		c.Allocator = memory.DefaultAllocator
 	}
@@ -115,9 +95,9 @@ func (c Config) check() error {
 		return fmt.Errorf("mqtt source %q: id_field %q needs format %s", name, c.IDField, FormatJSON)
 	case c.InFlight < 1 || c.InFlight > InFlightMax:
 		return fmt.Errorf("mqtt source %q: in_flight %d outside 1..%d", name, c.InFlight, InFlightMax)
-	case c.Limits.BodyBytes < 1 || c.Limits.BodyBytes > math.MaxInt32 || c.Limits.LineBytes < 1 || c.Limits.Rows < 1 ||
-		c.Limits.Fields < 1 || c.Limits.BatchRows < 1:
-		return fmt.Errorf("mqtt source %q: limits %+v: every one at least 1", name, c.Limits)
+	}
+	if err := messages.CheckLimits(c.Limits, 1); err != nil {
+		return fmt.Errorf("mqtt source %q: %w", name, err)
 	}
 	for _, t := range c.Topics {
 		if err := CheckFilter(t); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -181,37 +182,32 @@ func (r *run) acked(p *pending) {
 	}
 }
 
-// ingestMessage makes msg a unit and ingests it until it is acked.
+// ingestMessage makes msg a unit and ingests it until it is acked
+// (sources.Submit: the very same unit again while the answer may
+// change). nil: acked, or ctx ended first.
 func (s *Source) ingestMessage(ctx context.Context, ingest IngestFunc, msg paho.Message) error {
 	u, err := s.unit(msg)
 	if err != nil {
 		return err
 	}
 	defer messages.ReleaseAll(u.Batches)
-	ingestCtx := context.WithoutCancel(ctx)
-	backoff := retryBase
-	for {
-		err := ingest(ingestCtx, u)
-		switch sources.Judge(ctx, err) {
-		case sources.Acked:
-			s.messagesAcked.Add(1)
-			return nil
-		case sources.Stopped:
-			return nil
-		case sources.Invalid:
-			return &MessageError{Topic: msg.Topic(), Reason: fmt.Sprintf("the host refuses it: %v", err)}
-		case sources.Refuses:
-			return fmt.Errorf("mqtt source %q: the host refuses units: %w", s.cfg.Name, err)
-		case sources.Unknown:
+	a, err := sources.Submit(ctx, ingest, u, sources.Sleep, func(a sources.Answer, backoff time.Duration, err error) {
+		s.retries.Add(1)
+		if a == sources.Unknown {
 			s.cfg.Logger.Warn("mqtt source: ingest failed; retrying the same unit", "source", s.cfg.Name,
 				"topic", msg.Topic(), "idempotency_key", u.IdempotencyKey, "retry_in", backoff, "error", err)
 		}
-		s.retries.Add(1)
-		if sources.Sleep(ctx, backoff) != nil {
-			return nil
-		}
-		backoff = min(2*backoff, retryMax)
+	})
+	switch a {
+	case sources.Acked:
+		s.messagesAcked.Add(1)
+		return nil
+	case sources.Invalid:
+		return &MessageError{Topic: msg.Topic(), Reason: fmt.Sprintf("the host refuses it: %v", err)}
+	case sources.Refuses:
+		return fmt.Errorf("mqtt source %q: the host refuses units: %w", s.cfg.Name, err)
 	}
+	return nil // stopped
 }
 
 // unit is the unit of one message, with its id as the idempotency key

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"math"
 	"strings"
 	"time"
 	"unicode"
@@ -97,22 +96,7 @@ func (c Config) withDefaults() Config {
 	if c.BufferBytes == 0 {
 		c.BufferBytes = max(DefaultBufferBytes, 2*c.UnitBytes)
 	}
-	d := httpsrc.DefaultLimits()
-	if c.Limits.LineBytes == 0 {
-		c.Limits.LineBytes = d.LineBytes
-	}
-	if c.Limits.Rows == 0 {
-		c.Limits.Rows = d.Rows
-	}
-	if c.Limits.Fields == 0 {
-		c.Limits.Fields = d.Fields
-	}
-	if c.Limits.BatchRows == 0 {
-		c.Limits.BatchRows = d.BatchRows
-	}
-	if c.Limits.BodyBytes == 0 {
-		c.Limits.BodyBytes = int64(c.UnitBytes) + int64(c.Limits.LineBytes) + 2
-	}
+	c.Limits = messages.Limits(c.Limits, int64(c.UnitBytes)+int64(c.Limits.LineBytes)+2)
 	if c.Allocator == nil {
 		c.Allocator = memory.DefaultAllocator
 	}
@@ -146,9 +130,9 @@ func (c Config) check() error {
 		return fmt.Errorf("nats source %q: unit of %d bytes outside 1..%d", name, c.UnitBytes, UnitBytesMax)
 	case c.BufferBytes < c.UnitBytes:
 		return fmt.Errorf("nats source %q: buffer of %d bytes below the unit's %d", name, c.BufferBytes, c.UnitBytes)
-	case c.Limits.BodyBytes < int64(c.UnitBytes) || c.Limits.BodyBytes > math.MaxInt32 || c.Limits.LineBytes < 1 ||
-		c.Limits.Rows < 1 || c.Limits.Rows > math.MaxInt32 || c.Limits.Fields < 1 || c.Limits.BatchRows < 1:
-		return fmt.Errorf("nats source %q: limits %+v: every one at least 1, body bytes at least the unit's %d", name, c.Limits, c.UnitBytes)
+	}
+	if err := messages.CheckLimits(c.Limits, int64(c.UnitBytes)); err != nil {
+		return fmt.Errorf("nats source %q: %w", name, err)
 	}
 	for _, s := range c.Subjects {
 		if s == "" || strings.ContainsAny(s, " \t\r\n") {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -332,40 +333,33 @@ func (s *Source) unit(msgs []msgRec) (engine.Unit, error) {
 	}, nil
 }
 
-// submit ingests u until it is acked, retrying the very same unit while
-// the answer may change (sources.Judge); ingest runs without ctx's
-// cancellation, so a host closing gracefully still answers it.
+// submit ingests u until it is acked (sources.Submit: the very same
+// unit again while the answer may change).
 func (s *Source) submit(ctx context.Context, ingest IngestFunc, u engine.Unit, bytes int) error {
 	n := uint64(0)
 	for _, b := range u.Batches {
 		n += uint64(b.NumRows())
 	}
 	s.messagesIngested.Add(n)
-	ingestCtx := context.WithoutCancel(ctx)
-	backoff := retryBase
-	for {
-		err := ingest(ingestCtx, u)
-		switch sources.Judge(ctx, err) {
-		case sources.Acked:
-			s.messagesAcked.Add(n)
-			s.unitsAcked.Add(1)
-			return nil
-		case sources.Stopped:
-			s.messagesIngested.Add(-n)
-			return errStopped
-		case sources.Invalid:
-			return fmt.Errorf("nats source %q: the host refuses a unit of %d messages (%d bytes, offsets %v): %w", s.cfg.Name, n, bytes, u.Offsets, err)
-		case sources.Refuses:
-			return fmt.Errorf("nats source %q: the host refuses units: %w", s.cfg.Name, err)
-		case sources.Unknown:
+	a, err := sources.Submit(ctx, ingest, u, s.cfg.Sleep, func(a sources.Answer, backoff time.Duration, err error) {
+		s.retries.Add(1)
+		if a == sources.Unknown {
 			s.cfg.Logger.Warn("nats source: ingest failed; retrying the same unit", "source", s.cfg.Name,
 				"offsets", fmt.Sprint(u.Offsets), "retry_in", backoff, "error", err)
 		}
-		s.retries.Add(1)
-		if s.cfg.Sleep(ctx, backoff) != nil {
-			s.messagesIngested.Add(-n)
-			return errStopped
-		}
-		backoff = min(2*backoff, retryMax)
+	})
+	switch a {
+	case sources.Acked:
+		s.messagesAcked.Add(n)
+		s.unitsAcked.Add(1)
+		return nil
+	case sources.Invalid:
+		err = fmt.Errorf("nats source %q: the host refuses a unit of %d messages (%d bytes, offsets %v): %w", s.cfg.Name, n, bytes, u.Offsets, err)
+	case sources.Refuses:
+		err = fmt.Errorf("nats source %q: the host refuses units: %w", s.cfg.Name, err)
+	default:
+		err = errStopped
 	}
+	s.messagesIngested.Add(-n)
+	return err
 }
