@@ -14,6 +14,7 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/sources"
 	httpsrc "github.com/skipprd/skipprd/sources/http"
+	"github.com/skipprd/skipprd/sources/messages"
 )
 
 // Values of Config.Format.
@@ -102,21 +103,9 @@ func (c Config) withDefaults() Config {
 }
 
 func limitsWithDefaults(l httpsrc.Limits, chunk int64) httpsrc.Limits {
-	d := httpsrc.DefaultLimits()
-	if l.LineBytes == 0 {
-		l.LineBytes = d.LineBytes
-	}
-	if l.Rows == 0 {
-		l.Rows = d.Rows
-	}
-	if l.Fields == 0 {
-		l.Fields = d.Fields
-	}
-	if l.BatchRows == 0 {
-		l.BatchRows = d.BatchRows
-	}
+	l = messages.Limits(l, 0)
 	if l.BodyBytes == 0 {
-		l.BodyBytes = chunk + int64(l.LineBytes) + 2
+		l.BodyBytes = chunk + int64(l.LineBytes) + 2 // room for a CSV header line
 	}
 	return l
 }
