@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -10,6 +9,8 @@ import (
 	"time"
 
 	paho "github.com/eclipse/paho.mqtt.golang"
+
+	"github.com/skipprd/skipprd/internal/brokertest"
 )
 
 // The MQTT source end to end against this machine's Mosquitto: a
@@ -26,16 +27,10 @@ func TestDaemonMQTTKill(t *testing.T) {
 		t.Skip("stops the daemon with SIGINT")
 	}
 	t.Parallel()
-	url := os.Getenv("SKIPPR_MQTT_URL")
-	if url == "" {
-		url = "tcp://127.0.0.1:1883"
-	}
+	url := brokertest.MQTT(t)
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID(fmt.Sprint("e2e-pub-", time.Now().UnixNano())))
 	if tok := pub.Connect(); !tok.WaitTimeout(3*time.Second) || tok.Error() != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no MQTT broker at %s (CI=true: the MQTT tests must run): %v", url, tok.Error())
-		}
-		t.Skipf("SKIPPED LOUDLY: no MQTT broker at %s (%v); set SKIPPR_MQTT_URL or start mosquitto", url, tok.Error())
+		t.Fatalf("connect: %v", tok.Error())
 	}
 	defer pub.Disconnect(100)
 	topic := fmt.Sprintf("skipprd-e2e/%d/readings", time.Now().UnixNano())

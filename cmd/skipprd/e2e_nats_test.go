@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/skipprd/skipprd/internal/brokertest"
 )
 
 // The NATS source end to end against this machine's NATS server with
@@ -27,16 +28,10 @@ func TestDaemonNATSKill(t *testing.T) {
 		t.Skip("stops the daemon with SIGINT")
 	}
 	t.Parallel()
-	url := os.Getenv("SKIPPR_NATS_URL")
-	if url == "" {
-		url = "nats://127.0.0.1:4222"
-	}
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+	url := brokertest.NATS(t)
+	nc, err := nats.Connect(url)
 	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no NATS server at %s (CI=true: the NATS tests must run): %v", url, err)
-		}
-		t.Skipf("SKIPPED LOUDLY: no NATS server at %s (%v); set SKIPPR_NATS_URL or start nats-server -js", url, err)
+		t.Fatal(err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)

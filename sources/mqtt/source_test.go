@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -16,29 +15,12 @@ import (
 	paho "github.com/eclipse/paho.mqtt.golang"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/internal/brokertest"
 	"github.com/skipprd/skipprd/internal/logbuf"
 )
 
-// brokerURL is the MQTT broker the tests use: this machine's Mosquitto
-// (SKIPPR_MQTT_URL to use another). Without one the tests skip, loudly —
-// except under CI=true, where they must run.
-func brokerURL(t *testing.T) string {
-	url := os.Getenv("SKIPPR_MQTT_URL")
-	if url == "" {
-		url = "tcp://127.0.0.1:1883"
-	}
-	cl := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID(fmt.Sprint("probe-", time.Now().UnixNano())))
-	tok := cl.Connect()
-	if tok.WaitTimeout(3*time.Second) && tok.Error() == nil {
-		cl.Disconnect(0)
-		return url
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("no MQTT broker at %s (CI=true: the MQTT tests must run): %v", url, tok.Error())
-	}
-	t.Skipf("SKIPPED LOUDLY: no MQTT broker at %s (%v); set SKIPPR_MQTT_URL or start mosquitto", url, tok.Error())
-	return ""
-}
+// brokerURL is the MQTT broker the tests use (internal/brokertest).
+func brokerURL(t *testing.T) string { return brokertest.MQTT(t) }
 
 // publish publishes messages {"msg_id": "m{first+i}", "n": i} at QoS 1.
 func publish(t *testing.T, url, topic string, first, n int) {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -17,28 +16,13 @@ import (
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/internal/brokertest"
 	"github.com/skipprd/skipprd/internal/logbuf"
 )
 
-// natsURL is the NATS server with JetStream the tests use: this
-// machine's (SKIPPR_NATS_URL to use another). Without one the tests
-// skip, loudly — except under CI=true, where they must run.
-func natsURL(t *testing.T) string {
-	url := os.Getenv("SKIPPR_NATS_URL")
-	if url == "" {
-		url = "nats://127.0.0.1:4222"
-	}
-	nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
-	if err == nil {
-		nc.Close()
-		return url
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("no NATS server at %s (CI=true: the NATS tests must run): %v", url, err)
-	}
-	t.Skipf("SKIPPED LOUDLY: no NATS server at %s (%v); set SKIPPR_NATS_URL or start nats-server -js", url, err)
-	return ""
-}
+// natsURL is the NATS server with JetStream the tests use
+// (internal/brokertest).
+func natsURL(t *testing.T) string { return brokertest.NATS(t) }
 
 // testStream creates a stream of its own for the test (deleted at its
 // end) over subjects "{name}.>", with cfg's limits.

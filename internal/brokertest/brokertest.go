@@ -1,0 +1,63 @@
+// Package brokertest gives tests the message brokers this machine runs:
+// NATS with JetStream (SKIPPR_NATS_URL, or nats://127.0.0.1:4222) and
+// an MQTT broker (SKIPPR_MQTT_URL, or tcp://127.0.0.1:1883). When none
+// answers a test is skipped with a loud message — unless CI=true, where
+// it fails: CI must reach them (.ci/run starts them: scripts/nats-setup,
+// scripts/mqtt-setup).
+package brokertest
+
+import (
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	paho "github.com/eclipse/paho.mqtt.golang"
+	"github.com/nats-io/nats.go"
+)
+
+// NATS returns the NATS server's URL once it answers.
+func NATS(t testing.TB) string {
+	return serverOrSkip(t, "NATS server", "SKIPPR_NATS_URL", "nats://127.0.0.1:4222", "start nats-server -js (scripts/nats-setup)",
+		func(url string) error {
+			nc, err := nats.Connect(url, nats.Timeout(2*time.Second))
+			if err == nil {
+				nc.Close()
+			}
+			return err
+		})
+}
+
+// MQTT returns the MQTT broker's URL once it answers.
+func MQTT(t testing.TB) string {
+	return serverOrSkip(t, "MQTT broker", "SKIPPR_MQTT_URL", "tcp://127.0.0.1:1883", "start mosquitto (scripts/mqtt-setup)",
+		func(url string) error {
+			cl := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID(fmt.Sprint("probe-", time.Now().UnixNano())))
+			tok := cl.Connect()
+			if !tok.WaitTimeout(3 * time.Second) {
+				return fmt.Errorf("no answer within 3 s")
+			}
+			if tok.Error() == nil {
+				cl.Disconnect(0)
+			}
+			return tok.Error()
+		})
+}
+
+func serverOrSkip(t testing.TB, what, envVar, def, hint string, probe func(string) error) string {
+	t.Helper()
+	url := os.Getenv(envVar)
+	if url == "" {
+		url = def
+	}
+	err := probe(url)
+	switch {
+	case err == nil:
+		return url
+	case os.Getenv("CI") == "true":
+		t.Fatalf("no %s at %s (CI=true: these tests must run): %v", what, url, err)
+	default:
+		t.Skipf("SKIPPED LOUDLY: no %s at %s (%v); set %s or %s", what, url, err, envVar, hint)
+	}
+	return ""
+}
