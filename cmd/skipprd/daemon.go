@@ -329,11 +329,9 @@ func (d *daemon) serve(ctx context.Context, stdout io.Writer, started time.Time)
 		d.logAlerts(context.Background()) // the host has stopped: its state is frozen
 		return code
 	}
-	// Sources resume once the units replayed from a disk WAL's log have
-	// committed: until then the offsets view lacks theirs.
-	offsets, err := d.host.ResumeOffsets(ctx)
+	offsets, err := d.host.Offsets(ctx)
 	if err != nil {
-		return d.close(0) // only ctx ends ResumeOffsets on a running host
+		return d.close(0) // only ctx ends Offsets on a running host
 	}
 	origin, err := d.host.Origin(ctx)
 	if err != nil {

@@ -160,7 +160,9 @@ func TestLoudSinkFailing(t *testing.T) {
 	dataDir := t.TempDir()
 	d := startDaemon(t, buildDaemon(t), dataDir, quickLake...)
 	d.waitStdout(t, "rows applied", progressLines("applied", 2))
+	// Rows of any namespace may be the first applied: wait for events'.
 	events := filepath.Join(dataDir, "lake", "skipprd", "events", "data")
+	d.waitFor(t, "the events table's data folder", func() bool { _, err := os.Stat(events); return err == nil })
 	if err := os.Rename(events, events+".aside"); err != nil {
 		t.Fatal(err)
 	}

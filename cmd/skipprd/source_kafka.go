@@ -53,7 +53,14 @@ func (d *daemon) kafkaSource(s sourceSpec, getenv func(string) string) (source, 
 	return &kafkaSource{name: s.Name, spec: k, src: src}, nil
 }
 
-func (k *kafkaSource) run(ctx context.Context, host *storage.Host, offsets segment.Offsets) error {
+func (k *kafkaSource) run(ctx context.Context, host *storage.Host, _ segment.Offsets) error {
+	// Its units are whatever a fetch returned, not the same when it reads
+	// again: it resumes only once the units a disk WAL replayed from its
+	// log have committed, or it would read theirs again in other units.
+	offsets, err := host.ResumeOffsets(ctx)
+	if err != nil {
+		return nil // only ctx ends the wait
+	}
 	return k.src.Run(ctx, host.Ingest, offsets)
 }
 

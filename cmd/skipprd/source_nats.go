@@ -28,7 +28,14 @@ func (d *daemon) natsSource(s sourceSpec) (source, error) {
 	return &natsSource{name: s.Name, spec: n, src: src}, nil
 }
 
-func (n *natsSource) run(ctx context.Context, host *storage.Host, offsets segment.Offsets) error {
+func (n *natsSource) run(ctx context.Context, host *storage.Host, _ segment.Offsets) error {
+	// Its units are whatever a fetch returned, not the same when it reads
+	// again: it resumes only once the units a disk WAL replayed from its
+	// log have committed, or it would read theirs again in other units.
+	offsets, err := host.ResumeOffsets(ctx)
+	if err != nil {
+		return nil // only ctx ends the wait
+	}
 	return n.src.Run(ctx, host.Ingest, offsets)
 }
 
