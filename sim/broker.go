@@ -111,7 +111,9 @@ func (s *source) sendRecords(p int, first, last uint64) {
 			s.w.mark(MarkBrokerMultiRecord)
 		}
 		s.next[p] = last + 1
-		s.schedule(p, s.rand.Exp(s.spec.Interval))
+		// Records arrive one per Interval on average, as a log source's
+		// units do: a fetch of k records waits k Intervals for the next.
+		s.schedule(p, s.rand.Exp(s.spec.Interval*time.Duration(len(uids))))
 	})
 }
 
