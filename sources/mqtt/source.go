@@ -47,7 +47,7 @@ type Source struct {
 	cfg     Config
 	running atomic.Bool
 
-	messagesAcked, retries atomic.Uint64
+	messagesIngested, messagesAcked, retries atomic.Uint64
 }
 
 // New returns a source for cfg, or an error naming what is wrong with it.
@@ -64,13 +64,14 @@ func (s *Source) ClientID() string { return "skipprd-" + s.cfg.Name }
 
 // Stats are a source's counters since New.
 type Stats struct {
-	MessagesAcked uint64 // messages the host acked (and the source then acknowledged)
-	Retries       uint64 // resubmissions of a unit
+	MessagesIngested uint64 // messages handed to the host, acked or awaiting their answer
+	MessagesAcked    uint64 // messages the host acked (and the source then acknowledged)
+	Retries          uint64 // resubmissions of a unit
 }
 
 // Stats returns the counters. Safe from any goroutine.
 func (s *Source) Stats() Stats {
-	return Stats{MessagesAcked: s.messagesAcked.Load(), Retries: s.retries.Load()}
+	return Stats{MessagesIngested: s.messagesIngested.Load(), MessagesAcked: s.messagesAcked.Load(), Retries: s.retries.Load()}
 }
 
 // Run connects with the persistent session, subscribes, and ingests
@@ -102,7 +103,11 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc) error {
 	<-ctx.Done()
 	// Units in flight finish (their answers come: ingest runs without
 	// ctx's cancellation); none is acknowledged once ctx ended, so the
-	// broker keeps and sends again whatever this run did not finish.
+	// broker keeps and sends again whatever this run did not finish. No
+	// unit starts once closed is set (paho may still hand on a message).
+	r.mu.Lock()
+	r.closed = true
+	r.mu.Unlock()
 	r.wg.Wait()
 	cl.Disconnect(250)
 	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
@@ -121,9 +126,11 @@ type run struct {
 	wg     sync.WaitGroup
 
 	// order: the messages received and not yet acknowledged, in arrival
-	// order; PUBACKs go in that order (MQTT's rule for QoS 1).
-	mu    sync.Mutex
-	order []*pending
+	// order; PUBACKs go in that order (MQTT's rule for QoS 1). closed:
+	// Run stopped taking messages; wg gets no Add after it is set.
+	mu     sync.Mutex
+	order  []*pending
+	closed bool
 }
 
 type pending struct {
@@ -151,11 +158,21 @@ func (r *run) subscribe(c paho.Client) {
 func (r *run) receive(_ paho.Client, msg paho.Message) {
 	p := &pending{msg: msg}
 	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return
+	}
 	r.order = append(r.order, p)
 	r.mu.Unlock()
 	select {
 	case r.slots <- struct{}{}:
 	case <-r.ctx.Done():
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.closed {
+		<-r.slots
 		return
 	}
 	r.wg.Go(func() {
@@ -191,6 +208,7 @@ func (s *Source) ingestMessage(ctx context.Context, ingest IngestFunc, msg paho.
 		return err
 	}
 	defer messages.ReleaseAll(u.Batches)
+	s.messagesIngested.Add(1)
 	a, err := sources.Submit(ctx, ingest, u, sources.Sleep, func(a sources.Answer, backoff time.Duration, err error) {
 		s.retries.Add(1)
 		if a == sources.Unknown {
@@ -203,11 +221,14 @@ func (s *Source) ingestMessage(ctx context.Context, ingest IngestFunc, msg paho.
 		s.messagesAcked.Add(1)
 		return nil
 	case sources.Invalid:
-		return &MessageError{Topic: msg.Topic(), Reason: fmt.Sprintf("the host refuses it: %v", err)}
+		err = &MessageError{Topic: msg.Topic(), Reason: fmt.Sprintf("the host refuses it: %v", err)}
 	case sources.Refuses:
-		return fmt.Errorf("mqtt source %q: the host refuses units: %w", s.cfg.Name, err)
+		err = fmt.Errorf("mqtt source %q: the host refuses units: %w", s.cfg.Name, err)
+	default:
+		err = nil // stopped
 	}
-	return nil // stopped
+	s.messagesIngested.Add(^uint64(0)) // given up: no longer ingested
+	return err
 }
 
 // unit is the unit of one message, with its id as the idempotency key
