@@ -3,8 +3,6 @@ package sim
 import (
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
 )
@@ -115,28 +113,4 @@ func (s *source) sendRecords(p int, first, last uint64) {
 		// units do: a fetch of k records waits k Intervals for the next.
 		s.schedule(p, s.rand.Exp(s.spec.Interval*time.Duration(len(uids))))
 	})
-}
-
-// submitRecords submits a unit of several records (uids, in order): an
-// ACK counts for each of them.
-func (w *World) submitRecords(uids []UID, in engine.Unit, done func(error)) {
-	inc := w.inc
-	w.submitUnit(uids[0], in, false, func(err error) {
-		if err == nil {
-			for _, uid := range uids {
-				w.oracle.onAck(uid) // a zombie's acks count too
-				if w.tapping() {
-					w.note(NoteAck, inc.ID(), "", uid.String())
-				}
-			}
-		}
-		done(err)
-	})
-	releaseBatches(in.Batches)
-}
-
-func releaseBatches(bs []arrow.RecordBatch) {
-	for _, b := range bs {
-		b.Release()
-	}
 }

@@ -93,7 +93,7 @@ func (w *World) request(s *source, uid UID, in engine.Unit, done func(error)) {
 	if u.IdempotencyKey != idemKey(s.spec.Name, uid) {
 		w.oracle.fail("unit %s: the HTTP source keyed it %q, want %q", uid, u.IdempotencyKey, idemKey(s.spec.Name, uid))
 	}
-	w.submitUnit(uid, u, false, func(err error) {
+	w.submitUnit(uid, u, nil, func(err error) {
 		status, rows := p.Answer(err)
 		p.Release()
 		w.answered(s, uid, body, err, status, rows)

@@ -43,7 +43,7 @@ func (r *prefixRun) ingest(c *call, answer func()) {
 	resumed := first > 0 && !r.acked[key]
 	r.inFlight = true
 	inc := w.inc.ID()
-	w.submitUnit(uids[0], c.unit, false, func(err error) {
+	w.submitUnit(uids[0], c.unit, nil, func(err error) {
 		r.inFlight = false
 		if err != nil {
 			w.sourceError(s, uids[0], err)

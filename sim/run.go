@@ -498,18 +498,26 @@ func (w *World) handOver() {
 	w.sched.After(restartDelay, w.startIncarnation)
 }
 
-// submit hands a unit to the current engine, or answers ErrNotReady.
+// submit hands unit uid to the current engine, or answers ErrNotReady;
+// an ACK counts for uid. It releases in's batches.
 func (w *World) submit(uid UID, in engine.Unit, done func(error)) {
-	w.submitUnit(uid, in, true, done)
+	w.submitRecords([]UID{uid}, in, done)
+}
+
+// submitRecords is submit for a unit of several records (a broker
+// source's fetch, uids in order): an ACK counts for each of them.
+func (w *World) submitRecords(uids []UID, in engine.Unit, done func(error)) {
+	w.submitUnit(uids[0], in, uids, done)
 	for _, b := range in.Batches {
 		b.Release()
 	}
 }
 
 // submitUnit hands in to the current engine, or answers ErrNotReady; the
-// caller keeps its references to in's batches. With ack, an ACK counts
-// for the oracle here; without, the caller decides (what the client saw).
-func (w *World) submitUnit(uid UID, in engine.Unit, ack bool, done func(error)) {
+// caller keeps its references to in's batches. An ACK counts for the
+// oracle here for each of acks; with none, the caller decides (what the
+// client saw).
+func (w *World) submitUnit(uid UID, in engine.Unit, acks []UID, done func(error)) {
 	if w.eng == nil || !w.eng.Ready() {
 		w.sched.After(time.Millisecond, func() { done(engine.ErrNotReady) })
 		return
@@ -520,10 +528,10 @@ func (w *World) submitUnit(uid UID, in engine.Unit, ack bool, done func(error)) 
 				b.Release()
 			}
 		}()
-		w.submitTo(uid, in, ack, done)
+		w.submitTo(uid, in, acks, done)
 		return
 	}
-	w.submitTo(uid, in, ack, done)
+	w.submitTo(uid, in, acks, done)
 }
 
 // prepare encodes every other unit of a disk-WAL world for the log
@@ -542,17 +550,19 @@ func (w *World) prepare(uid UID, in engine.Unit) (engine.Unit, bool) {
 	return p, true
 }
 
-func (w *World) submitTo(uid UID, in engine.Unit, ack bool, done func(error)) {
+func (w *World) submitTo(uid UID, in engine.Unit, acks []UID, done func(error)) {
 	w.awaiting++
 	inc := w.inc
 	w.eng.Submit(in, func(err error) {
 		if inc == w.inc {
 			w.awaiting--
 		}
-		if err == nil && ack {
-			w.oracle.onAck(uid) // a zombie's acks count too
-			if w.tapping() {
-				w.note(NoteAck, inc.ID(), "", uid.String())
+		for _, a := range acks {
+			if err == nil {
+				w.oracle.onAck(a) // a zombie's acks count too
+				if w.tapping() {
+					w.note(NoteAck, inc.ID(), "", a.String())
+				}
 			}
 		}
 		w.retryAnswered(uid, err)
