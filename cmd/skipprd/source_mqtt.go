@@ -48,7 +48,7 @@ func (q *mqttSource) run(ctx context.Context, host *storage.Host, _ segment.Offs
 
 func (q *mqttSource) stats() (uint64, uint64) {
 	st := q.src.Stats()
-	return st.MessagesAcked, st.MessagesAcked
+	return st.MessagesIngested, st.MessagesAcked
 }
 
 func (q *mqttSource) describe() []any {

@@ -1,4 +1,5 @@
-// Package brokertest gives tests the message brokers this machine runs:
+// Package brokertest gives tests the message brokers this machine runs
+// and a way to run a source until a condition holds (RunUntil):
 // NATS with JetStream (SKIPPR_NATS_URL, or nats://127.0.0.1:4222) and
 // an MQTT broker (SKIPPR_MQTT_URL, or tcp://127.0.0.1:1883). When none
 // answers a test is skipped with a loud message — unless CI=true, where
@@ -7,6 +8,7 @@
 package brokertest
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"testing"
@@ -60,4 +62,32 @@ func serverOrSkip(t testing.TB, what, envVar, def, hint string, probe func(strin
 		t.Skipf("SKIPPED LOUDLY: no %s at %s (%v); set %s or %s", what, url, err, envVar, hint)
 	}
 	return ""
+}
+
+// RunUntil runs run until cond holds (asked every 10 ms), then cancels
+// its context and returns what it returned; a run that ends first
+// returns at once. After 30 s it fails the test, saying what progress
+// reports.
+func RunUntil(t testing.TB, run func(ctx context.Context) error, cond func() bool, progress func() string) error {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- run(ctx) }()
+	deadline := time.After(30 * time.Second)
+	for {
+		select {
+		case err := <-done:
+			return err
+		case <-deadline:
+			cancel()
+			<-done
+			t.Fatalf("not done within 30 s: %s", progress())
+		case <-time.After(10 * time.Millisecond):
+			if cond() {
+				cancel()
+				return <-done
+			}
+		}
+	}
 }

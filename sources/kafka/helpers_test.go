@@ -18,6 +18,7 @@ import (
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/internal/brokertest"
 	"github.com/skipprd/skipprd/internal/logbuf"
 )
 
@@ -189,30 +190,13 @@ func testConfig(c *kfake.Cluster, topic string, logs *logbuf.Buffer) Config {
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 }
 
-// runUntil runs src until cond holds (checked every 10 ms), then stops
-// it and returns what Run returned; it fails the test after 30 s.
+// runUntil runs src on the host's offsets until cond holds
+// (brokertest.RunUntil).
 func runUntil(t *testing.T, src *Source, h *testHost, cond func() bool) error {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, h.ingest, h.offsets()) }()
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			return err
-		case <-deadline:
-			cancel()
-			<-done
-			t.Fatalf("not done within 30 s: %d units recorded", h.units)
-		case <-time.After(10 * time.Millisecond):
-			if cond() {
-				cancel()
-				return <-done
-			}
-		}
-	}
+	offsets := h.offsets()
+	return brokertest.RunUntil(t, func(ctx context.Context) error { return src.Run(ctx, h.ingest, offsets) }, cond,
+		func() string { return fmt.Sprintf("%d units recorded", h.units) })
 }
 
 // recorded counts the rows recorded.

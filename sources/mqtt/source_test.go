@@ -80,26 +80,8 @@ func (h *testHost) recorded() int {
 
 func runUntil(t *testing.T, src *Source, h *testHost, cond func() bool) error {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx, h.ingest) }()
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			return err
-		case <-deadline:
-			cancel()
-			<-done
-			t.Fatalf("not done within 30 s: %d messages recorded", h.recorded())
-		case <-time.After(10 * time.Millisecond):
-			if cond() {
-				cancel()
-				return <-done
-			}
-		}
-	}
+	return brokertest.RunUntil(t, func(ctx context.Context) error { return src.Run(ctx, h.ingest) }, cond,
+		func() string { return fmt.Sprintf("%d messages recorded", h.recorded()) })
 }
 
 // endSession ends the source's persistent session on the broker at the
@@ -152,6 +134,9 @@ func TestRedeliveredMessagesAreStoredOnceByTheirIDs(t *testing.T) {
 	slices.Sort(ids)
 	if len(slices.Compact(slices.Clone(ids))) != 300 || len(ids) != 300 || ids[0] != "m00000" || ids[299] != "m00299" {
 		t.Fatalf("%d messages recorded (%v…), want m00000..m00299 once each", len(ids), ids[:min(5, len(ids))])
+	}
+	if st := src2.Stats(); st.MessagesIngested != st.MessagesAcked || st.MessagesAcked == 0 {
+		t.Errorf("stats %+v: every message handed over was acked once the run stopped", st)
 	}
 	if h.units <= 300 {
 		t.Errorf("%d units for 300 messages: the crash should have left some to be delivered again", h.units)

@@ -129,31 +129,13 @@ func testConfig(url, stream string, logs *logbuf.Buffer) Config {
 		Logger: slog.New(slog.NewTextHandler(logs, nil))}
 }
 
-// runUntil runs src until cond holds, then stops it and returns what
-// Run returned; it fails the test after 30 s.
+// runUntil runs src on the host's offsets until cond holds
+// (brokertest.RunUntil).
 func runUntil(t *testing.T, src *Source, h *testHost, cond func() bool) error {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
 	h.mu.Lock()
 	offsets := slices.Clone(h.committed)
 	h.mu.Unlock()
-	go func() { done <- src.Run(ctx, h.ingest, offsets) }()
-	deadline := time.After(30 * time.Second)
-	for {
-		select {
-		case err := <-done:
-			return err
-		case <-deadline:
-			cancel()
-			<-done
-			t.Fatalf("not done within 30 s: %d rows recorded", h.recorded())
-		case <-time.After(10 * time.Millisecond):
-			if cond() {
-				cancel()
-				return <-done
-			}
-		}
-	}
+	return brokertest.RunUntil(t, func(ctx context.Context) error { return src.Run(ctx, h.ingest, offsets) }, cond,
+		func() string { return fmt.Sprintf("%d rows recorded", h.recorded()) })
 }
