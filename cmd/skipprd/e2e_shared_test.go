@@ -120,15 +120,29 @@ func (d *sharedDaemon) kill(t *testing.T) {
 
 // stop waits for the current run's recovery (a run stopped before it
 // leaves what it recovered in the WAL, not in the destination), then
-// stops it with SIGINT: it drains, exit 0.
+// stops it with SIGINT: it drains, exit 0. A close waits for reclaims
+// only engine.CloseReclaimGrace (10 s) and leaves the rest to the next
+// start, which a loaded box can run past: then one more run must drain
+// what the first left.
 func (d *sharedDaemon) stop(t *testing.T) {
 	t.Helper()
-	p := d.current()
-	p.waitStderr(t, "pipeline "+d.name+"'s recovery", func(lines []string) bool { return findLine(lines, "msg=ready") != "" })
-	p.stop(t)
-	d.addr.Store("")
-	if last, ok := parseProgress(lastProgress(p.stdoutLines())); !ok || last["live_segments"] != 0 {
-		t.Errorf("pipeline %s: the graceful stop should drain its WAL; its last progress line: %q", d.name, lastProgress(p.stdoutLines()))
+	for again := false; ; again = true {
+		p := d.current()
+		p.waitStderr(t, "pipeline "+d.name+"'s recovery", func(lines []string) bool { return findLine(lines, "msg=ready") != "" })
+		p.stop(t)
+		d.addr.Store("")
+		last, ok := parseProgress(lastProgress(p.stdoutLines()))
+		switch {
+		case ok && last["live_segments"] == 0:
+			return
+		case ok && !again:
+			t.Logf("pipeline %s: the graceful stop left %v segments to the next start (%q); one more run drains them",
+				d.name, last["live_segments"], lastProgress(p.stdoutLines()))
+			d.start(t)
+		default:
+			t.Errorf("pipeline %s: the graceful stop should drain its WAL; its last progress line: %q", d.name, lastProgress(p.stdoutLines()))
+			return
+		}
 	}
 }
 
