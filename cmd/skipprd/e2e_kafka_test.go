@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -25,13 +26,18 @@ import (
 // of four partitions, the daemon SIGKILLed while it ingests, more
 // records produced, and a restart that resumes from the offsets the WAL
 // recovered — on the local-disk WAL, or on an S3 WAL with the restart on
-// a new host (an empty DATA_DIR). After a graceful stop every record is
-// in the lake once (lakeIDs reads the first column: "aid" sorts first).
-func TestDaemonKafkaKill(t *testing.T) { testKafkaKill(t, false) }
+// a new host (an empty DATA_DIR), or (stopped, not killed) with the
+// topic found by topic_regex and its partitions assigned by a consumer
+// group. After a graceful stop
+// every record is in the lake once (lakeIDs reads the first column:
+// "aid" sorts first); in the group, its committed offsets are the ends.
+func TestDaemonKafkaKill(t *testing.T) { testKafkaKill(t, false, false) }
 
-func TestDaemonKafkaNewHost(t *testing.T) { testKafkaKill(t, true) }
+func TestDaemonKafkaNewHost(t *testing.T) { testKafkaKill(t, true, false) }
 
-func testKafkaKill(t *testing.T, newHost bool) {
+func TestDaemonKafkaGroup(t *testing.T) { testKafkaKill(t, false, true) }
+
+func testKafkaKill(t *testing.T, newHost, group bool) {
 	if testing.Short() {
 		t.Skip("builds the daemon and kills it mid-ingest")
 	}
@@ -77,8 +83,12 @@ func testKafkaKill(t *testing.T, newHost bool) {
 	bin := buildDaemon(t)
 	dataDir, conf, lake := t.TempDir(), t.TempDir(), t.TempDir()
 	pipeline := filepath.Join(conf, "skipprd.yaml")
+	topics := "topics: [shop.orders]"
+	if group {
+		topics = `topic_regex: 'shop\.ord.*', group: lake-loaders`
+	}
 	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: "+lake+", flush_interval: 1s}\nsources:\n"+
-		"  - {name: orders, kind: kafka, brokers: ["+strings.Join(c.ListenAddrs(), ", ")+"], topics: [shop.orders], sink: lake}\n")
+		"  - {name: orders, kind: kafka, brokers: ["+strings.Join(c.ListenAddrs(), ", ")+"], "+topics+", sink: lake}\n")
 	env := []string{envPipelineFile + "=" + pipeline}
 	if newHost {
 		const bucket = "wal"
@@ -92,7 +102,13 @@ func testKafkaKill(t *testing.T, newHost bool) {
 	}
 	p := startDaemon(t, bin, dataDir, env...)
 	p.waitStdout(t, "rows acked", progressLines("acked", 1))
-	p.kill(t)
+	if group {
+		// Stopped, not killed: a killed member keeps its partitions until
+		// its session times out (45 s), which only makes the test slow.
+		p.stop(t)
+	} else {
+		p.kill(t)
+	}
 	produceOrders(20_000, 30_000)
 	if newHost {
 		dataDir = t.TempDir() // nothing of the first host's disk
@@ -111,13 +127,44 @@ func testKafkaKill(t *testing.T, newHost bool) {
 				return false
 			}
 		}
-		return m[`skipprd_kafka_gaps_total{source="orders"}`] == 0
+		return m[`skipprd_kafka_gaps_total{source="orders"}`] == 0 &&
+			(!group || m[`skipprd_kafka_group_commits_total{outcome="ok",source="orders"}`] > 0)
 	})
 	p.stop(t)
+	if group {
+		wantGroupAtEnds(t, c, "lake-loaders", "shop.orders")
+	}
 	if got := lakeIDs(t, lake)["shop_orders"]; !slices.Equal(got, want) {
 		t.Fatalf("lake holds %d rows, the topic %d records: %s", len(got), len(want), firstDiff(got, want))
 	}
 	if fetches.Load() < 8 {
 		t.Errorf("only %d fetches reached the cluster: no fault was injected", fetches.Load())
 	}
+}
+
+// wantGroupAtEnds checks that group g's committed offsets of topic are
+// its partitions' ends.
+func wantGroupAtEnds(t *testing.T, c *kfake.Cluster, g, topic string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	committed, err := adm.FetchOffsets(ctx, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ends.Each(func(e kadm.ListedOffset) {
+		if o, ok := committed.Lookup(topic, e.Partition); !ok || o.Err != nil || o.At != e.Offset {
+			t.Errorf("group %s, partition %d: committed %+v, want the end %d", g, e.Partition, o, e.Offset)
+		}
+	})
 }

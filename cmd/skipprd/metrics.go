@@ -101,7 +101,7 @@ func (c *engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, m := range nsMetrics {
 		ch <- m.desc
 	}
-	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp, descFailing, descWaitB, descWaitS, descWaitSeg, descIceberg, descKafkaLag, descKafkaGaps, descKafkaGapRecords} {
+	for _, d := range []*prometheus.Desc{descAlerts, descAckDelay, descPersist, descS3, descStatsUp, descFailing, descWaitB, descWaitS, descWaitSeg, descIceberg, descKafkaLag, descKafkaGaps, descKafkaGapRecords, descKafkaCommits} {
 		ch <- d
 	}
 }
@@ -204,10 +204,12 @@ var (
 		"source", "topic", "partition")
 	descKafkaGaps       = desc("kafka_gaps_total", "Ranges of records retention removed before a Kafka source ingested them, skipped (on_gap: skip).", "source")
 	descKafkaGapRecords = desc("kafka_gap_records_total", "Records in those ranges.", "source")
+	descKafkaCommits    = desc("kafka_group_commits_total", "Commits of acked offsets to a Kafka source's consumer group (group:), for lag tools only; outcome ok or error.",
+		"source", "outcome")
 )
 
-// collectKafka exports each Kafka source's lag per partition and the
-// gaps it skipped.
+// collectKafka exports each Kafka source's lag per partition, the gaps
+// it skipped and its commits to its group.
 func collectKafka(ch chan<- prometheus.Metric, sources []source) {
 	for _, s := range sources {
 		k, ok := s.(*kafkaSource)
@@ -220,5 +222,9 @@ func collectKafka(ch chan<- prometheus.Metric, sources []source) {
 		}
 		ch <- prometheus.MustNewConstMetric(descKafkaGaps, prometheus.CounterValue, float64(st.Gaps), k.name)
 		ch <- prometheus.MustNewConstMetric(descKafkaGapRecords, prometheus.CounterValue, float64(st.GapRecords), k.name)
+		if k.spec.Group != "" {
+			ch <- prometheus.MustNewConstMetric(descKafkaCommits, prometheus.CounterValue, float64(st.Commits), k.name, "ok")
+			ch <- prometheus.MustNewConstMetric(descKafkaCommits, prometheus.CounterValue, float64(st.CommitErrors), k.name, "error")
+		}
 	}
 }

@@ -94,7 +94,7 @@ var (
 		sourceObjects:   {"bucket", "prefix", "namespace", "format", "poll", "on_error"},
 		sourceGenerator: nil,
 		sourcePGCDC:     {"url_env", "publication", "slot", "tables"},
-		sourceKafka: {"brokers", "topics", "namespace", "format", "start", "on_gap", "read_committed", "tls",
+		sourceKafka: {"brokers", "topics", "topic_regex", "group", "namespace", "format", "start", "on_gap", "read_committed", "tls",
 			"sasl_mechanism", "sasl_user_env", "sasl_password_env"},
 		sourceNATS: {"url", "stream", "subjects", "namespace", "format", "start", "on_gap"},
 		sourceMQTT: {"broker", "topics", "namespace", "format", "id_field", "username_env", "password_env"},
@@ -214,11 +214,13 @@ type natsSourceSpec struct {
 // kafkaSourceSpec reads topics of a Kafka cluster.
 type kafkaSourceSpec struct {
 	Brokers       []string // host:port each
-	Topics        []string
-	Namespace     string // "" : each topic to a namespace of its name (kafka.NamespaceOf)
-	Format        string // json | text | bytes
-	Start         string // earliest | latest
-	OnGap         string // stop | skip
+	Topics        []string // or TopicRegex, exactly one of the two
+	TopicRegex    string   // matches whole topic names (kafka.CompileTopicRegex)
+	Group         string   // "" for none: partitions assigned directly
+	Namespace     string   // "" : each topic to a namespace of its name (kafka.NamespaceOf)
+	Format        string   // json | text | bytes
+	Start         string   // earliest | latest
+	OnGap         string   // stop | skip
 	ReadCommitted bool
 	TLS           bool   // TLS with the system's roots
 	SASLMechanism string // "" for none; plain | scram-sha-256 | scram-sha-512

@@ -708,7 +708,7 @@ func (c *checker) pgcdcSource(m *mapping, name, sink string) *pgcdcSourceSpec {
 func (c *checker) kafkaSource(m *mapping, sink string) *kafkaSourceSpec {
 	k := &kafkaSourceSpec{}
 	k.Brokers = c.list(m, "brokers", "host:port of one or more brokers, e.g. [kafka-1:9092, kafka-2:9092]", checkBroker)
-	k.Topics = c.list(m, "topics", "topic names, e.g. [orders, payments]", kafka.CheckTopic)
+	c.kafkaTopics(m, k)
 	if ns, line, ok := c.text(m, "namespace", false, "the namespace every topic's rows go to"); ok {
 		if err := sources.CheckNamespace(ns); err != nil {
 			c.errorf(line, m.where, "%v", err)
@@ -717,6 +717,8 @@ func (c *checker) kafkaSource(m *mapping, sink string) *kafkaSourceSpec {
 			c.writers = append(c.writers, writer{ns, sink, located{where: m.where, line: line}})
 		}
 	} else {
+		// A regex's topics, and so their namespaces, are known only when
+		// the source runs; it stops on two that would share one.
 		for _, t := range k.Topics {
 			ns := kafka.NamespaceOf(t)
 			if err := sources.CheckNamespace(ns); err != nil {
@@ -725,6 +727,12 @@ func (c *checker) kafkaSource(m *mapping, sink string) *kafkaSourceSpec {
 			}
 			c.writers = append(c.writers, writer{ns, sink, located{where: m.where, line: m.line}})
 		}
+	}
+	if g, line, ok := c.text(m, "group", false, "a consumer group id, e.g. skipprd-orders"); ok {
+		if err := kafka.CheckGroup(g); err != nil {
+			c.errorf(line, m.where, "%v", err)
+		}
+		k.Group = g
 	}
 	k.Format = c.oneOf(m, "format", kafkaFormats, false, kafka.FormatJSON)
 	k.Start = c.oneOf(m, "start", kafkaStarts, false, kafka.StartEarliest)
@@ -737,6 +745,25 @@ func (c *checker) kafkaSource(m *mapping, sink string) *kafkaSourceSpec {
 		k.SASLPassEnv = c.envRef(m, "sasl_password_env", true, "KAFKA_PASSWORD")
 	}
 	return k
+}
+
+// kafkaTopics reads topics or, exclusive with it, topic_regex.
+func (c *checker) kafkaTopics(m *mapping, k *kafkaSourceSpec) {
+	re, line, hasRegex := c.str(m, "topic_regex")
+	_, hasTopics := m.vals["topics"]
+	switch {
+	case hasRegex && hasTopics:
+		c.errorf(line, m.where, "topics and topic_regex: give one, not both")
+	case hasRegex && strings.TrimSpace(re) == "":
+		c.errorf(line, m.where, "topic_regex is empty; give a regular expression matching whole topic names, e.g. 'shop\\..*'")
+	case hasRegex:
+		if _, err := kafka.CompileTopicRegex(re); err != nil {
+			c.errorf(line, m.where, "%v", err)
+		}
+		k.TopicRegex = re
+	case line == 0:
+		k.Topics = c.list(m, "topics", "topic names, e.g. [orders, payments], or a topic_regex", kafka.CheckTopic)
+	}
 }
 
 func (c *checker) natsSource(m *mapping, sink string) *natsSourceSpec {

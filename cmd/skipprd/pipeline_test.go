@@ -347,7 +347,7 @@ func TestPipelineErrors(t *testing.T) {
 			`skipprd.yaml:3: sources[0] "a": unknown key "rate" (allowed: name, kind, sink)`}},
 		{"unknown key, unknown kind", doc(sinks, "sources:", "  - {name: a, kind: pulsar, sink: lake, topic: t}"), []string{
 			`skipprd.yaml:3: sources[0] "a": kind "pulsar" is not one of http, files, objects, generator, postgres-cdc, kafka, nats, mqtt`,
-			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, bucket, prefix, url_env, publication, slot, tables, brokers, topics, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env, url, stream, subjects, broker, id_field, username_env, password_env)`}},
+			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, bucket, prefix, url_env, publication, slot, tables, brokers, topics, topic_regex, group, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env, url, stream, subjects, broker, id_field, username_env, password_env)`}},
 		{"mqtt", doc(sinks, "sources:", "  - {name: a, kind: mqtt, sink: lake, broker: '127.0.0.1:1883', topics: ['a/#/b', 'c/d+'], namespace: readings, format: text, id_field: id}",
 			"  - {name: b, kind: mqtt, sink: lake, broker: 'tcp://x:1883', topics: [a]}"), []string{
 			`skipprd.yaml:3: sources[0] "a": broker "127.0.0.1:1883": want scheme://host:port, e.g. tcp://127.0.0.1:1883`,
@@ -373,8 +373,20 @@ func TestPipelineErrors(t *testing.T) {
 			`skipprd.yaml:3: sources[0] "a": sasl_user_env is required (an environment variable's name, e.g. KAFKA_USER)`,
 			`skipprd.yaml:3: sources[0] "a": sasl_password_env is required (an environment variable's name, e.g. KAFKA_PASSWORD)`,
 			`skipprd.yaml:4: sources[1] "b": brokers: want a list of host:port of one or more brokers, e.g. [kafka-1:9092, kafka-2:9092], found "k1:9092"`,
-			`skipprd.yaml:4: sources[1] "b": topics is missing: want topic names, e.g. [orders, payments]`,
+			`skipprd.yaml:4: sources[1] "b": topics is missing: want topic names, e.g. [orders, payments], or a topic_regex`,
 			`skipprd.yaml:5: sources[2] "c": namespace "orders" of sink "lake" is already written by sources[0] "a" (line 3); give one of them another namespace or sink`}},
+		{"kafka topic_regex and group", doc(sinks, "sources:",
+			"  - {name: a, kind: kafka, sink: lake, brokers: [k:1], topics: [orders], topic_regex: 'shop\\..*'}",
+			"  - {name: b, kind: kafka, sink: lake, brokers: [k:1], topic_regex: 'shop.('}",
+			"  - {name: c, kind: kafka, sink: lake, brokers: [k:1], topic_regex: 'x.*', group: ''}",
+			"  - {name: d, kind: kafka, sink: lake, brokers: [k:1], topic_regex: ''}",
+			"  - {name: e, kind: kafka, sink: lake, brokers: [k:1], topics: [e1], group: 'my group'}",
+			"  - {name: f, kind: kafka, sink: lake, brokers: [k:1], topic_regex: 'shop\\..*', group: skipprd-shop}"), []string{
+			`skipprd.yaml:3: sources[0] "a": topics and topic_regex: give one, not both`,
+			"skipprd.yaml:4: sources[1] \"b\": topic_regex \"shop.(\": error parsing regexp: missing closing ): `shop.(`",
+			`skipprd.yaml:5: sources[2] "c": group is empty; give a consumer group id, e.g. skipprd-orders, or remove the key for the default`,
+			`skipprd.yaml:6: sources[3] "d": topic_regex is empty; give a regular expression matching whole topic names, e.g. 'shop\..*'`,
+			`skipprd.yaml:7: sources[4] "e": group "my group": character ' '; want printable characters without spaces`}},
 		{"unknown namespace key", doc(sinks, "sources:", "  - name: a", "    kind: http", "    sink: lake", "    namespaces:", "      ev: {sink: lake, once: true}"), []string{
 			`skipprd.yaml:7: sources[0] "a" namespace "ev": unknown key "once" (allowed: sink, at_least_once)`}},
 
@@ -718,5 +730,16 @@ func TestPipelineBadFileExits2(t *testing.T) {
 	code, logs = runPipelineEnv(t, map[string]string{envPipelineFile: missing, envDataDir: dataDir})
 	if code != 2 || !strings.Contains(logs, missing) {
 		t.Errorf("a missing file: exit %d, logs:\n%s", code, logs)
+	}
+}
+
+// A Kafka source of topic_regex in a group loads with both, and no
+// topics: its topics are found when it runs.
+func TestPipelineKafkaTopicRegexAndGroup(t *testing.T) {
+	p := mustLoad(t, writePipeline(t, doc("sinks: {lake: {kind: parquet-dir, path: lake}}", "sources:",
+		"  - {name: shop, kind: kafka, sink: lake, brokers: ['k:9092'], topic_regex: 'shop\\..*', group: skipprd-shop}")))
+	k := p.Sources[0].Kafka
+	if k == nil || k.TopicRegex != `shop\..*` || k.Group != "skipprd-shop" || k.Topics != nil {
+		t.Fatalf("kafka spec %+v: want topic_regex shop\\..* and group skipprd-shop, no topics", k)
 	}
 }

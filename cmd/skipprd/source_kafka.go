@@ -44,9 +44,12 @@ func (d *daemon) kafkaSource(s sourceSpec, getenv func(string) string) (source, 
 			opts = append(opts, kgo.SASL(scram.Auth{User: user, Pass: pass}.AsSha512Mechanism()))
 		}
 	}
-	src, err := kafka.New(kafka.Config{Name: s.Name, Brokers: k.Brokers, Topics: k.Topics, Namespace: k.Namespace,
-		SinkRef: s.Sink, Format: k.Format, Start: k.Start, OnGap: k.OnGap, ReadCommitted: k.ReadCommitted,
-		Logger: d.log, ClientOpts: opts})
+	src, err := kafka.New(kafka.Config{Name: s.Name, Brokers: k.Brokers, Topics: k.Topics, TopicRegex: k.TopicRegex,
+		Group: k.Group, Namespace: k.Namespace, SinkRef: s.Sink, Format: k.Format, Start: k.Start, OnGap: k.OnGap,
+		ReadCommitted: k.ReadCommitted, Logger: d.log, ClientOpts: opts,
+		// In a group, each assignment resumes from the WAL's offsets view
+		// as it is then; the host is set before any source runs.
+		Offsets: func(ctx context.Context) (segment.Offsets, error) { return d.host.Offsets(ctx) }})
 	if err != nil {
 		return nil, fmt.Errorf("source %q: %w", s.Name, err)
 	}
@@ -70,6 +73,14 @@ func (k *kafkaSource) stats() (uint64, uint64) {
 }
 
 func (k *kafkaSource) describe() []any {
-	return []any{"source", k.name, "kind", sourceKafka, "brokers", strings.Join(k.spec.Brokers, ","),
-		"topics", strings.Join(k.spec.Topics, ",")}
+	d := []any{"source", k.name, "kind", sourceKafka, "brokers", strings.Join(k.spec.Brokers, ",")}
+	if k.spec.TopicRegex != "" {
+		d = append(d, "topic_regex", k.spec.TopicRegex)
+	} else {
+		d = append(d, "topics", strings.Join(k.spec.Topics, ","))
+	}
+	if k.spec.Group != "" {
+		d = append(d, "group", k.spec.Group)
+	}
+	return d
 }

@@ -17,14 +17,20 @@ import (
 //     after that unit's, so no two units of a partition are in flight
 //     and a partition's units are acked in offset order.
 //   - bytes is the sum of the values of the queued and the busy records.
+//   - A partition is lost only while busy: drop marks the busy ones, and
+//     done or abandon, freeing them, clears the mark.
 type buffer struct {
 	mu     sync.Mutex
 	queues map[tp][]*kgo.Record
 	busy   map[tp]bool
-	topics []string // round-robin order of take
-	next   int      // the topic take looks at first
-	bytes  int
-	limit  int // the poller waits while bytes ≥ limit
+	lost   map[tp]bool // busy partitions this run no longer owns (drop)
+	topics []string    // round-robin order of take
+	next   int         // the topic take looks at first
+	// turn is, per topic, the partition its last take began with; the
+	// next begins after it.
+	turn  map[string]int32
+	bytes int
+	limit int // the poller waits while bytes ≥ limit
 	// changed is closed (and replaced) when records are queued, a
 	// partition is freed or bytes drop: every waiter wakes and looks
 	// again. A waiter takes it under mu with what it looked at, so no
@@ -33,8 +39,15 @@ type buffer struct {
 }
 
 func newBuffer(topics []string, limit int) *buffer {
-	return &buffer{queues: map[tp][]*kgo.Record{}, busy: map[tp]bool{}, topics: slices.Clone(topics), limit: limit,
-		changed: make(chan struct{})}
+	return &buffer{queues: map[tp][]*kgo.Record{}, busy: map[tp]bool{}, lost: map[tp]bool{}, topics: slices.Clone(topics), turn: map[string]int32{},
+		limit: limit, changed: make(chan struct{})}
+}
+
+// addTopics adds topics to the round-robin of take.
+func (b *buffer) addTopics(topics []string) {
+	b.mu.Lock()
+	b.topics = append(b.topics, topics...)
+	b.mu.Unlock()
 }
 
 // signalLocked wakes every waiter. REQUIRES: mu held.
@@ -85,10 +98,23 @@ func (b *buffer) take(maxBytes int) (string, []*kgo.Record, <-chan struct{}) {
 	return "", nil, b.changed
 }
 
+// takeTopic takes from topic's free partitions, the first one after the
+// one the last take of the topic began with: partitions take turns,
+// none waits while others have records (fair, whatever InFlight).
 func (b *buffer) takeTopic(topic string, maxBytes int) []*kgo.Record {
 	var out []*kgo.Record
 	size := 0
-	for _, p := range b.partitionsOf(topic) {
+	ps := b.partitionsOf(topic)
+	last, ok := b.turn[topic]
+	if !ok {
+		last = -1
+	}
+	first := slices.IndexFunc(ps, func(p tp) bool { return p.partition > last })
+	if first < 0 {
+		first = 0
+	}
+	for i := range ps {
+		p := ps[(first+i)%len(ps)]
 		q := b.queues[p]
 		if b.busy[p] || len(q) == 0 {
 			continue
@@ -100,6 +126,9 @@ func (b *buffer) takeTopic(topic string, maxBytes int) []*kgo.Record {
 		}
 		if n == 0 {
 			break
+		}
+		if len(out) == 0 {
+			b.turn[topic] = p.partition
 		}
 		out = append(out, q[:n]...)
 		b.queues[p] = q[n:]
@@ -144,26 +173,99 @@ func (b *buffer) giveBack(recs []*kgo.Record, keep []tp) {
 	b.mu.Unlock()
 }
 
-// done frees the partitions of an acked (or abandoned) unit whose
-// values were bytes long.
+// done frees the partitions of an acked unit whose values were bytes
+// long.
 func (b *buffer) done(parts []tp, bytes int) error {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.freeLocked(parts, bytes)
+}
+
+// freeLocked frees parts, busy, and the bytes of their records leaving
+// the buffer. REQUIRES: mu held.
+func (b *buffer) freeLocked(parts []tp, bytes int) error {
 	for _, p := range parts {
 		if !b.busy[p] {
-			b.mu.Unlock()
 			return invariantf("topic %q partition %d freed while not busy", p.topic, p.partition)
 		}
 		b.busy[p] = false
+		delete(b.lost, p)
 	}
 	b.bytes -= bytes
 	if b.bytes < 0 {
-		n := b.bytes
-		b.mu.Unlock()
-		return invariantf("buffer holds %d bytes after freeing %d", n, bytes)
+		return invariantf("buffer holds %d bytes after freeing %d", b.bytes, bytes)
+	}
+	b.signalLocked()
+	return nil
+}
+
+// drop forgets the queued records of parts, partitions this run no
+// longer owns, and marks those of them that are busy lost: the unit
+// holding them is sent no more once its answer says nothing of it is
+// held (abandon).
+func (b *buffer) drop(parts []tp) {
+	b.mu.Lock()
+	for _, p := range parts {
+		for _, r := range b.queues[p] {
+			b.bytes -= len(r.Value)
+		}
+		delete(b.queues, p)
+		if b.busy[p] {
+			b.lost[p] = true
+		}
 	}
 	b.signalLocked()
 	b.mu.Unlock()
-	return nil
+}
+
+// lostAny reports whether one of parts is lost.
+func (b *buffer) lostAny(parts []tp) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, p := range parts {
+		if b.lost[p] {
+			return true
+		}
+	}
+	return false
+}
+
+// abandon frees the partitions of a unit that will not be sent again,
+// made of recs: the records of lost partitions leave the buffer; the
+// others go back in front of their queues, to be taken into another
+// unit.
+func (b *buffer) abandon(recs []*kgo.Record, parts []tp) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	gone, back := 0, map[tp][]*kgo.Record{}
+	for _, r := range recs {
+		p := tp{r.Topic, r.Partition}
+		if b.lost[p] {
+			gone += len(r.Value)
+		} else {
+			back[p] = append(back[p], r)
+		}
+	}
+	for p, rs := range back {
+		b.queues[p] = append(rs, b.queues[p]...)
+	}
+	return b.freeLocked(parts, gone)
+}
+
+// waitFree blocks until none of parts is busy, or ctx ends.
+func (b *buffer) waitFree(ctx context.Context, parts []tp) error {
+	for {
+		b.mu.Lock()
+		busy := slices.ContainsFunc(parts, func(p tp) bool { return b.busy[p] })
+		ch := b.changed
+		b.mu.Unlock()
+		if !busy {
+			return nil
+		}
+		if err := wait(ctx, ch); err != nil {
+			return err
+		}
+	}
 }
 
 // wait blocks until ch is closed or ctx ends.

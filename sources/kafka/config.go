@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"time"
 	"unicode"
@@ -54,6 +55,9 @@ const (
 	NameMax = 63
 	// InFlightMax bounds the units awaiting their answer at once.
 	InFlightMax = 64
+	// GroupMax bounds a consumer group id (Kafka's own limit is the
+	// coordinator key's, far above).
+	GroupMax = 255
 
 	retryBase = 25 * time.Millisecond
 	retryMax  = time.Second
@@ -66,7 +70,23 @@ type Config struct {
 	// without '/' or '#'.
 	Name    string
 	Brokers []string // seed brokers, host:port
-	Topics  []string // the topics read, every partition of each
+	// Topics are the topics read, every partition of each; or, exclusive
+	// with it, TopicRegex: every topic whose whole name it matches, except
+	// internal ones (a leading "__"), looked up at the start and every
+	// Metadata interval. Exactly one of the two.
+	Topics     []string
+	TopicRegex string
+	// Group, if set, is a consumer group the source joins: the group
+	// assigns its partitions (members split them), and after each unit is
+	// acked its offsets are committed to the group, so that lag tools see
+	// the progress. Where an assigned partition resumes is still the
+	// host's offsets view, never the group's committed offsets.
+	Group string
+	// Offsets, if set, returns the host's offsets view as it is now
+	// (storage.Host.Offsets); with a Group each assignment resumes from
+	// it, max-merged with the offsets given to Run and those acked since.
+	// nil: those alone.
+	Offsets func(ctx context.Context) (segment.Offsets, error)
 	// Namespace is the table every topic's rows go to; "" (default):
 	// each topic to the namespace of its own name.
 	Namespace string
@@ -89,7 +109,7 @@ type Config struct {
 	// partitions of its own; 0: DefaultInFlight.
 	InFlight int
 	// Metadata is how often the topics are looked up again for new
-	// partitions; 0: DefaultMetadata.
+	// partitions and, with TopicRegex, new topics; 0: DefaultMetadata.
 	Metadata time.Duration
 	// Limits apply to each unit's values as to an HTTP body (JSON).
 	// Zero fields take httpsrc.DefaultLimits, except BodyBytes:
@@ -147,8 +167,10 @@ func (c Config) check() error {
 		return fmt.Errorf("kafka source: name %q: 1..%d bytes of UTF-8 without '/' or '#'", name, NameMax)
 	case len(c.Brokers) == 0:
 		return fmt.Errorf("kafka source %q: brokers: at least one host:port", name)
-	case len(c.Topics) == 0:
-		return fmt.Errorf("kafka source %q: topics: at least one", name)
+	case len(c.Topics) == 0 && c.TopicRegex == "":
+		return fmt.Errorf("kafka source %q: topics or topic_regex: one is required", name)
+	case len(c.Topics) > 0 && c.TopicRegex != "":
+		return fmt.Errorf("kafka source %q: topics and topic_regex: give one, not both", name)
 	case c.SinkRef == "" || len(c.SinkRef) > segment.KeyFieldBytesMax:
 		return fmt.Errorf("kafka source %q: sink %q: 1..%d bytes", name, c.SinkRef, segment.KeyFieldBytesMax)
 	case c.Format != FormatJSON && c.Format != FormatText && c.Format != FormatBytes:
@@ -169,6 +191,23 @@ func (c Config) check() error {
 	if err := messages.CheckLimits(c.Limits, int64(c.UnitBytes)); err != nil {
 		return fmt.Errorf("kafka source %q: %w", name, err)
 	}
+	if c.TopicRegex != "" {
+		if _, err := CompileTopicRegex(c.TopicRegex); err != nil {
+			return fmt.Errorf("kafka source %q: %w", name, err)
+		}
+	}
+	if c.Group != "" {
+		if err := CheckGroup(c.Group); err != nil {
+			return fmt.Errorf("kafka source %q: %w", name, err)
+		}
+	}
+	return c.checkTopics()
+}
+
+// checkTopics checks the topics listed: names, each once, and a
+// namespace of its own.
+func (c Config) checkTopics() error {
+	name := c.Name
 	seen, tables := map[string]bool{}, map[string]string{}
 	for _, t := range c.Topics {
 		if err := CheckTopic(t); err != nil {
@@ -223,6 +262,30 @@ func CheckTopic(t string) error {
 	for _, r := range t {
 		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
 			return fmt.Errorf("topic %q: character %q; Kafka allows letters, digits and . _ - only", t, r)
+		}
+	}
+	return nil
+}
+
+// CompileTopicRegex compiles a topic_regex, anchored: it must match a
+// topic's whole name, as Kafka's Java pattern subscription does
+// ("shop\\..*" matches "shop.orders", not "old.shop.orders").
+func CompileTopicRegex(expr string) (*regexp.Regexp, error) {
+	if _, err := regexp.Compile(expr); err != nil { // the error quotes expr, not the anchored form
+		return nil, fmt.Errorf("topic_regex %q: %w", expr, err)
+	}
+	return regexp.Compile(`^(?:` + expr + `)$`)
+}
+
+// CheckGroup checks a consumer group id: 1..GroupMax bytes of printable
+// UTF-8 without spaces.
+func CheckGroup(g string) error {
+	if g == "" || len(g) > GroupMax || !utf8.ValidString(g) {
+		return fmt.Errorf("group %q: want 1..%d bytes of UTF-8, e.g. skipprd-orders", g, GroupMax)
+	}
+	for _, r := range g {
+		if !unicode.IsPrint(r) || unicode.IsSpace(r) {
+			return fmt.Errorf("group %q: character %q; want printable characters without spaces", g, r)
 		}
 	}
 	return nil

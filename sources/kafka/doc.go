@@ -1,18 +1,31 @@
-// Package kafka is the Kafka source: it reads every partition of a list
-// of topics through github.com/twmb/franz-go and hands their records to
-// the host as units, each partition's progress carried in the unit as a
-// source offset. It owns fetching, cutting records into units and
-// decoding them; it owns no durable state. Where each partition resumes
+// Package kafka is the Kafka source: it reads the partitions of a list
+// of topics, or of the topics a regular expression matches — all of
+// them, or those a consumer group assigns — through
+// github.com/twmb/franz-go and hands their records to the host as units,
+// each partition's progress carried in the unit as a source offset. It
+// owns fetching, cutting records into units and decoding them; it owns
+// no durable state. Where each partition resumes
 // is the host's offsets view, which only the host writes, with the rows
 // (sources/doc.go) — the consumer's offsets live in the WAL, not in the
 // broker, which is what lets a new host with an empty disk resume
 // exactly once. The daemon wires a Source to storage.Host.Ingest and
 // hands Run storage.Host.ResumeOffsets.
 //
+// # Topics
+//
+// Config.Topics lists the topics; each must exist. Config.TopicRegex
+// instead matches whole topic names (CompileTopicRegex): the cluster's
+// topics are matched at the start and at every look-up (Config.Metadata),
+// and a topic matched later is read from its start. Kafka's internal
+// topics, and any whose name starts with "__", never match. Without
+// Config.Namespace each topic goes to a namespace of its own name; two
+// matched topics that would share one stop the source, naming both. A
+// topic of the set that disappears stops it too, as a listed one does.
+//
 // # Partitions and offsets
 //
-// Partitions are assigned directly (no consumer group): every partition
-// of every topic, found at the start and looked up again every
+// Without Config.Group partitions are assigned directly: every
+// partition of every topic, found at the start and looked up again every
 // Config.Metadata for partitions added since (read from their start).
 // A partition's offset key is "kafka/{Name}/{topic}/{partition}" (the
 // topic hashed when the key would pass 256 bytes) and its value the
@@ -29,6 +42,35 @@
 // a silent jump. A recovered offset beyond the log's end is an
 // *AheadError (the topic was created again): the source stops.
 //
+// # Consumer groups
+//
+// With Config.Group the group assigns the partitions (franz-go's group
+// consumer, cooperative-sticky, autocommit off) and the offsets view
+// still says where each resumes: on every assignment each partition is
+// seeked to its offset in the host's view as it is then (Config.Offsets,
+// max-merged with what this Run was given and acked), or to Start, and
+// checked against its log as above. The group's committed offsets are
+// never read. After each unit is acked, a committer goroutine commits
+// its offsets to the group (CommitOffsetsSync, one at a time, the latest
+// per partition), only so that lag tools see progress: best effort,
+// failures logged and counted (Stats.CommitErrors), ingest never waits
+// for it. group.go says what a revoke and a loss do to the units in
+// flight: in short, a revoked partition's queued records are dropped, a
+// unit holding it is abandoned once an answer says nothing of it is
+// held (its other partitions' records go back to the buffer) or resent
+// whole while its outcome is unknown, and the revoke returns only once
+// none is in flight, then commits the partition's acked offset.
+//
+// Exactly once holds per offsets view. Members sharing one view (only
+// tests do) hand partitions over without loss or duplicates. Daemons
+// each have their own WAL: a partition moved to another daemon resumes
+// there from that daemon's offset for it, or from Start without one, so
+// what the first daemon ingested since is ingested again (or, with
+// StartLatest, records are skipped). A group of several daemons is at
+// least once across rebalances. With StartLatest, even in one view, a
+// partition handed over before any unit of it was acked begins at its
+// end again: the records between are skipped.
+//
 // # Units
 //
 // A unit holds records of one topic, from partitions no other unit in
@@ -37,8 +79,11 @@
 // decoded as the HTTP source decodes a JSON-lines body: its inference,
 // its limits; a pretty-printed value is compacted first), or one "value"
 // column of text or bytes. Every row gets the record's partition,
-// offset, timestamp and key (ColPartition, ColOffset, ColTimestamp,
-// ColKey); a tombstone (no value) is a row of those alone. A value that
+// offset, timestamp, key and headers (ColPartition, ColOffset,
+// ColTimestamp, ColKey, ColHeaders: a list of {key, value} in the
+// record's order, duplicates kept, empty when it has none, so units with
+// and without headers share a schema); a tombstone (no value) is a row
+// of those alone. A header key that is not UTF-8 is a *RecordError. A value that
 // cannot be a row is a *RecordError naming the topic, partition and
 // offset, and stops the source; nothing at or after it in its unit is
 // ingested. Each topic's rows go to the namespace of its name
@@ -49,7 +94,8 @@
 // Records fetched and not yet acked are held up to Config.BufferBytes;
 // past it the poller stops polling, so franz-go holds at most one more
 // fetch per broker, and fetching resumes as units are acked. Memory is
-// bounded whatever the sink's speed.
+// bounded whatever the sink's speed. A topic's partitions take turns
+// starting units, so none waits while others have records.
 //
 // Invariants, each checked where it could break:
 //   - One unit in flight per partition, and a partition's records enter
@@ -59,12 +105,11 @@
 //   - A record is never fetched twice into units: each fetched offset is
 //     at or after the partition's expected position (run.advance).
 //   - Every record of a unit is a row: rows = records (decodeJSON).
+//   - Only records of partitions the run owns are queued (poll), and
+//     only their offsets committed to a group (committer.take).
 //
 // Answers of ingest are sources.Judge's: a refusal for backpressure or
 // an unknown outcome resends the very same unit after a backoff; the
 // unit in flight is not abandoned when the context ends (ingest runs
 // without its cancellation), so a host closing gracefully can ack it.
-//
-// Not built yet: consumer groups, committing progress to the broker for
-// lag tools, topic regexes, headers as a column.
 package kafka

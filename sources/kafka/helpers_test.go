@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,11 +41,15 @@ type testHost struct {
 	// afterCommit, if set, runs after the n-th recorded unit is
 	// committed; an error is the answer (committed, not acked: a crash).
 	afterCommit func(n int) error
+	// delay is how long a unit takes to commit, before the host looks at
+	// it: its offsets are not in the view meanwhile, as in the engine.
+	delay atomic.Int64 // nanoseconds
 }
 
 func newHost(t *testing.T) *testHost { return &testHost{t: t, rows: map[tp][]int64{}} }
 
 func (h *testHost) ingest(ctx context.Context, u engine.Unit) error {
+	time.Sleep(time.Duration(h.delay.Load()))
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.units++
@@ -187,7 +192,10 @@ func admin(t *testing.T, c *kfake.Cluster) *kadm.Client {
 func testConfig(c *kfake.Cluster, topic string, logs *logbuf.Buffer) Config {
 	return Config{Name: "events", Brokers: c.ListenAddrs(), Topics: []string{topic}, SinkRef: "lake",
 		UnitBytes: 4 << 10, BufferBytes: 64 << 10, InFlight: 3, Metadata: 100 * time.Millisecond,
-		Logger: slog.New(slog.NewTextHandler(logs, nil))}
+		Logger: slog.New(slog.NewTextHandler(logs, nil)),
+		// A fetch waits at most this for records: partitions added while
+		// one waits are fetched with the next.
+		ClientOpts: []kgo.Opt{kgo.FetchMaxWait(200 * time.Millisecond)}}
 }
 
 // runUntil runs src on the host's offsets until cond holds
@@ -203,6 +211,11 @@ func runUntil(t *testing.T, src *Source, h *testHost, cond func() bool) error {
 func (h *testHost) recorded() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	return h.rowsLocked()
+}
+
+// rowsLocked counts the rows recorded. REQUIRES: mu held (onUnit).
+func (h *testHost) rowsLocked() int {
 	n := 0
 	for _, offs := range h.rows {
 		n += len(offs)

@@ -11,6 +11,10 @@ import (
 // poll fetches records into the buffer while it has room: a full buffer
 // stops the fetching (franz-go then holds at most one fetch per broker),
 // which is the source's backpressure.
+//
+// In a group, rebalances wait from a poll until its records are in the
+// buffer (kgo.BlockRebalanceOnPoll, AllowRebalance): a revoke never
+// meets records fetched before it and queued after it.
 func (r *run) poll(ctx context.Context) error {
 	for {
 		if ch := r.buf.room(); ch != nil {
@@ -20,30 +24,44 @@ func (r *run) poll(ctx context.Context) error {
 			continue
 		}
 		fs := r.cl.PollFetches(ctx)
-		if ctx.Err() != nil {
-			return nil
+		err := r.queue(ctx, fs)
+		if r.s.cfg.Group != "" {
+			r.cl.AllowRebalance()
 		}
-		for _, e := range fs.Errors() {
-			if err := r.fetchError(ctx, e.Topic, e.Partition, e.Err); err != nil {
-				return err
-			}
-		}
-		var recs []*kgo.Record
-		var err error
-		fs.EachPartition(func(f kgo.FetchTopicPartition) {
-			if err == nil && len(f.Records) > 0 {
-				err = r.advance(tp{f.Topic, f.Partition}, f.Records)
-				recs = append(recs, f.Records...)
-			}
-			r.s.noteLag(tp{f.Topic, f.Partition}, f.HighWatermark)
-		})
-		if err != nil {
+		if err != nil || ctx.Err() != nil {
 			return err
 		}
-		if len(recs) > 0 {
-			r.buf.add(recs)
+	}
+}
+
+// queue puts the records of a poll of partitions the run owns in the
+// buffer, and handles its errors.
+func (r *run) queue(ctx context.Context, fs kgo.Fetches) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	for _, e := range fs.Errors() {
+		if err := r.fetchError(ctx, e.Topic, e.Partition, e.Err); err != nil {
+			return err
 		}
 	}
+	var recs []*kgo.Record
+	var err error
+	fs.EachPartition(func(f kgo.FetchTopicPartition) {
+		p := tp{f.Topic, f.Partition}
+		if !r.owns(p) {
+			return // not this run's (a group's revoke released it)
+		}
+		if err == nil && len(f.Records) > 0 {
+			err = r.advance(p, f.Records)
+			recs = append(recs, f.Records...)
+		}
+		r.s.noteLag(p, f.HighWatermark)
+	})
+	if err == nil && len(recs) > 0 {
+		r.buf.add(recs)
+	}
+	return err
 }
 
 // advance moves a partition's expected position past recs, which must
@@ -133,6 +151,16 @@ func (s *Source) noteLag(p tp, hw int64) {
 		s.hw, s.acked = map[tp]int64{}, map[tp]int64{}
 	}
 	s.hw[p] = hw
+}
+
+// forgetLag drops the lag of parts, no longer consumed.
+func (s *Source) forgetLag(parts []tp) {
+	s.lagMu.Lock()
+	defer s.lagMu.Unlock()
+	for _, p := range parts {
+		delete(s.hw, p)
+		delete(s.acked, p)
+	}
 }
 
 // noteAcked records that p's records before next are acked.

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -29,6 +30,7 @@ type Source struct {
 
 	recordsIngested, recordsAcked, unitsAcked atomic.Uint64
 	retries, gaps, gapRecords                 atomic.Uint64
+	commits, commitErrors                     atomic.Uint64
 
 	lagMu sync.Mutex
 	hw    map[tp]int64 // per partition, the high watermark of its last fetch
@@ -52,7 +54,11 @@ type Stats struct {
 	Retries         uint64 // resubmissions of a unit
 	Gaps            uint64 // ranges lost to retention and skipped (OnGapSkip)
 	GapRecords      uint64 // records in them
-	Lag             []PartitionLag
+	// Commits and CommitErrors count the commits of acked offsets to the
+	// consumer group (Config.Group) that succeeded and that failed.
+	Commits, CommitErrors uint64
+	// Lag is per partition consumed (with a group: assigned) now.
+	Lag []PartitionLag
 }
 
 // PartitionLag is how far a partition's acked records are behind its
@@ -66,7 +72,8 @@ type PartitionLag struct {
 // Stats returns the counters. Safe from any goroutine.
 func (s *Source) Stats() Stats {
 	st := Stats{RecordsIngested: s.recordsIngested.Load(), RecordsAcked: s.recordsAcked.Load(),
-		UnitsAcked: s.unitsAcked.Load(), Retries: s.retries.Load(), Gaps: s.gaps.Load(), GapRecords: s.gapRecords.Load()}
+		UnitsAcked: s.unitsAcked.Load(), Retries: s.retries.Load(), Gaps: s.gaps.Load(), GapRecords: s.gapRecords.Load(),
+		Commits: s.commits.Load(), CommitErrors: s.commitErrors.Load()}
 	s.lagMu.Lock()
 	for p, hw := range s.hw {
 		lag := hw
@@ -82,69 +89,123 @@ func (s *Source) Stats() Stats {
 	return st
 }
 
-// Run reads every partition of the topics from the offsets the host
-// recovered (its offsets view), or from Start for a partition without
-// one, and ingests the records until ctx ends (nil) or it fails: a
-// *RecordError, a *GapError (OnGapStop), an *AheadError, a topic that
-// does not exist, the host refusing every unit (engine.ErrClosed before
-// ctx ended), a broken invariant. A broker that cannot be reached is
-// logged and retried; the franz-go client retries fetches itself.
+// Run reads every partition of the topics — or, with a Group, those the
+// group assigns — from the offsets the host recovered (its offsets
+// view), or from Start for a partition without one, and ingests the
+// records until ctx ends (nil) or it fails: a *RecordError, a *GapError
+// (OnGapStop), an *AheadError, a topic that does not exist, the host
+// refusing every unit (engine.ErrClosed before ctx ended), a broken
+// invariant. A broker that cannot be reached is logged and retried; the
+// franz-go client retries fetches itself.
 func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Offsets) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return invariantf("source %q: Run called while it runs", s.cfg.Name)
 	}
 	defer s.running.Store(false)
-	r, err := s.open(ctx, offsets)
-	if r == nil || err != nil {
-		return err
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	r := &run{s: s, topics: s.newTopicSet(), owned: map[tp]bool{}, view: slices.Clone(offsets), pos: map[tp]int64{}}
+	r.fail = func(err error) {
+		if err != nil && !errors.Is(err, errStopped) && ctx.Err() == nil {
+			cancel(err)
+		}
 	}
+	r.ctx = ctx
 	defer r.close()
+	if err := r.open(ctx); err != nil || ctx.Err() != nil {
+		return cmp.Or(err, r.cause(ctx))
+	}
 	return r.run(ctx, ingest)
 }
 
 // run is one Run's state.
 type run struct {
-	s     *Source
-	cl    *kgo.Client
-	adm   *kadm.Client
-	buf   *buffer
-	known map[tp]bool // partitions being consumed
+	s *Source
+	// ctx is Run's: it ends when the run stops. The group's callbacks,
+	// which franz-go runs with its own, wait on it.
+	ctx    context.Context
+	cl     *kgo.Client  // consumes
+	meta   *kgo.Client  // looks up, for adm: ready before cl's group callbacks run
+	adm    *kadm.Client // on meta
+	buf    *buffer
+	topics *topicSet
+	// fail ends the run with err (nil and errStopped do not).
+	fail func(err error)
+	// commits sends acked offsets to the group; nil without one.
+	commits *committer
+
+	ownMu sync.Mutex
+	owned map[tp]bool     // the partitions consumed: all found (direct), or those assigned (group)
+	view  segment.Offsets // the offsets given to Run, max-merged with every unit acked since
 
 	posMu sync.Mutex
 	pos   map[tp]int64 // the next offset the poller expects, where known
 }
 
-func (r *run) close() { r.cl.Close() }
+// cause is what Run returns once ctx ended: nil when its parent ended
+// it, or else the failure that did.
+func (r *run) cause(ctx context.Context) error {
+	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
 
-// open finds the topics' partitions, checks each recovered offset
-// against its log, and starts a client consuming them. nil, nil: ctx
-// ended first.
-func (s *Source) open(ctx context.Context, offsets segment.Offsets) (*run, error) {
-	s.cfg.Logger.Info("kafka source: starting", "source", s.cfg.Name, "topics", s.cfg.Topics,
-		"partitions_with_offsets", ownKeys(offsets, s.cfg.Name))
-	meta, err := kgo.NewClient(s.clientOpts()...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka source %q: %w", s.cfg.Name, err)
+// open finds the topics' partitions and starts a client consuming them:
+// all of them from where they resume (direct), or those the group will
+// assign. nil with ctx ended: it ended first.
+func (r *run) open(ctx context.Context) error {
+	s := r.s
+	s.cfg.Logger.Info("kafka source: starting", "source", s.cfg.Name, "topics", s.cfg.Topics, "topic_regex", s.cfg.TopicRegex,
+		"group", s.cfg.Group, "partitions_with_offsets", ownKeys(r.view, s.cfg.Name))
+	var err error
+	if r.meta, err = kgo.NewClient(s.clientOpts()...); err != nil {
+		return fmt.Errorf("kafka source %q: %w", s.cfg.Name, err)
 	}
-	adm := kadm.NewClient(meta)
-	parts, err := s.partitions(ctx, adm)
-	if err != nil || parts == nil {
-		meta.Close()
-		return nil, err
+	r.adm = kadm.NewClient(r.meta)
+	parts, ok, err := r.discover(ctx)
+	if !ok {
+		return err
 	}
-	resume := resumeAt(offsets, s.cfg.Name, parts)
-	start, err := s.checkResume(ctx, adm, resume)
-	meta.Close()
+	r.buf = newBuffer(r.topics.all(), s.cfg.BufferBytes)
+	var opts []kgo.Opt
+	if s.cfg.Group != "" {
+		opts = r.groupOpts()
+	} else if opts, err = r.directOpts(ctx, parts); opts == nil {
+		return err
+	}
+	if s.cfg.ReadCommitted {
+		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	}
+	opts = append(s.metadataOpts(), opts...)
+	if r.cl, err = kgo.NewClient(append(opts, s.cfg.ClientOpts...)...); err != nil {
+		return fmt.Errorf("kafka source %q: %w", s.cfg.Name, err)
+	}
+	return nil
+}
+
+// close closes the clients open opened.
+func (r *run) close() {
+	if r.cl != nil {
+		r.cl.Close()
+	}
+	if r.meta != nil {
+		r.meta.Close()
+	}
+}
+
+// directOpts checks each recovered offset against its log and returns
+// the client options consuming parts, each from where it resumes.
+// nil, nil: ctx ended first.
+func (r *run) directOpts(ctx context.Context, parts []tp) ([]kgo.Opt, error) {
+	s := r.s
+	start, err := s.checkResume(ctx, r.adm, resumeAt(r.view, s.cfg.Name, parts))
 	if err != nil || start == nil {
 		return nil, err
 	}
 	consume := map[string]map[int32]kgo.Offset{}
-	r := &run{s: s, buf: newBuffer(s.cfg.Topics, s.cfg.BufferBytes), known: map[tp]bool{}, pos: map[tp]int64{}}
 	for _, p := range parts {
-		o := kgo.NewOffset().AtStart()
-		if s.cfg.Start == StartLatest {
-			o = kgo.NewOffset().AtEnd()
-		}
+		o := s.startOffset()
 		if at, ok := start[p]; ok {
 			o = kgo.NewOffset().At(at)
 			r.pos[p] = at
@@ -154,60 +215,73 @@ func (s *Source) open(ctx context.Context, offsets segment.Offsets) (*run, error
 			consume[p.topic] = map[int32]kgo.Offset{}
 		}
 		consume[p.topic][p.partition] = o
-		r.known[p] = true
+		r.owned[p] = true
 	}
-	opts := append(s.clientOpts(), kgo.ConsumePartitions(consume), kgo.ConsumeResetOffset(kgo.NoResetOffset()))
-	if s.cfg.ReadCommitted {
-		opts = append(opts, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	}
-	r.cl, err = kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka source %q: %w", s.cfg.Name, err)
-	}
-	r.adm = kadm.NewClient(r.cl)
-	return r, nil
+	return []kgo.Opt{kgo.ConsumePartitions(consume), kgo.ConsumeResetOffset(kgo.NoResetOffset())}, nil
 }
 
+// metadataOpts are the options every client of the source starts with:
+// its brokers, and metadata refreshed every Config.Metadata (within
+// franz-go's bounds) and cached no longer, so that the watch finds
+// partitions and topics added, and the consumer their leaders, soon
+// after they appear (a group refreshes on its own).
+func (s *Source) metadataOpts() []kgo.Opt {
+	minAge := max(10*time.Millisecond, min(5*time.Second, s.cfg.Metadata))
+	return []kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID("skipprd-" + s.cfg.Name),
+		kgo.MetadataMinAge(minAge), kgo.MetadataMaxAge(max(minAge, min(s.cfg.Metadata, time.Hour)))}
+}
+
+// startOffset is where a partition without a recovered offset starts.
+func (s *Source) startOffset() kgo.Offset {
+	if s.cfg.Start == StartLatest {
+		return kgo.NewOffset().AtEnd()
+	}
+	return kgo.NewOffset().AtStart()
+}
+
+// clientOpts are the options of a client that only looks things up.
 func (s *Source) clientOpts() []kgo.Opt {
-	opts := []kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.ClientID("skipprd-" + s.cfg.Name)}
-	return append(opts, s.cfg.ClientOpts...)
+	return append(s.metadataOpts(), s.cfg.ClientOpts...)
 }
 
-// partitions lists the topics' partitions, retrying while the brokers
-// cannot be reached. nil, nil: ctx ended first.
-func (s *Source) partitions(ctx context.Context, adm *kadm.Client) ([]tp, error) {
+// discover finds the topics — the listed ones, or those matching — and
+// their partitions, retrying while the brokers cannot be reached. ok is
+// false when it failed (err) or ctx ended first.
+func (r *run) discover(ctx context.Context) (parts []tp, ok bool, err error) {
+	s := r.s
 	backoff := retryBase
 	for {
-		details, err := adm.ListTopics(ctx, s.cfg.Topics...)
+		details, err := r.topics.lookup(ctx, r.adm)
 		if err == nil {
-			return s.partitionsOf(details)
+			return r.found(details)
 		}
 		if ctx.Err() != nil {
-			return nil, nil
+			return nil, false, nil
 		}
 		s.cfg.Logger.Warn("kafka source: cannot list the topics; retrying", "source", s.cfg.Name, "retry_in", backoff, "error", err)
 		if s.cfg.Sleep(ctx, backoff) != nil {
-			return nil, nil
+			return nil, false, nil
 		}
 		backoff = min(2*backoff, 10*retryMax)
 	}
 }
 
-func (s *Source) partitionsOf(details kadm.TopicDetails) ([]tp, error) {
-	var out []tp
-	for _, t := range s.cfg.Topics {
-		d, ok := details[t]
-		switch {
-		case !ok:
-			return nil, fmt.Errorf("kafka source %q: topic %q does not exist", s.cfg.Name, t)
-		case d.Err != nil:
-			return nil, fmt.Errorf("kafka source %q: topic %q: %w", s.cfg.Name, t, d.Err)
-		}
-		for _, p := range d.Partitions.Numbers() {
-			out = append(out, tp{t, p})
-		}
+// found takes the topics of details into the set and lists their
+// partitions.
+func (r *run) found(details kadm.TopicDetails) ([]tp, bool, error) {
+	s := r.s
+	if err := r.topics.add(r.topics.fresh(details)); err != nil {
+		return nil, false, fmt.Errorf("kafka source %q: %w", s.cfg.Name, err)
 	}
-	return out, nil
+	if len(r.topics.all()) == 0 {
+		s.cfg.Logger.Warn("kafka source: no topic matches topic_regex yet; looking again every metadata interval",
+			"source", s.cfg.Name, "topic_regex", s.cfg.TopicRegex, "every", s.cfg.Metadata)
+	}
+	parts, err := partitionsOf(details, r.topics.all())
+	if err != nil {
+		return nil, false, fmt.Errorf("kafka source %q: %w", s.cfg.Name, err)
+	}
+	return parts, true, nil
 }
 
 // checkResume compares each recovered offset with its partition's log:
@@ -219,10 +293,16 @@ func (s *Source) checkResume(ctx context.Context, adm *kadm.Client, resume map[t
 	if len(resume) == 0 {
 		return map[tp]int64{}, nil
 	}
-	starts, err := adm.ListStartOffsets(ctx, s.cfg.Topics...)
+	var topics []string
+	for p := range resume {
+		if !slices.Contains(topics, p.topic) {
+			topics = append(topics, p.topic)
+		}
+	}
+	starts, err := adm.ListStartOffsets(ctx, topics...)
 	if err == nil {
 		var ends kadm.ListedOffsets
-		ends, err = adm.ListEndOffsets(ctx, s.cfg.Topics...)
+		ends, err = adm.ListEndOffsets(ctx, topics...)
 		if err == nil {
 			return s.settleResume(resume, starts, ends)
 		}
@@ -271,57 +351,90 @@ func (s *Source) gap(g *GapError) error {
 // errStopped: ctx ended; Run returns nil.
 var errStopped = errors.New("kafka source: stopped")
 
-// run runs the poller, the workers and the metadata watch until one
-// fails or ctx ends.
+// run runs the poller, the workers, the metadata watch and, in a group,
+// the committer until one fails or ctx ends.
 func (r *run) run(ctx context.Context, ingest IngestFunc) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	var wg sync.WaitGroup
-	fail := func(err error) {
-		if err != nil && !errors.Is(err, errStopped) && ctx.Err() == nil {
-			cancel(err)
-		}
+	wg.Go(func() { r.fail(r.poll(ctx)) })
+	wg.Go(func() { r.fail(r.watch(ctx)) })
+	if r.commits != nil {
+		wg.Go(func() { r.commits.run(ctx) })
 	}
-	wg.Go(func() { fail(r.poll(ctx)) })
-	wg.Go(func() { fail(r.watch(ctx)) })
 	for range r.s.cfg.InFlight {
-		wg.Go(func() { fail(r.work(ctx, ingest)) })
+		wg.Go(func() { r.fail(r.work(ctx, ingest)) })
 	}
 	wg.Wait()
-	if err := context.Cause(ctx); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return r.cause(ctx)
 }
 
-// watch looks the topics up every Metadata interval and consumes
-// partitions added since, from their start.
+// watch looks the topics up every Metadata interval for partitions
+// added since and, with TopicRegex, topics: both read from their start.
 func (r *run) watch(ctx context.Context) error {
 	for r.s.cfg.Sleep(ctx, r.s.cfg.Metadata) == nil {
-		details, err := r.adm.ListTopics(ctx, r.s.cfg.Topics...)
+		details, err := r.topics.lookup(ctx, r.adm)
 		if err != nil {
 			r.s.cfg.Logger.Warn("kafka source: cannot look the topics up", "source", r.s.cfg.Name, "error", err)
 			continue
 		}
-		parts, err := r.s.partitionsOf(details)
-		if err != nil {
-			return err
-		}
-		add := map[string]map[int32]kgo.Offset{}
-		for _, p := range parts {
-			if r.known[p] {
-				continue
-			}
-			r.known[p] = true
-			if add[p.topic] == nil {
-				add[p.topic] = map[int32]kgo.Offset{}
-			}
-			add[p.topic][p.partition] = kgo.NewOffset().AtStart()
-			r.s.cfg.Logger.Info("kafka source: new partition", "source", r.s.cfg.Name, "topic", p.topic, "partition", p.partition)
-		}
-		if len(add) > 0 {
-			r.cl.AddConsumePartitions(add)
+		if err := r.refresh(details); err != nil {
+			return fmt.Errorf("kafka source %q: %w", r.s.cfg.Name, err)
 		}
 	}
 	return nil
+}
+
+// refresh consumes the topics and partitions of details not consumed
+// yet: new topics are added to the group's subscription (which assigns
+// their partitions), or, direct, every new partition is consumed from
+// its start. A topic of the set that is gone is an error.
+func (r *run) refresh(details kadm.TopicDetails) error {
+	fresh := r.topics.fresh(details)
+	if err := r.topics.add(fresh); err != nil {
+		return err
+	}
+	if len(fresh) > 0 {
+		r.s.cfg.Logger.Info("kafka source: new topics match topic_regex", "source", r.s.cfg.Name, "topics", fresh)
+		r.buf.addTopics(fresh)
+	}
+	parts, err := partitionsOf(details, r.topics.all())
+	if err != nil {
+		return err
+	}
+	if r.s.cfg.Group != "" {
+		r.cl.AddConsumeTopics(fresh...) // the group finds new partitions itself (MetadataMaxAge)
+		return nil
+	}
+	add := map[string]map[int32]kgo.Offset{}
+	for _, p := range r.own(parts) {
+		if add[p.topic] == nil {
+			add[p.topic] = map[int32]kgo.Offset{}
+		}
+		add[p.topic][p.partition] = kgo.NewOffset().AtStart()
+		r.s.cfg.Logger.Info("kafka source: new partition", "source", r.s.cfg.Name, "topic", p.topic, "partition", p.partition)
+	}
+	if len(add) > 0 {
+		r.cl.AddConsumePartitions(add)
+	}
+	return nil
+}
+
+// own marks parts owned and returns those that were not.
+func (r *run) own(parts []tp) []tp {
+	r.ownMu.Lock()
+	defer r.ownMu.Unlock()
+	var added []tp
+	for _, p := range parts {
+		if !r.owned[p] {
+			r.owned[p] = true
+			added = append(added, p)
+		}
+	}
+	return added
+}
+
+// owns reports whether the run consumes p.
+func (r *run) owns(p tp) bool {
+	r.ownMu.Lock()
+	defer r.ownMu.Unlock()
+	return r.owned[p]
 }
