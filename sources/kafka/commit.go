@@ -15,13 +15,16 @@ import (
 // commitTimeout bounds one commit to the group.
 const commitTimeout = 10 * time.Second
 
-// committer commits the offsets of acked units to the consumer group,
-// only so that lag tools see the progress: they are never read back
-// (the host's offsets view is where partitions resume). It is best
-// effort and never holds ingest up: workers only note their acks
-// (acked); one goroutine (run) commits what is noted, the latest offset
-// per partition, one commit at a time, and a failed commit is logged,
-// counted and tried again with the next.
+// committer commits the offsets of acked units to the consumer group:
+// for lag tools, and for the member a partition is handed to next, which
+// resumes from the higher of its host's offsets view and this commit
+// (group.go) — so an offset is noted only once the host holds the
+// records before it (acked, or in the offsets view on assignment). It
+// is best effort and never holds ingest up: workers only note their
+// acks (acked); one goroutine (run) commits what is noted, the latest
+// offset per partition, one commit at a time, and a failed commit is
+// logged, counted and tried again with the next. A commit missed only
+// widens what the next owner reads again.
 //
 // INVARIANT (send): only offsets of partitions the run owns are
 // committed — and, by the revoke callback (flush), those being revoked,
@@ -110,7 +113,7 @@ func (c *committer) send(ctx context.Context, cl *kgo.Client, parts []tp) error 
 		return nil
 	}
 	s.commitErrors.Add(1)
-	s.cfg.Logger.Warn("kafka source: cannot commit acked offsets to the group (for lag tools only: ingest goes on)",
+	s.cfg.Logger.Warn("kafka source: cannot commit acked offsets to the group (ingest goes on; a member taking the partition over would read again from the last commit)",
 		"source", s.cfg.Name, "group", s.cfg.Group, "partitions", len(offs), "error", err)
 	if parts == nil {
 		c.mu.Lock()

@@ -8,7 +8,8 @@
 // is the host's offsets view, which only the host writes, with the rows
 // (sources/doc.go) — the consumer's offsets live in the WAL, not in the
 // broker, which is what lets a new host with an empty disk resume
-// exactly once. The daemon wires a Source to storage.Host.Ingest and
+// exactly once; in a consumer group the group's committed offsets also
+// count (below). The daemon wires a Source to storage.Host.Ingest and
 // hands Run storage.Host.ResumeOffsets.
 //
 // # Topics
@@ -45,31 +46,46 @@
 // # Consumer groups
 //
 // With Config.Group the group assigns the partitions (franz-go's group
-// consumer, cooperative-sticky, autocommit off) and the offsets view
-// still says where each resumes: on every assignment each partition is
-// seeked to its offset in the host's view as it is then (Config.Offsets,
-// max-merged with what this Run was given and acked), or to Start, and
-// checked against its log as above. The group's committed offsets are
-// never read. After each unit is acked, a committer goroutine commits
-// its offsets to the group (CommitOffsetsSync, one at a time, the latest
-// per partition), only so that lag tools see progress: best effort,
-// failures logged and counted (Stats.CommitErrors), ingest never waits
-// for it. group.go says what a revoke and a loss do to the units in
+// consumer, cooperative-sticky, autocommit off). On every assignment the
+// group's committed offsets of the partitions assigned are fetched —
+// retried with a backoff and logged while the coordinator does not
+// answer, the partitions not consumed meanwhile, never done without —
+// and each partition resumes from the higher of its offset in the host's
+// view as it is then (Config.Offsets, max-merged with what this Run was
+// given and acked) and its committed offset; from Start with neither.
+// The offset chosen is checked against its log as above. After each
+// unit is acked, a committer goroutine commits its offsets to the group
+// (CommitOffsetsSync, one at a time, the latest per partition): best
+// effort, failures logged and counted (Stats.CommitErrors), ingest never
+// waits for it; a view offset above the group's is committed on the
+// assignment. group.go says what a revoke and a loss do to the units in
 // flight: in short, a revoked partition's queued records are dropped, a
 // unit holding it is abandoned once an answer says nothing of it is
 // held (its other partitions' records go back to the buffer) or resent
 // whole while its outcome is unknown, and the revoke returns only once
 // none is in flight, then commits the partition's acked offset.
 //
-// Exactly once holds per offsets view. Members sharing one view (only
-// tests do) hand partitions over without loss or duplicates. Daemons
-// each have their own WAL: a partition moved to another daemon resumes
-// there from that daemon's offset for it, or from Start without one, so
-// what the first daemon ingested since is ingested again (or, with
-// StartLatest, records are skipped). A group of several daemons is at
-// least once across rebalances. With StartLatest, even in one view, a
-// partition handed over before any unit of it was acked begins at its
-// end again: the records between are skipped.
+// Why the higher of the two: an offset is committed to the group only
+// after the host acked the records before it — they are in the owning
+// daemon's WAL — so a committed offset is a lower bound of what some
+// daemon's WAL holds. Within one daemon its WAL stays the truth: a
+// committed offset below its view's is ignored (no rewind), and it
+// resumes exactly once across kills and new hosts from its own WAL. A
+// committed offset above its view's means another daemon ingested the
+// records between into its own WAL: they are not read again (an offset
+// reset by hand in the group, when higher, is taken as well: the records
+// before it are skipped). So a
+// partition handed between daemons is at least once: the new owner
+// reads again only the records the old one acked after its last commit
+// to the group — none when the revoke's commit succeeded; after a loss
+// (the old owner fenced, or its session expired: nothing committed) or
+// a failed commit, those since its last commit, and a unit of the old
+// owner in flight may still be committed after the new owner began. A
+// partition with neither offset starts at Start each time it is
+// assigned: with StartLatest, one handed over before any unit of it was
+// acked and committed begins at its end again, and the records between
+// are skipped. Members sharing one view (only tests do) hand partitions
+// over without loss or duplicates.
 //
 // # Units
 //
