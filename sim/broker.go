@@ -20,8 +20,16 @@ import (
 // once their generation commits (engine.ReplayPending), so the source
 // waits for that first, as the daemon does (storage.Host.ResumeOffsets).
 //
-// Not modelled yet: retention removing a partition's oldest records,
-// partitions added while the world runs, broker outages.
+// In some worlds the broker does more (SourceSpec.Broker, broker_log.go
+// and broker_fetch.go): retention removes a partition's oldest records,
+// and a source that resumes or fetches below a partition's start
+// reports the gap — partition and range — and stops (on_gap stop) or
+// goes on from the start (skip), never jumping silently; partitions
+// are added while the world runs, found by the source's metadata watch
+// and read from their start; outages fail every fetch, retried with a
+// backoff. broker_oracle.go checks that every record up to a
+// partition's committed offset is committed once, or inside a gap the
+// source reported of records retention removed.
 
 // World marks of broker sources.
 const (
@@ -52,6 +60,10 @@ func (s *source) resumeBroker() {
 		})
 		return
 	}
+	if s.brk != nil {
+		s.resumeFromBroker()
+		return
+	}
 	for p := range s.next {
 		v, _ := w.eng.Offset(offsetKey(s.spec, p))
 		s.next[p] = v + 1
@@ -69,6 +81,9 @@ func (s *source) fetchEnd(p int, seq uint64) uint64 {
 	last := seq
 	for last+1 < seq+n && !s.exhausted(last+1, s.highest[p]) {
 		last++
+	}
+	if s.brk != nil {
+		s.brk.appended(p, last)
 	}
 	return last
 }

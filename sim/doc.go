@@ -77,11 +77,17 @@
 //     (broker.go, SourceSpec.FetchMax) are logs read as the Kafka source
 //     reads one: a unit is a run of records (each record an id) cut anew
 //     at every fetch, and a restart resumes once the units a disk WAL
-//     replayed have committed (engine.ReplayPending). Most CDC sources
-//     change a small key space (SourceSpec.Keys, cdc.go): inserts,
-//     updates and deletes of the same identities from every partition,
-//     under order tokens unique in the namespace that units deliver out
-//     of order.
+//     replayed have committed (engine.ReplayPending). Behind some of
+//     them the broker does more (SourceSpec.Broker, broker_log.go,
+//     broker_fetch.go): retention removes records first read long
+//     enough ago, partitions are added while the world runs, outages
+//     fail every fetch; the source reports each range retention took
+//     before it read it and stops or skips it, finds added partitions
+//     and reads them from their start, and retries through outages.
+//     Most CDC sources change a small key space (SourceSpec.Keys,
+//     cdc.go): inserts, updates and deletes of the same identities from
+//     every partition, under order tokens unique in the namespace that
+//     units deliver out of order.
 //   - HTTP clients (endpoint.go, endpoint_body.go, shape.go, refuse.go):
 //     with Config.HTTP (cmd/simulate sets it) the non-replayable sources
 //     are clients of the real HTTP source: each unit is a request with
@@ -112,7 +118,9 @@
 //   - Oracles (oracle.go, recovery_oracle.go, bitmap_oracle.go,
 //     sinkoracle.go, ackledger.go, digest.go, wal_oracle.go for the
 //     local-disk WAL, reclaim_oracle.go for what a reclaim must leave
-//     durable; the sources' checks live with them, above): the
+//     durable, broker_oracle.go for what a broker source may leave out:
+//     only records retention removed, each in a gap it reported; the
+//     sources' other checks live with them, above): the
 //     guarantees, checked against the store's truth (the oracle decodes
 //     every segment whose marker lands and compares whole rows with what
 //     was produced, RowDigest), never against what the engine says of

@@ -52,6 +52,8 @@ type source struct {
 	objKeys   map[string]int
 	corrupt   int
 	ackedUpTo uint64
+	// brk: the broker of a broker source with a BrokerSpec (broker_log.go).
+	brk *brokerLog
 }
 
 func newSource(w *World, idx int, spec SourceSpec) *source {
@@ -71,11 +73,15 @@ func newSource(w *World, idx int, spec SourceSpec) *source {
 		s.recovered = make([]uint64, spec.Partitions)
 		s.attempt = make([]uint64, spec.Partitions)
 	}
+	if spec.Broker != nil && s.broker() {
+		s.brk = newBrokerLog(s)
+	}
 	return s
 }
 
 // startDueSources starts the sources whose start step has come.
 func (w *World) startDueSources() {
+	w.brokersDue()
 	for _, s := range w.sources {
 		if !s.started && w.sched.Steps() >= s.startStep && w.producing {
 			s.started = true
@@ -169,6 +175,9 @@ func (s *source) exhausted(seq, highest uint64) bool {
 
 // tickPartition submits the partition's next unit.
 func (s *source) tickPartition(p int) {
+	if s.brk != nil && !s.brokerFetch(p) {
+		return
+	}
 	seq := s.next[p]
 	if s.inFlight[p] || s.exhausted(seq, s.highest[p]) {
 		return
@@ -330,6 +339,9 @@ func unitContent(spec SourceSpec, uid UID) (arrow.RecordBatch, *segment.Sidecar)
 func (s *source) idle() bool {
 	if s.spec.Prefix {
 		return s.w.cfg.Prefix == nil || s.prefixIdle()
+	}
+	if s.brk != nil {
+		return s.brokerIdle()
 	}
 	for p, f := range s.inFlight {
 		if f || s.started && !s.exhausted(s.next[p], s.highest[p]) {

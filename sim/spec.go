@@ -133,6 +133,9 @@ func DrawWorld(r *Rand, dests []string) WorldSpec {
 	if p := r.Split("pipelines"); len(s.Sinks) > 0 && p.Chance(pipelinesShare) {
 		s.Pipelines = drawPipelines(p, s)
 	}
+	// Retention, partitions added and outages behind some broker
+	// sources (own stream: the draws above keep their values).
+	drawBrokers(r.Split("brokers"), &s)
 	return s
 }
 
@@ -309,7 +312,7 @@ func (s WorldSpec) Summary() string {
 		sinks = append(sinks, k.Ref+"="+k.Kind)
 	}
 	for _, src := range s.Sources {
-		srcs = append(srcs, src.summary())
+		srcs = append(srcs, src.summary()+src.Broker.summary())
 	}
 	out := fmt.Sprintf("wal=%s target=%s part=%s parts_in_flight=%d queue=%d live_max=%d compaction=%d stream_chunk=%s memory=%s page=%d lanes=%s sinks=[%s] sources=[%s]",
 		walSummary(c.Disk), mib(c.TargetBytes), mib(c.PartBytes), c.PartConcurrency, c.QueueCapacity, c.LiveSegmentsMax, c.CompactionConcurrency,

@@ -125,7 +125,9 @@ func (o *Oracle) acknowledged(s *source) []UID {
 	}
 	for p, v := range s.recovered {
 		for seq := uint64(1); seq <= v; seq++ {
-			out = append(out, makeUID(s.idx, p, seq))
+			if uid := makeUID(s.idx, p, seq); !o.notDelivered(uid) {
+				out = append(out, uid)
+			}
 		}
 	}
 	if s.spec.Prefix {

@@ -46,6 +46,10 @@ type SourceSpec struct {
 	// units are runs of 1..FetchMax records cut anew at every fetch. 0:
 	// one record a unit, the same after every restart.
 	FetchMax int `json:"fetch_max,omitempty"`
+	// Broker (broker source): what its broker does besides serving
+	// records — retention, partitions added, outages (broker_spec.go).
+	// nil: none of them.
+	Broker *BrokerSpec `json:"broker,omitempty"`
 	// Prefix: objects dropped under a prefix of the store, read by the
 	// real objects source (prefix.go); Replayable, without partitions.
 	Prefix bool `json:"prefix,omitempty"`

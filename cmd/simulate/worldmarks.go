@@ -31,6 +31,12 @@ var worldMarks = []worldMark{
 	{name: sim.MarkBrokerResumeWaited, needsWorld: func(s sim.WorldSpec) bool {
 		return s.Engine.Disk != nil && slices.ContainsFunc(s.AllSources(), brokerSource)
 	}},
+	{name: sim.MarkBrokerGapStopped, needs: func(s sim.SourceSpec) bool { return retention(s) && !s.Broker.OnGapSkip }},
+	{name: sim.MarkBrokerGapSkipped, needs: func(s sim.SourceSpec) bool { return retention(s) && s.Broker.OnGapSkip }},
+	{name: sim.MarkBrokerGapAtFetch, needs: retention},
+	{name: sim.MarkBrokerStartRemoved, needs: retention},
+	{name: sim.MarkBrokerPartitionAdd, needs: func(s sim.SourceSpec) bool { return s.Broker != nil && len(s.Broker.AddedPermille) > 0 }},
+	{name: sim.MarkBrokerOutageRetried, needs: func(s sim.SourceSpec) bool { return s.Broker != nil && len(s.Broker.Outages) > 0 }},
 	{name: sim.MarkPipelinesSharedNamespace, needsWorld: sim.WorldSpec.SharesNamespace},
 	{name: sim.MarkPipelinesPowerLoss, needsWorld: func(s sim.WorldSpec) bool { return len(s.Pipelines) > 0 }},
 }
@@ -40,6 +46,13 @@ var worldMarks = []worldMark{
 var optionalWorldMarks = map[string]string{
 	sim.MarkHTTPCSVAsJSON: "a unit due as CSV whose every payload could read as a number: one of 8 characters or more " +
 		"from 10 digits of 36 is one in 30,000, and a unit has several; sim TestRequestBodies checks the rule",
+	sim.MarkBrokerGapStopped: "retention must outrun a consumer that crashed, waited or was refused: 10 of 17 worlds that can " +
+		"of 200 seeds, too few for the sweep's 24; sim TestBrokerWorld forces it",
+	sim.MarkBrokerGapSkipped: "as broker-gap-stopped: 14 of 22 worlds that can of 200 seeds; sim TestBrokerWorld forces it",
+	sim.MarkBrokerGapAtFetch: "a gap met by a fetch rather than a resume: records read, refused for longer than the retention age, " +
+		"then fetched again in the same run — 10 of 32 retention worlds of 200 seeds; sim TestBrokerFetchGap forces it",
+	sim.MarkBrokerStartRemoved: "records of a partition read but never committed, then removed before any of it was: 5 of 32 " +
+		"retention worlds of 200 seeds; sim TestBrokerWorld reaches it",
 }
 
 // worldMark is a world mark and the sources that can reach it (any
@@ -67,6 +80,9 @@ func refusingClient(s sim.SourceSpec) bool { return !s.Replayable && s.RefusePer
 func cappedClient(s sim.SourceSpec) bool { return refusingClient(s) && s.BodyCap > 0 }
 
 func brokerSource(s sim.SourceSpec) bool { return s.FetchMax > 0 }
+
+// retention: a broker source whose broker removes its oldest records.
+func retention(s sim.SourceSpec) bool { return s.Broker != nil && s.Broker.RetentionAge > 0 }
 
 func mixedObjects(s sim.SourceSpec) bool { return s.Prefix && s.Formats != "" }
 
