@@ -95,8 +95,12 @@ func (s *batchSet) add(u *unit, in Unit) {
 	if in.Sidecar != nil {
 		p.sidecar = append(p.sidecar, in.Sidecar.Rows...)
 	}
-	for _, o := range in.Offsets {
-		s.offsets = s.offsets.Advance(o.Key, o.Value)
+	if len(pendingKeys(in.Offsets)) < len(in.Offsets) {
+		s.offsets = segment.MaxMerge(s.offsets, in.Offsets) // a floor drops what it covers
+	} else {
+		for _, o := range in.Offsets {
+			s.offsets = s.offsets.Advance(o.Key, o.Value)
+		}
 	}
 	s.units = append(s.units, u)
 	s.bytes += u.bytes

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
@@ -184,8 +185,18 @@ func (e *Engine) Offsets() segment.Offsets { return e.committed.sorted() }
 func (e *Engine) ReplayPending() int { return e.replayPending }
 
 // Offset returns one source offset of the view: a replayable source's
-// progress for key. O(1), unlike Offsets.
-func (e *Engine) Offset(key string) (uint64, bool) { return e.committed.get(key) }
+// progress for key. A key under a floor (segment.FloorKey) reads as
+// math.MaxUint64: every value of it is covered. O(1) plus a test per
+// floor, unlike Offsets.
+func (e *Engine) Offset(key string) (uint64, bool) {
+	if v, ok := e.committed.get(key); ok {
+		return v, true
+	}
+	if _, ok := e.committed.floorOf(key); ok && !segment.IsFloor(key) {
+		return math.MaxUint64, true
+	}
+	return 0, false
+}
 
 // IdempotencyKeyKnown reports whether the engine may remember an
 // idempotency key: it holds it exactly, or a run's filter admits it

@@ -1,6 +1,9 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Port errors. Ports wrap these so the engine can branch on errors.Is.
 var (
@@ -33,6 +36,11 @@ var (
 	// ErrResourceExhausted: ingest admission is full; retry later
 	// (backpressure, never data loss).
 	ErrResourceExhausted = errors.New("engine: resource exhausted")
+	// ErrOffsetsViewFull is the ErrResourceExhausted of a unit that
+	// would grow the source offsets past what _offsets holds
+	// (Config.OffsetsViewMax): it waits for keys to be retired, which
+	// only floors do (segment.FloorKey).
+	ErrOffsetsViewFull = fmt.Errorf("%w: offsets view full", ErrResourceExhausted)
 	// ErrClosed: the engine is shutting down or has failed closed.
 	ErrClosed = errors.New("engine: closed")
 	// ErrNotReady: recovery has not finished.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -121,7 +120,7 @@ func (e *Engine) admit(in Unit) error {
 	if err := validateUnit(in, e.fingerprint(in.Schema)); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidUnit, err)
 	}
-	for _, o := range in.Offsets {
+	for _, o := range pendingKeys(in.Offsets) {
 		if u := e.offsetPending[o.Key]; u != nil && !slices.Equal(u.offsets, in.Offsets) {
 			e.mark(MarkBackpressureOffset)
 			return fmt.Errorf("%w: offset key %q has an unanswered unit; retry after its answer", ErrResourceExhausted, o.Key)
@@ -232,10 +231,8 @@ func validateUnit(in Unit, fp segment.SchemaFingerprint) error {
 	if err := in.Offsets.Validate(); err != nil {
 		return err
 	}
-	for _, o := range in.Offsets {
-		if strings.HasPrefix(o.Key, idemPrefix) {
-			return fmt.Errorf("offset key %q uses the reserved prefix %q", o.Key, idemPrefix)
-		}
+	if err := checkOffsetKeys(in.Offsets); err != nil {
+		return err
 	}
 	if len(idemPrefix)+len(in.IdempotencyKey) > segment.OffsetKeyBytesMax {
 		return fmt.Errorf("idempotency key of %d bytes, limit %d", len(in.IdempotencyKey), segment.OffsetKeyBytesMax-len(idemPrefix))
@@ -272,7 +269,7 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 		e.answer(done, nil)
 		return true
 	}
-	if u := e.offsetPending[in.Offsets[0].Key]; u != nil {
+	if u := e.offsetPending[pendingKeys(in.Offsets)[0].Key]; u != nil {
 		e.mark(MarkDuplicateJoined)
 		u.dones = append(u.dones, done) // admit checked: the same offsets
 		return true
@@ -310,7 +307,7 @@ func (e *Engine) viewRoom(in Unit) error {
 	}
 	if n := e.committed.len() + len(e.offsetPending) + added; n > limit {
 		e.mark(MarkBackpressureView)
-		return fmt.Errorf("%w: offsets view full (%d source offsets with this unit, limit %d)", ErrResourceExhausted, n, limit)
+		return fmt.Errorf("%w (%d source offsets with this unit, limit %d)", ErrOffsetsViewFull, n, limit)
 	}
 	return nil
 }
@@ -345,7 +342,7 @@ func (e *Engine) roomFor(in Unit) bool {
 func (e *Engine) append(in Unit, done func(error)) {
 	u := &unit{idem: in.IdempotencyKey, ns: in.Key.Namespace, dones: []func(error){done}, bytes: unitBytes(in), since: e.now()}
 	u.offsets = slices.Clone(in.Offsets) // the caller keeps its slice
-	for _, o := range u.offsets {
+	for _, o := range pendingKeys(u.offsets) {
 		if prev := e.offsetPending[o.Key]; prev != nil {
 			e.broken("one unanswered unit per offset key: %q has one at %v, another appended at %v", o.Key, prev.offsets, u.offsets)
 			e.answer(done, fmt.Errorf("%w: %v", ErrClosed, e.err)) // not held: failing closed did not answer it
@@ -362,7 +359,7 @@ func (e *Engine) append(in Unit, done func(error)) {
 		e.answer(done, fmt.Errorf("%w: %v", ErrInvalidUnit, err))
 		return
 	}
-	for _, o := range u.offsets {
+	for _, o := range pendingKeys(u.offsets) {
 		e.offsetPending[o.Key] = u
 	}
 	if u.idem != "" {

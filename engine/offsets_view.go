@@ -20,12 +20,20 @@ import (
 // snapshot are sorted alone and merged in, so a snapshot costs
 // O(n + k log k) for k new keys.
 //
-// INVARIANT: every key of vals is listed in order or fresh; order is
-// sorted without duplicates (checked as snapshot rebuilds it).
+// Floors (segment.FloorKey) are held as entries too, at most one per
+// family, and no key a floor covers is held: merging one drops them.
+//
+// INVARIANT: every key of vals is listed in order or fresh (which may
+// also list keys since dropped: sorted skips them); order is sorted
+// without duplicates (checked as snapshot rebuilds it); floors holds
+// each family's floor whose key is in vals, and fams its families,
+// sorted (checked by check).
 type offsetsView struct {
-	vals  map[string]uint64
-	order []string // sorted keys as of the last snapshot
-	fresh []string // keys that joined since, unsorted
+	vals   map[string]uint64
+	order  []string          // sorted keys as of the last snapshot
+	fresh  []string          // keys that joined since, unsorted
+	floors map[string]string // family → the mark of its floor
+	fams   []string          // the families of floors, sorted
 	// A key whose value changed since the snapshot of the last write
 	// began is in unsynced; one that changed before the snapshot of the
 	// write in flight, in flight. A key in neither is durable in the
@@ -40,7 +48,8 @@ type offsetsView struct {
 }
 
 func newOffsetsView() *offsetsView {
-	return &offsetsView{vals: map[string]uint64{}, unsynced: map[string]struct{}{}, flight: map[string]struct{}{}}
+	return &offsetsView{vals: map[string]uint64{}, floors: map[string]string{},
+		unsynced: map[string]struct{}{}, flight: map[string]struct{}{}}
 }
 
 func (v *offsetsView) len() int { return len(v.vals) }
@@ -57,14 +66,35 @@ func (v *offsetsView) get(key string) (uint64, bool) {
 	return val, ok
 }
 
-// covers reports whether every offset of o is at or below the view.
+// covers reports whether every offset of o is at or below the view: a
+// floor at or below the family's, a key at or below its value or under
+// its family's floor.
 func (v *offsetsView) covers(o segment.Offsets) bool {
 	for _, e := range o {
-		if cur, ok := v.vals[e.Key]; !ok || cur < e.Value {
+		if fam, mark, ok := segment.ParseFloor(e.Key); ok {
+			if cur, has := v.floors[fam]; !has || cur < mark {
+				return false
+			}
+			continue
+		}
+		if cur, ok := v.vals[e.Key]; ok && cur >= e.Value {
+			continue
+		}
+		if _, ok := v.floorOf(e.Key); !ok {
 			return false
 		}
 	}
 	return true
+}
+
+// floorOf returns the key of the floor covering key, if one does.
+func (v *offsetsView) floorOf(key string) (string, bool) {
+	for _, fam := range v.fams {
+		if mark := v.floors[fam]; segment.Floored(key, fam, mark) {
+			return segment.FloorKey(fam, mark), true
+		}
+	}
+	return "", false
 }
 
 // merge max-merges source offsets committed in a segment: changed keys
@@ -94,41 +124,115 @@ func (v *offsetsView) mergeFrom(o segment.Offsets, durable bool) {
 			v.inv.broken("offsets view holds source offsets only: %s=%d merged", e.Key, e.Value)
 			continue
 		}
-		cur, ok := v.vals[e.Key]
-		if ok && e.Value <= cur {
-			if durable && e.Value == cur {
-				delete(v.unsynced, e.Key) // the object has our value
-			}
+		if fam, mark, ok := segment.ParseFloor(e.Key); ok {
+			v.mergeFloor(fam, mark, e, durable)
 			continue
 		}
-		if !ok {
-			v.fresh = append(v.fresh, e.Key)
+		if _, ok := v.floorOf(e.Key); ok {
+			continue // done below a floor: dropped
 		}
-		v.vals[e.Key] = e.Value
-		if durable {
-			delete(v.unsynced, e.Key)
-		} else {
-			v.unsynced[e.Key] = struct{}{}
+		v.mergeKey(e, durable)
+	}
+}
+
+// mergeKey max-merges one entry.
+func (v *offsetsView) mergeKey(e segment.Offset, durable bool) {
+	cur, ok := v.vals[e.Key]
+	if ok && e.Value <= cur {
+		if durable && e.Value == cur {
+			delete(v.unsynced, e.Key) // the object has our value
+		}
+		return
+	}
+	if !ok {
+		v.fresh = append(v.fresh, e.Key)
+	}
+	v.vals[e.Key] = e.Value
+	if durable {
+		delete(v.unsynced, e.Key)
+	} else {
+		v.unsynced[e.Key] = struct{}{}
+	}
+}
+
+// mergeFloor merges family fam's floor at mark: a floor above the
+// family's replaces it and drops the keys it covers.
+func (v *offsetsView) mergeFloor(fam, mark string, e segment.Offset, durable bool) {
+	cur, has := v.floors[fam]
+	if has && mark < cur {
+		return
+	}
+	if has && mark > cur {
+		v.drop(segment.FloorKey(fam, cur))
+	}
+	if !has {
+		i, _ := slices.BinarySearch(v.fams, fam)
+		v.fams = slices.Insert(v.fams, i, fam)
+	}
+	v.floors[fam] = mark
+	v.mergeKey(e, durable)
+	v.dropCovered(fam, mark)
+}
+
+// dropCovered drops the keys of family fam at or below mark: a range of
+// order (every key between fam and fam+mark starts with fam) and any of
+// fresh.
+func (v *offsetsView) dropCovered(fam, mark string) {
+	lo, _ := slices.BinarySearch(v.order, fam)
+	hi, found := slices.BinarySearch(v.order, fam+mark)
+	if found {
+		hi++
+	}
+	for _, k := range v.order[lo:hi] {
+		v.drop(k)
+	}
+	v.order = slices.Delete(v.order, lo, hi)
+	for _, k := range v.fresh {
+		if segment.Floored(k, fam, mark) {
+			v.drop(k) // fresh keeps it listed: sorted skips it
 		}
 	}
 }
 
+// drop forgets key. The _offsets object may still hold it: it is dirty
+// until written again, since what dropped it (a floor) is unsynced.
+func (v *offsetsView) drop(key string) {
+	delete(v.vals, key)
+	delete(v.unsynced, key)
+}
+
 // durable reports whether the _offsets object durably covers every
 // offset of want, as far as this view knows.
+// A key a floor dropped is durable when that floor is (an older floor
+// may have covered it already: conservative).
 func (v *offsetsView) durable(want segment.Offsets) bool {
 	for _, e := range want {
-		cur, ok := v.vals[e.Key]
-		if !ok || cur < e.Value {
+		if !v.covers(segment.Offsets{e}) {
 			return false
 		}
-		if _, ok := v.unsynced[e.Key]; ok {
+		k := v.holder(e)
+		if _, ok := v.unsynced[k]; ok {
 			return false
 		}
-		if _, ok := v.flight[e.Key]; ok {
+		if _, ok := v.flight[k]; ok {
 			return false
 		}
 	}
 	return true
+}
+
+// holder is the key of the view whose durability decides that of e, an
+// entry the view covers: for a floor, its family's floor; for a key, the
+// key itself if held, else the floor covering it.
+func (v *offsetsView) holder(e segment.Offset) string {
+	if fam, _, ok := segment.ParseFloor(e.Key); ok {
+		return segment.FloorKey(fam, v.floors[fam])
+	}
+	if _, ok := v.vals[e.Key]; ok {
+		return e.Key
+	}
+	k, _ := v.floorOf(e.Key)
+	return k
 }
 
 // objectLost records that the object is gone (deleted by someone else):
@@ -154,6 +258,9 @@ func (v *offsetsView) sorted() segment.Offsets {
 			k, i = v.order[i], i+1
 		} else {
 			k, j = v.fresh[j], j+1
+		}
+		if _, held := v.vals[k]; !held {
+			continue // dropped by a floor
 		}
 		if len(keys) > 0 && keys[len(keys)-1] >= k {
 			if keys[len(keys)-1] > k {
@@ -213,6 +320,31 @@ func (v *offsetsView) check() error {
 		if !listed[k] {
 			return fmt.Errorf("key %q=%d not listed", k, val)
 		}
+		if fk, ok := v.floorOf(k); ok && !segment.IsFloor(k) {
+			return fmt.Errorf("key %q=%d held under floor %q", k, val, fk)
+		}
+	}
+	return v.checkFloors()
+}
+
+// checkFloors verifies that floors and fams agree with the floor
+// entries of vals.
+func (v *offsetsView) checkFloors() error {
+	if !slices.IsSorted(v.fams) || len(v.fams) != len(v.floors) {
+		return fmt.Errorf("families %q for %d floors", v.fams, len(v.floors))
+	}
+	n := 0
+	//engine:orderless — counts, and reports the first key found; any is a failure.
+	for k := range v.vals {
+		if fam, mark, ok := segment.ParseFloor(k); ok {
+			n++
+			if v.floors[fam] != mark {
+				return fmt.Errorf("floor entry %q held, family's floor %q", k, v.floors[fam])
+			}
+		}
+	}
+	if n != len(v.floors) {
+		return fmt.Errorf("%d floor entries held, %d floors", n, len(v.floors))
 	}
 	return nil
 }

@@ -443,7 +443,7 @@ func (e *Engine) commit(s *snapshot) {
 		if u.idem != "" {
 			delete(e.idemPending, u.idem)
 		}
-		for _, o := range u.offsets {
+		for _, o := range pendingKeys(u.offsets) {
 			delete(e.offsetPending, o.Key)
 		}
 		e.countAcked(u)

@@ -37,6 +37,7 @@ type Stats struct {
 	KeyLookups    uint64 // submissions whose key the filters admitted, looked up in runs
 	KeyBlockReads uint64 // run blocks read by lookups
 	KeyFalseHits  uint64 // blocks read that did not hold the key
+	OffsetKeys    int    // source offsets the view holds (floors included): at most OffsetsViewMax
 	KeyRuns       int    // runs listed in the key store's buckets
 	KeyMemBytes   int64  // what the key store holds in memory
 
@@ -140,6 +141,7 @@ func (e *Engine) Stats() Stats {
 		s.WALLogBytes = l.totalBytes()
 	}
 	s.KeyRuns, s.KeyMemBytes = e.keys.runs(), e.keys.memBytes()
+	s.OffsetKeys = e.committed.len()
 	s.PersistEMA = e.persistEMA
 	s.AckDelayEMA = e.ackDelayEMA
 	s.PoolBytes, s.AdmissionBytes, s.CacheBytesMax = e.budget.pool, e.budget.admission, e.budget.cache

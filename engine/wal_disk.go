@@ -173,7 +173,7 @@ func (l *diskLog) unitDurable(w *logWrite, seq uint64, seg *logSeg) {
 	if u.idem != "" {
 		delete(e.idemPending, u.idem)
 	}
-	for _, o := range u.offsets {
+	for _, o := range pendingKeys(u.offsets) {
 		delete(e.offsetPending, o.Key)
 	}
 	e.mergeCommitted(w.in.Offsets)

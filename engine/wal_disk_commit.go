@@ -291,7 +291,7 @@ func (p *logPart) unknown(w *logWrite, err error) {
 	if u.idem != "" {
 		delete(e.idemPending, u.idem)
 	}
-	for _, o := range u.offsets {
+	for _, o := range pendingKeys(u.offsets) {
 		delete(e.offsetPending, o.Key)
 	}
 	for _, d := range u.dones {

@@ -167,6 +167,9 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 	for _, o := range in.Offsets {
 		if !isIdemKey(o.Key) {
 			u.offsets = append(u.offsets, o)
+			if isFloorOffset(o) {
+				continue // a floor is never pending (pendingKeys)
+			}
 			// Units replay in sequence order: a key's newest unit holds it.
 			e.offsetPending[o.Key] = u
 		}
@@ -245,7 +248,7 @@ func (e *Engine) replayedCommitted(u *unit) []func(error) {
 	if u.idem != "" && e.idemPending[u.idem] == u {
 		delete(e.idemPending, u.idem)
 	}
-	for _, o := range u.offsets {
+	for _, o := range pendingKeys(u.offsets) {
 		if e.offsetPending[o.Key] == u {
 			delete(e.offsetPending, o.Key)
 		}

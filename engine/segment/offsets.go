@@ -54,10 +54,11 @@ func (o Offsets) Advance(key string, value uint64) Offsets {
 	return slices.Insert(o, i, Offset{Key: key, Value: value})
 }
 
-// MaxMerge returns the union of a and b keeping the larger value per key.
-// It is commutative, associative and idempotent, so replaying a snapshot's
-// offsets any number of times in any order gives the same view. The result
-// is freshly allocated.
+// MaxMerge returns the union of a and b keeping the larger value per key,
+// and of floors (floor.go) the greatest per family, without the keys it
+// covers. It is commutative, associative and idempotent, so replaying a
+// snapshot's offsets any number of times in any order gives the same
+// view. The result is freshly allocated.
 func MaxMerge(a, b Offsets) Offsets {
 	out := make(Offsets, 0, len(a)+len(b))
 	i, j := 0, 0
@@ -76,13 +77,18 @@ func MaxMerge(a, b Offsets) Offsets {
 		}
 	}
 	out = append(out, a[i:]...)
-	return append(out, b[j:]...)
+	return reduceFloors(append(out, b[j:]...))
 }
 
-// Covers reports whether o is at or above every offset of want.
+// Covers reports whether o is at or above every offset of want: merging
+// want into o would change nothing.
 func (o Offsets) Covers(want Offsets) bool {
+	marks := floorsOf(o)
 	for _, w := range want {
-		if v, ok := o.Get(w.Key); !ok || v < w.Value {
+		if v, ok := o.Get(w.Key); ok && v >= w.Value {
+			continue
+		}
+		if !floorCovers(marks, w) {
 			return false
 		}
 	}
