@@ -44,10 +44,12 @@ test:
 
 # The full-scale runs make test keeps reduced: the key-store day at the
 # production rate (make test runs it at a tenth of the keys), and the
-# swarm sweep's worlds at 100,000 steps (make test: 60,000).
+# swarm sweep's worlds at 100,000 steps (make test: 60,000), and a
+# prefix of 100,000 objects (make test: 20,000).
 soak:
 	SKIPPR_KEY_DAY_RATE=1000 $(GO) test -timeout 60m -count=1 -run '^TestKeyStoreDay$$' -v ./engine
 	SKIPPR_SWEEP_ITERS=100000 $(GO) test -timeout 60m -count=1 -run '^TestSweep$$' -v ./cmd/simulate
+	SKIPPR_SCALE_OBJECTS=100000 $(GO) test -timeout 60m -count=1 -run '^TestDaemonObjectsAtScale$$' -v ./cmd/skipprd
 
 # Benchmarks with their baselines in the same run, then the ratios.
 bench:

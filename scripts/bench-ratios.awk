@@ -3,7 +3,7 @@
 # by the baseline's (ns/op, MB/s, and custom metrics such as write-reqs/GiB);
 # a group with two baselines gets a line for each.
 #   go test -bench . ./... | awk -f scripts/bench-ratios.awk
-BEGIN { base["arrow-ipc"] = 1; base["naive-put-per-namespace"] = 1; base["raw-multipart-upload"] = 1; base["full-checkpoint"] = 1; base["map-baseline"] = 1; base["batch-256k-ceiling"] = 1; base["sequential-read"] = 1; base["pgx-copy"] = 1; base["bare"] = 1; base["list-and-read-markers"] = 1; base["decoder-all-cores"] = 1; base["pipeline-floor"] = 1 }
+BEGIN { base["arrow-ipc"] = 1; base["naive-put-per-namespace"] = 1; base["raw-multipart-upload"] = 1; base["full-checkpoint"] = 1; base["map-baseline"] = 1; base["batch-256k-ceiling"] = 1; base["sequential-read"] = 1; base["pgx-copy"] = 1; base["bare"] = 1; base["list-and-read-markers"] = 1; base["decoder-all-cores"] = 1; base["pipeline-floor"] = 1; base["bare"] = 1 }
 /^Benchmark/ {
 	name = $1; sub(/-[0-9]+$/, "", name)
 	if (!(name in seen)) { seen[name] = 1; order[++count] = name }

@@ -431,7 +431,7 @@ func appendIDs(t *testing.T, out []string, col arrow.Array, where string) []stri
 // s3Env is the environment that points the daemon's S3 client at a
 // bucket store this test serves, through the standard AWS variables and
 // nothing of the developer's.
-func s3Env(t *testing.T, endpoint string) []string {
+func s3Env(t testing.TB, endpoint string) []string {
 	missing := filepath.Join(t.TempDir(), "none")
 	return []string{envS3PathStyle + "=true", "AWS_ENDPOINT_URL_S3=" + endpoint, "AWS_REGION=us-east-1",
 		"AWS_ACCESS_KEY_ID=test", "AWS_SECRET_ACCESS_KEY=test",

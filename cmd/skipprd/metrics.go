@@ -57,6 +57,8 @@ var statMetrics = []statMetric{
 	counter("wal_sync_failures_total", "Disk WAL writes or fsyncs that failed.", func(s engine.Stats) uint64 { return s.WALSyncFailures }),
 	gauge("live_segments", "Committed segments not yet reclaimed.", func(s engine.Stats) int64 { return int64(s.LiveSegments) }),
 	gauge("segment_bytes", "Body bytes of the committed segments not yet reclaimed.", func(s engine.Stats) int64 { return s.SegmentBytes }),
+	gauge("offset_keys", "Source offsets the WAL's offsets view holds, floors included; at most 262144 (what _offsets holds).",
+		func(s engine.Stats) int64 { return int64(s.OffsetKeys) }),
 	gauge("wal_log_bytes", "Bytes in the disk WAL's log segments (0 with the S3 WAL).", func(s engine.Stats) int64 { return s.WALLogBytes }),
 	gauge("memory_pool_bytes", "The engine's memory pool.", func(s engine.Stats) int64 { return s.PoolBytes }),
 	gauge("admission_limit_bytes", "Admission's share of the pool.", func(s engine.Stats) int64 { return s.AdmissionBytes }),

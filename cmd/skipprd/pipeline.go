@@ -33,6 +33,7 @@ import (
 	"github.com/skipprd/skipprd/sinks/iceberg"
 	"github.com/skipprd/skipprd/sources/kafka"
 	"github.com/skipprd/skipprd/sources/natsjs"
+	"github.com/skipprd/skipprd/sources/objects"
 )
 
 const (
@@ -54,6 +55,7 @@ const (
 var (
 	bodyMaxRange = sizeRange{min: 1 << 10, max: 1 << 30, shown: "1KiB (1024) .. 1GiB (1073741824)", example: "64MiB"}
 	pollRange    = durationRange{min: 100 * time.Millisecond, max: time.Hour, shown: "100ms..1h", example: "2s or 500ms"}
+	settleRange  = durationRange{min: time.Second, max: 24 * time.Hour, shown: "1s..24h", example: "1m or 10m"}
 )
 
 // Sink and source kinds.
@@ -90,8 +92,8 @@ var (
 	}
 	sourceKeys = map[string][]string{
 		sourceHTTP:      {"listen", "token_env", "body_max_bytes", "namespaces"},
-		sourceFiles:     {"path", "namespace", "format", "poll", "on_error"},
-		sourceObjects:   {"bucket", "prefix", "namespace", "format", "poll", "on_error"},
+		sourceFiles:     {"path", "namespace", "format", "poll", "on_error", "order", "settle", "in_flight"},
+		sourceObjects:   {"bucket", "prefix", "namespace", "format", "poll", "on_error", "order", "settle", "in_flight"},
 		sourceGenerator: nil,
 		sourcePGCDC:     {"url_env", "publication", "slot", "tables"},
 		sourceKafka: {"brokers", "topics", "topic_regex", "group", "namespace", "format", "start", "on_gap", "read_committed", "tls",
@@ -102,6 +104,7 @@ var (
 	walStorages  = []string{string(walDisk), string(walEmbedded), string(walS3)}
 	formats      = []string{"auto", "jsonl", "csv", "parquet"}
 	onErrors     = []string{"stop", "skip"}
+	orders       = []string{objects.OrderAny, objects.OrderKeys}
 	kafkaFormats = []string{kafka.FormatJSON, kafka.FormatText, kafka.FormatBytes}
 	kafkaStarts  = []string{kafka.StartEarliest, kafka.StartLatest}
 	kafkaOnGaps  = []string{kafka.OnGapStop, kafka.OnGapSkip}
@@ -257,6 +260,9 @@ type pollSpec struct {
 	Format    string // auto | jsonl | csv | parquet
 	Poll      time.Duration
 	OnError   string // stop | skip
+	Order     string // any | keys
+	Settle    time.Duration
+	InFlight  int
 }
 
 type filesSourceSpec struct {

@@ -23,6 +23,7 @@ import (
 	"github.com/skipprd/skipprd/sources/kafka"
 	"github.com/skipprd/skipprd/sources/mqtt"
 	"github.com/skipprd/skipprd/sources/natsjs"
+	"github.com/skipprd/skipprd/sources/objects"
 )
 
 // checker walks the document, collecting errors and what the
@@ -933,7 +934,29 @@ func (c *checker) pollSpec(m *mapping, sink string, poll time.Duration) pollSpec
 	p := pollSpec{Namespace: c.fixedNamespace(m, sink), Format: c.oneOf(m, "format", formats, false, defaultFormat)}
 	p.Poll, _ = c.duration(m, "poll", pollRange, poll)
 	p.OnError = c.oneOf(m, "on_error", onErrors, false, defaultOnError)
+	p.Order = c.oneOf(m, "order", orders, false, objects.OrderAny)
+	settle, set := c.duration(m, "settle", settleRange, objects.DefaultSettle)
+	if set && p.Order != objects.OrderKeys {
+		c.errorf(m.vals["settle"].Line, m.where, "settle applies to order: keys only (order is %s)", p.Order)
+	}
+	p.Settle = settle
+	p.InFlight = c.count(m, "in_flight", 1, objects.InFlightMax, objects.DefaultInFlight)
 	return p
+}
+
+// count reads key, a whole number in lo..hi; def when absent or wrong
+// (reported).
+func (c *checker) count(m *mapping, key string, lo, hi, def int) int {
+	v, line, ok := c.text(m, key, false, fmt.Sprintf("a number %d..%d", lo, hi))
+	if !ok {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		c.errorf(line, m.where, "%s %q: want a whole number %d..%d", key, v, lo, hi)
+		return def
+	}
+	return n
 }
 
 // fixedNamespace reads the namespace a files or objects source writes,

@@ -165,7 +165,7 @@ func (d *daemon) pgcdcSource(ctx context.Context, s sourceSpec, getenv func(stri
 // objectSource builds a files or objects source over store.
 func (d *daemon) objectSource(s sourceSpec, p pollSpec, store objects.Store, where string) (source, error) {
 	o, err := objects.New(objects.Config{Name: s.Name, Namespace: p.Namespace, SinkRef: s.Sink, Format: p.Format,
-		Poll: p.Poll, OnError: p.OnError, Logger: d.log}, store)
+		Poll: p.Poll, OnError: p.OnError, Order: p.Order, Settle: p.Settle, InFlight: p.InFlight, Logger: d.log}, store)
 	if err != nil {
 		return nil, fmt.Errorf("source %q: %w", s.Name, err)
 	}

@@ -224,7 +224,7 @@ func TestPipelineParsed(t *testing.T) {
 		"      zz: {sink: zeta, at_least_once: true}",
 		"      aa:",
 		"  - {name: in, kind: files, path: /abs/in, namespace: n1, sink: alpha}",
-		"  - {name: s3, kind: objects, bucket: 2024, namespace: n2, sink: alpha, format: csv, poll: 1m, on_error: skip}",
+		"  - {name: s3, kind: objects, bucket: 2024, namespace: n2, sink: alpha, format: csv, poll: 1m, on_error: skip, order: keys, settle: 5m, in_flight: 16}",
 		"  - {name: gen, kind: generator, sink: zeta}",
 	))
 	p := mustLoad(t, path)
@@ -243,9 +243,11 @@ func TestPipelineParsed(t *testing.T) {
 				Namespaces: []namespaceSpec{{Name: "aa", Sink: "alpha", Line: 14}, {Name: "zz", Sink: "zeta", AtLeastOnce: true, Line: 13}},
 			}},
 			{Name: "in", Kind: sourceFiles, Sink: "alpha", Line: 15, Files: &filesSourceSpec{
-				Path: "/abs/in", pollSpec: pollSpec{Namespace: "n1", Format: "auto", Poll: 2 * time.Second, OnError: "stop"}}},
+				Path: "/abs/in", pollSpec: pollSpec{Namespace: "n1", Format: "auto", Poll: 2 * time.Second, OnError: "stop",
+					Order: "any", Settle: time.Minute, InFlight: 4}}},
 			{Name: "s3", Kind: sourceObjects, Sink: "alpha", Line: 16, Objects: &objectsSourceSpec{
-				Bucket: "2024", pollSpec: pollSpec{Namespace: "n2", Format: "csv", Poll: time.Minute, OnError: "skip"}}},
+				Bucket: "2024", pollSpec: pollSpec{Namespace: "n2", Format: "csv", Poll: time.Minute, OnError: "skip",
+					Order: "keys", Settle: 5 * time.Minute, InFlight: 16}}},
 			{Name: "gen", Kind: sourceGenerator, Sink: "zeta", Line: 17, Generator: true},
 		},
 	}
@@ -347,7 +349,7 @@ func TestPipelineErrors(t *testing.T) {
 			`skipprd.yaml:3: sources[0] "a": unknown key "rate" (allowed: name, kind, sink)`}},
 		{"unknown key, unknown kind", doc(sinks, "sources:", "  - {name: a, kind: pulsar, sink: lake, topic: t}"), []string{
 			`skipprd.yaml:3: sources[0] "a": kind "pulsar" is not one of http, files, objects, generator, postgres-cdc, kafka, nats, mqtt`,
-			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, bucket, prefix, url_env, publication, slot, tables, brokers, topics, topic_regex, group, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env, url, stream, subjects, broker, id_field, username_env, password_env)`}},
+			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, order, settle, in_flight, bucket, prefix, url_env, publication, slot, tables, brokers, topics, topic_regex, group, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env, url, stream, subjects, broker, id_field, username_env, password_env)`}},
 		{"mqtt", doc(sinks, "sources:", "  - {name: a, kind: mqtt, sink: lake, broker: '127.0.0.1:1883', topics: ['a/#/b', 'c/d+'], namespace: readings, format: text, id_field: id}",
 			"  - {name: b, kind: mqtt, sink: lake, broker: 'tcp://x:1883', topics: [a]}"), []string{
 			`skipprd.yaml:3: sources[0] "a": broker "127.0.0.1:1883": want scheme://host:port, e.g. tcp://127.0.0.1:1883`,
@@ -495,6 +497,16 @@ func TestPipelineErrors(t *testing.T) {
 			`skipprd.yaml:3: sources[0] "a": format "json" is not one of auto, jsonl, csv, parquet`}},
 		{"on_error", doc(sinks, "sources:", "  - {name: a, kind: objects, bucket: b12, sink: lake, namespace: d, on_error: retry}"), []string{
 			`skipprd.yaml:3: sources[0] "a": on_error "retry" is not one of stop, skip`}},
+		{"order, settle, in_flight", doc(sinks, "sources:",
+			"  - {name: a, kind: objects, bucket: b12, sink: lake, namespace: d, order: time}",
+			"  - {name: b, kind: files, sink: lake, path: in, namespace: e, settle: 1m}",
+			"  - {name: c, kind: files, sink: lake, path: in2, namespace: f, order: keys, settle: 10ms, in_flight: 0}",
+			"  - {name: e, kind: files, sink: lake, path: in3, namespace: g, in_flight: four}"), []string{
+			`skipprd.yaml:3: sources[0] "a": order "time" is not one of any, keys`,
+			`skipprd.yaml:4: sources[1] "b": settle applies to order: keys only (order is any)`,
+			`skipprd.yaml:5: sources[2] "c": settle "10ms": want a duration in 1s..24h, e.g. 1m or 10m`,
+			`skipprd.yaml:5: sources[2] "c": in_flight "0": want a whole number 1..64`,
+			`skipprd.yaml:6: sources[3] "e": in_flight "four": want a whole number 1..64`}},
 		{"poll", doc(sinks, "sources:", "  - {name: a, kind: files, sink: lake, path: in, namespace: d, poll: 2}",
 			"  - {name: b, kind: files, sink: lake, path: in2, namespace: e, poll: 10ms}", "  - {name: c, kind: files, sink: lake, path: in3, namespace: f, poll: 2h}"), []string{
 			`skipprd.yaml:3: sources[0] "a": poll "2": want a duration in 100ms..1h, e.g. 2s or 500ms`,

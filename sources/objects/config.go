@@ -31,8 +31,25 @@ const (
 	OnErrorSkip = "skip" // the object is logged, counted and passed over
 )
 
+// Values of Config.Order.
+const (
+	// OrderAny: objects may appear under any name at any time. Each keeps
+	// an offset key for good, so a pipeline's life is bounded by what the
+	// host's offsets hold (engine Config.OffsetsViewMax, 2^18 keys for
+	// all sources together).
+	OrderAny = "any"
+	// OrderKeys: new objects' names sort after those already listed,
+	// give or take Settle (time-stamped names). The source keeps a floor
+	// under which everything is done (floorline.go): no limit on objects.
+	OrderKeys = "keys"
+)
+
 // Defaults and bounds.
 const (
+	DefaultInFlight = 4
+	InFlightMax     = 64
+	DefaultSettle   = time.Minute
+
 	DefaultPoll       = 10 * time.Second
 	DefaultChunkBytes = 8 << 20
 	// ChunkBytesMax keeps a chunk's Arrow form within one engine unit:
@@ -74,9 +91,22 @@ type Config struct {
 	Limits    httpsrc.Limits
 	Allocator memory.Allocator // nil: memory.DefaultAllocator
 	Logger    *slog.Logger     // nil: slog.Default()
+	// Order: OrderAny (default) or OrderKeys.
+	Order string
+	// Settle (OrderKeys): how long after an object was first listed the
+	// floor may rise over it; 0: DefaultSettle. Objects that appear with
+	// a key below one already listed are found if they appear within it.
+	Settle time.Duration
+	// InFlight: objects ingested at once, each a unit at a time;
+	// 1..InFlightMax, 0: DefaultInFlight.
+	InFlight int
 	// Sleep waits d (a backoff, the poll interval) or until ctx ends;
 	// nil is a timer. The simulator supplies its own clock's.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Now is the time (Settle); nil: time.Now. Tasks runs the tasks of
+	// objects in flight; nil: goroutines. The simulator supplies its own.
+	Now   func() time.Time
+	Tasks Tasks
 }
 
 func (c Config) withDefaults() Config {
@@ -91,6 +121,18 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ChunkBytes == 0 {
 		c.ChunkBytes = DefaultChunkBytes
+	}
+	if c.Order == "" {
+		c.Order = OrderAny
+	}
+	if c.Settle == 0 {
+		c.Settle = DefaultSettle
+	}
+	if c.InFlight == 0 {
+		c.InFlight = DefaultInFlight
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	c.Limits = limitsWithDefaults(c.Limits, c.ChunkBytes)
 	if c.Allocator == nil {
@@ -121,6 +163,12 @@ func (c Config) check() error {
 		return fmt.Errorf("objects source %q: format %q: one of %s, %s, %s, %s", c.Name, c.Format, FormatAuto, FormatJSONLines, FormatCSV, FormatParquet)
 	case c.OnError != OnErrorStop && c.OnError != OnErrorSkip:
 		return fmt.Errorf("objects source %q: on_error %q: %s or %s", c.Name, c.OnError, OnErrorStop, OnErrorSkip)
+	case c.Order != OrderAny && c.Order != OrderKeys:
+		return fmt.Errorf("objects source %q: order %q: %s or %s", c.Name, c.Order, OrderAny, OrderKeys)
+	case c.Settle < 0:
+		return fmt.Errorf("objects source %q: settle %v is negative", c.Name, c.Settle)
+	case c.InFlight < 1 || c.InFlight > InFlightMax:
+		return fmt.Errorf("objects source %q: in_flight %d outside 1..%d", c.Name, c.InFlight, InFlightMax)
 	case c.Poll < 0:
 		return fmt.Errorf("objects source %q: poll %v is negative", c.Name, c.Poll)
 	case c.ChunkBytes < 1 || c.ChunkBytes > ChunkBytesMax:

@@ -53,16 +53,43 @@
 // when it comes again ("offsets already covered") and acked without
 // being stored twice.
 //
+// # Several objects at once, and the floor
+//
+// Run lists the store a page at a time (Store.List, in key order) and
+// hands each object that is not done to a task, up to Config.InFlight
+// at once (dispatch.go; goroutines, or the simulator's coroutines
+// through Config.Tasks). Each task ingests its object a unit at a time.
+// The tasks share one progress (progress.go), under a lock never held
+// across a read, an ingest or a sleep.
+//
+// With Order "keys" the source also keeps a floor (floorline.go): a key
+// under which every object is done. It rises over an object once the
+// object is done and was first listed at least Settle ago; listings
+// start after it, and every unit carries it as a segment floor
+// (engine/segment.FloorKey, family "objects/{Name}/"), which retires the
+// offset keys it covers from the host's offsets view and from _offsets.
+// So the host holds the floor and the keys of the objects above it,
+// however many objects the prefix has had. The contract: names sort by
+// arrival, give or take Settle; an object that appears under the floor
+// is never listed. A skipped object under the floor is reported once.
+// Objects whose offset key is hashed (long keys) keep their key.
+//
 // Invariants, each checked where it could break:
-//   - One unit in flight per object: objects are processed one at a time
-//     in key order, and each unit's answer is awaited before the next is
-//     made (the engine's offsets are high-water marks; submit checks it).
+//   - One unit in flight per object: an object belongs to one task,
+//     which awaits each unit's answer before making the next (the
+//     engine's offsets are high-water marks; progress.claim checks it).
 //   - Offsets only advance, and only on an ack: the source's own copy of
 //     its offsets moves when ingest answers nil, to a value above the
-//     one it had (submit refuses a unit that is not above).
+//     one it had (claim refuses a unit that is not above).
 //   - An object is never taken as done without all its rows acked: done
 //     is read from that copy, whose value reaches an object's end only
 //     with the ack of its last unit (settle checks it after the last).
+//   - The floor covers only objects done: it rises over an object only
+//     when finished says so, and a unit at or below it is refused
+//     (submit); the simulator checks every floor a unit carries against
+//     the engine's offsets.
+//   - The store lists keys in ascending order, after the key asked for
+//     (dispatch checks every page).
 //
 // Answers of ingest: engine.ErrResourceExhausted and engine.ErrNotReady
 // are retried with the same unit after a backoff (25 ms doubling to
@@ -87,11 +114,11 @@
 // fails with an *ObjectError naming the source, the object, and the
 // object's own line and byte offset (or Parquet row group) and field,
 // whatever chunk it was found in. With OnError "stop" (the default) Run
-// returns it; units acked before it stay acked, and nothing after it is
-// read. With "skip" it is logged at error level and counted in
+// returns it; units acked before it stay acked, no new object starts,
+// and the objects in flight stop after their unit. With "skip" it is logged at error level and counted in
 // Stats().ObjectsSkipped, and the source moves on; a skipped object has
-// no unit to mark it done, so every restart reports it again — it is
-// never dropped silently. An object holding no rows (blank lines, a CSV
+// no unit to mark it done, so every restart reports it again (with Order
+// "keys", until the floor rises over it) — it is never dropped silently. An object holding no rows (blank lines, a CSV
 // header alone, Parquet row groups of no rows) has no unit either: it is
 // counted done and remembered in memory, and read again after a restart.
 //
@@ -100,9 +127,11 @@
 // it never skips data, whatever OnError says. Parquet reads go through
 // a wrapper that tells such errors from a corrupt file.
 //
-// Every object leaves one key in the host's source offsets for good.
-// They hold a bounded number of keys for all sources together (engine
-// Config.OffsetsViewMax, 2^18 by default, what one _offsets object
-// holds); past it the host refuses units with new keys as backpressure,
-// and the source waits. (Idempotency keys are not counted there.)
+// With Order "any" (the default) every object leaves one key in the
+// host's source offsets for good. They hold a bounded number of keys for
+// all sources together (engine Config.OffsetsViewMax, 2^18 by default,
+// what one _offsets object holds); past it the host refuses units with
+// new keys as backpressure (engine.ErrOffsetsViewFull), the source waits
+// and says once in the log why, and that order "keys" lifts the bound.
+// (Idempotency keys are not counted there.)
 package objects

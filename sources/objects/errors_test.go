@@ -39,11 +39,12 @@ func corruptObjects(t *testing.T, k kit) (bad []byte, badAt int) {
 
 // TestCorruptStop: the error names the source, the object, its line
 // and byte offset and the field, though the line is in a later chunk;
-// rows before the bad chunk are acked, nothing after it is read.
+// rows before the bad chunk are acked, nothing after it is read (one
+// object in flight: with more, those in flight stop after their unit).
 func TestCorruptStop(t *testing.T) {
 	k := dirKit(t)
 	_, badAt := corruptObjects(t, k)
-	f := newFixture(t, Config{ChunkBytes: 400}, k.store)
+	f := newFixture(t, Config{ChunkBytes: 400, InFlight: 1}, k.store)
 	err := f.run(context.Background())
 	var oe *ObjectError
 	if !errors.As(err, &oe) {

@@ -70,7 +70,7 @@ func (h *testHost) ingest(ctx context.Context, u engine.Unit) error {
 		return nil // committed before: acked, not stored again
 	}
 	h.committed = segment.MaxMerge(h.committed, u.Offsets)
-	h.units = append(h.units, gotUnit{offset: u.Offsets[0], schema: u.Schema, ids: ids(h.t, u)})
+	h.units = append(h.units, gotUnit{offset: plainOffset(u), schema: u.Schema, ids: ids(h.t, u)})
 	if h.onAck != nil {
 		return h.onAck(len(h.units))
 	}
@@ -86,14 +86,30 @@ func (h *testHost) check(u engine.Unit) {
 	if got := segment.FingerprintOf(u.Schema); got != u.Key.Schema {
 		h.t.Errorf("unit key fingerprint %x, schema's %x", u.Key.Schema, got)
 	}
-	if len(u.Offsets) != 1 || u.Offsets.Validate() != nil {
-		h.t.Errorf("unit offsets %v: want one valid entry", u.Offsets)
+	floors := 0
+	for _, o := range u.Offsets {
+		if segment.IsFloor(o.Key) {
+			floors++
+		}
+	}
+	if len(u.Offsets)-floors != 1 || floors > 1 || u.Offsets.Validate() != nil {
+		h.t.Errorf("unit offsets %v: want one valid entry, and a floor or none", u.Offsets)
 	}
 	for i, b := range u.Batches {
 		if !b.Schema().Equal(u.Schema) {
 			h.t.Errorf("batch %d schema %v, unit's %v", i, b.Schema(), u.Schema)
 		}
 	}
+}
+
+// plainOffset is the offset of u that is no floor.
+func plainOffset(u engine.Unit) segment.Offset {
+	for _, o := range u.Offsets {
+		if !segment.IsFloor(o.Key) {
+			return o
+		}
+	}
+	return segment.Offset{}
 }
 
 // ids returns the "id" column of u's rows.
@@ -158,7 +174,8 @@ type fixture struct {
 	host *testHost
 	log  *logbuf.Buffer
 	mem  *memory.CheckedAllocator
-	// sleeps records the backoffs asked for.
+	// sleeps records the backoffs asked for (under mu: tasks sleep at once).
+	mu     sync.Mutex
 	sleeps []time.Duration
 }
 
@@ -185,6 +202,8 @@ func newFixture(t *testing.T, cfg Config, store Store) *fixture {
 		t.Fatal(err)
 	}
 	src.sleep = func(ctx context.Context, d time.Duration) error {
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		f.sleeps = append(f.sleeps, d)
 		return ctx.Err()
 	}

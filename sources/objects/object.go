@@ -16,7 +16,7 @@ func (s *Source) object(ctx context.Context, ingest IngestFunc, o Object) error 
 		return s.failed(&ObjectError{Source: s.cfg.Name, Object: o.Key, Offset: -1, RowGroup: -1, Reason: err.Error()})
 	}
 	key := s.OffsetKey(o.Key)
-	value, _ := s.pos.Get(key)
+	value := s.prog.get(key)
 	if done(f, value, o.Size) {
 		return nil // not opened
 	}
@@ -36,13 +36,13 @@ func (s *Source) settle(ctx context.Context, o Object, f format, key string, err
 	case err == nil:
 		// An object is done only once all its rows are acked: its offset,
 		// which only an ack advances, must say so.
-		if v, _ := s.pos.Get(key); !done(f, v, o.Size) {
+		if v := s.prog.get(key); !done(f, v, o.Size) {
 			return invariantf("object %q ended at offset %d of %s %q, which does not mark it done (size %d)", o.Key, v, f, key, o.Size)
 		}
 		s.objectsDone.Add(1)
 		s.cfg.Logger.Info("objects source: object ingested", "source", s.cfg.Name, "object", o.Key, "bytes", o.Size)
 	case errors.Is(err, errNoRows):
-		s.settled[o.Key] = true
+		s.prog.settle(o.Key)
 		s.objectsDone.Add(1)
 		s.cfg.Logger.Info("objects source: object has no rows left to ingest", "source", s.cfg.Name, "object", o.Key, "bytes", o.Size)
 	case errors.As(err, &oe):
@@ -69,6 +69,6 @@ func (s *Source) failed(oe *ObjectError) error {
 	s.cfg.Logger.Error("objects source: object skipped; a restart will report it again", "source", s.cfg.Name,
 		"object", oe.Object, "error", oe)
 	s.objectsSkipped.Add(1)
-	s.settled[oe.Object] = true
+	s.prog.settle(oe.Object)
 	return nil
 }

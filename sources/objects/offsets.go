@@ -46,12 +46,12 @@ func done(f format, value uint64, size int64) bool {
 }
 
 // ownOffsets returns the entries of view that belong to source name:
-// the source's own copy, advanced as its units are acked.
+// its keys, plain and hashed, and its floor.
 func ownOffsets(view segment.Offsets, name string) segment.Offsets {
-	plain, hashed := offsetKeyPrefix+name+"/", offsetKeyPrefix+name+"#/"
+	plain, hashed, floor := family(name), offsetKeyPrefix+name+"#/", segment.FloorKey(family(name), "")
 	var own segment.Offsets
 	for _, o := range view {
-		if strings.HasPrefix(o.Key, plain) || strings.HasPrefix(o.Key, hashed) {
+		if strings.HasPrefix(o.Key, plain) || strings.HasPrefix(o.Key, hashed) || strings.HasPrefix(o.Key, floor) {
 			own = append(own, o) // view is sorted, so own is
 		}
 	}

@@ -23,16 +23,11 @@ type Source struct {
 	cfg   Config
 	store Store
 
-	// Run's state; one Run at a time (running).
+	// Run's state; one Run at a time (running). prog is shared by the
+	// tasks (under its lock); line is the dispatcher's alone.
 	running atomic.Bool
-	// pos: this source's entries of the offsets view Run was given,
-	// advanced as each unit is acked, never otherwise.
-	pos segment.Offsets
-	// settled: objects Run has finished with that no offset marks done —
-	// ones holding no rows, ones skipped — so a poll passes them over.
-	// Memory only: a restart reads them again.
-	settled  map[string]bool
-	inFlight string // offset key of the unit being submitted; "" if none
+	prog    *progress
+	line    floorLine
 
 	objectsDone    atomic.Uint64
 	objectsSkipped atomic.Uint64
@@ -40,6 +35,7 @@ type Source struct {
 	rowsAcked      atomic.Uint64
 	unitsAcked     atomic.Uint64
 	retries        atomic.Uint64
+	viewFullWarned atomic.Bool
 
 	// sleep waits for a backoff, poll between listings; tests replace them.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -92,20 +88,22 @@ func (s *Source) Stats() Stats {
 // OffsetKey is the offset key of the object key.
 func (s *Source) OffsetKey(key string) string { return offsetKey(s.cfg.Name, key) }
 
-// Run lists the store every Poll and ingests, in key order and one at a
-// time, each object that offsets (the host's recovered view) does not
-// mark done, until ctx ends (nil) or an object fails with OnError
-// "stop" (its *ObjectError), the host refuses every unit (engine.ErrClosed
-// before ctx ended) or an invariant breaks. A listing or read error of
-// the store is logged and retried at the next poll.
+// Run lists the store every Poll and ingests, in key order and up to
+// InFlight at once, each object that offsets (the host's recovered
+// view) does not mark done, until ctx ends (nil) or an object fails with
+// OnError "stop" (its *ObjectError), the host refuses every unit
+// (engine.ErrClosed before ctx ended) or an invariant breaks. A listing
+// or read error of the store is logged and retried at the next poll.
 func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Offsets) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return invariantf("source %q: Run called while it runs", s.cfg.Name)
 	}
 	defer s.running.Store(false)
-	s.pos = ownOffsets(offsets, s.cfg.Name)
-	s.settled = map[string]bool{}
-	s.cfg.Logger.Info("objects source: starting", "source", s.cfg.Name, "objects_with_offsets", len(s.pos))
+	s.prog = newProgress(offsets, s.cfg.Name)
+	s.viewFullWarned.Store(false)
+	s.line = floorLine{seen: map[string]time.Time{}}
+	s.cfg.Logger.Info("objects source: starting", "source", s.cfg.Name, "order", s.cfg.Order,
+		"objects_with_offsets", len(s.prog.pos), "floor", s.prog.floor)
 	for {
 		err := s.pass(ctx, ingest)
 		if errors.Is(err, errStopped) || ctx.Err() != nil {
@@ -120,31 +118,20 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 	}
 }
 
-// pass lists the store once and ingests what is not done.
+// pass lists the store once, a page at a time from the floor, and
+// ingests what is not done; it returns once every task it started ended.
 func (s *Source) pass(ctx context.Context, ingest IngestFunc) error {
-	objs, err := s.store.List(ctx)
-	if err != nil {
-		if ctx.Err() == nil {
-			s.cfg.Logger.Warn("objects source: listing failed; retrying at the next poll", "source", s.cfg.Name,
-				"retry_in", s.cfg.Poll, "error", err)
-		}
-		return nil
+	d := dispatcher{s: s, ctx: ctx, ingest: ingest, tasks: s.cfg.Tasks}
+	if d.tasks == nil {
+		d.tasks = newGoTasks(s.cfg.InFlight)
 	}
-	for i, o := range objs {
-		if i > 0 && objs[i-1].Key >= o.Key {
-			return invariantf("the store listed %q after %q: keys must be sorted and distinct", o.Key, objs[i-1].Key)
-		}
-		if ctx.Err() != nil {
-			return errStopped
-		}
-		if ignored(o.Key) || s.settled[o.Key] {
-			continue
-		}
-		if err := s.object(ctx, ingest, o); err != nil {
-			return err
-		}
+	s.line.items = s.line.items[:0]
+	err := d.list(s.prog.floorMark())
+	if derr := d.drain(); err == nil {
+		err = derr
 	}
-	return nil
+	s.advanceFloor()
+	return err
 }
 
 // unit is the unit of batches (one schema) advancing key to value.
@@ -160,4 +147,12 @@ func (s *Source) unit(key string, schema *arrow.Schema, batches []arrow.RecordBa
 		Batches: batches,
 		Offsets: segment.Offsets{{Key: key, Value: value}},
 	}
+}
+
+// withFloor is u carrying the floor, if there is one.
+func (s *Source) withFloor(u engine.Unit, floor string) engine.Unit {
+	if floor != "" {
+		u.Offsets = u.Offsets.Advance(segment.FloorKey(family(s.cfg.Name), floor), 1)
+	}
+	return u
 }

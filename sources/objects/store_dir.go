@@ -1,7 +1,6 @@
 package objects
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,54 +9,104 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // dirStore lists the regular files under a directory, recursively.
 // Symbolic links are not followed: a link could leave the directory or
 // make one file appear under two keys.
-type dirStore struct{ dir string }
+type dirStore struct {
+	dir      string
+	pageSize int // files per listing page
+}
+
+// dirPageSize is a directory listing's page: a page costs a read of
+// each folder on the way to its first file, and stats of its files.
+const dirPageSize = 1000
 
 // NewDirStore returns a Store over the regular files under dir; keys are
 // their slash-separated paths relative to dir. A missing dir is a
 // listing error (retried at every poll), not an empty listing.
-func NewDirStore(dir string) Store { return dirStore{dir: dir} }
+func NewDirStore(dir string) Store { return dirStore{dir: dir, pageSize: dirPageSize} }
 
-func (d dirStore) List(ctx context.Context) ([]Object, error) {
-	var out []Object
-	err := filepath.WalkDir(d.dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			// A file or folder removed while we walk is not an error;
-			// the root missing is.
-			if errors.Is(err, fs.ErrNotExist) && p != d.dir {
-				return nil
-			}
-			return err
-		}
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		if !e.Type().IsRegular() {
-			return nil
-		}
-		info, err := e.Info()
-		if errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		rel, err := filepath.Rel(d.dir, p)
-		if err != nil {
-			return err
-		}
-		out = append(out, Object{Key: filepath.ToSlash(rel), Size: info.Size()})
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list directory %s: %w", d.dir, err)
+// List walks the tree in key order: a folder's entries sorted by what
+// their keys start with — a file's name, a folder's name and "/" — so
+// that a depth-first walk meets keys in ascending byte order ("a-b"
+// before "a/c", though the folder "a" sorts before the file "a-b").
+// Folders whose keys all sort at or before after are not read.
+func (d dirStore) List(ctx context.Context, after string) (Page, error) {
+	w := dirWalk{ctx: ctx, root: d.dir, after: after, limit: d.pageSize}
+	if err := w.walk("", true); err != nil && !errors.Is(err, errPageFull) {
+		return Page{}, fmt.Errorf("list directory %s after %q: %w", d.dir, after, err)
 	}
-	slices.SortFunc(out, func(a, b Object) int { return cmp.Compare(a.Key, b.Key) })
-	return out, nil
+	return w.page, nil
+}
+
+// errPageFull ends a walk whose page is full.
+var errPageFull = errors.New("page full")
+
+// dirWalk is one page's walk.
+type dirWalk struct {
+	ctx   context.Context
+	root  string
+	after string
+	limit int
+	page  Page
+}
+
+// walk lists the folder at key prefix rel ("" or ending in "/").
+func (w *dirWalk) walk(rel string, root bool) error {
+	if err := w.ctx.Err(); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(filepath.Join(w.root, filepath.FromSlash(rel)))
+	if errors.Is(err, fs.ErrNotExist) && !root {
+		return nil // removed while we walk
+	}
+	if err != nil {
+		return err
+	}
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(entryKey(a), entryKey(b)) })
+	for _, e := range entries {
+		key := rel + entryKey(e)
+		switch {
+		case e.IsDir() && (key > w.after || strings.HasPrefix(w.after, key)):
+			if err := w.walk(key, false); err != nil {
+				return err
+			}
+		case e.Type().IsRegular() && key > w.after:
+			if err := w.file(key, e); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// entryKey is what the keys of e start with: its name, and "/" for a
+// folder.
+func entryKey(e fs.DirEntry) string {
+	if e.IsDir() {
+		return e.Name() + "/"
+	}
+	return e.Name()
+}
+
+// file adds the file at key to the page, or ends the walk on a full one.
+func (w *dirWalk) file(key string, e fs.DirEntry) error {
+	if len(w.page.Objects) == w.limit {
+		w.page.Next = w.page.Objects[len(w.page.Objects)-1].Key
+		return errPageFull
+	}
+	info, err := e.Info()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	w.page.Objects = append(w.page.Objects, Object{Key: key, Size: info.Size()})
+	return nil
 }
 
 func (d dirStore) Open(_ context.Context, key string, off int64) (io.ReadCloser, error) {

@@ -1,11 +1,9 @@
 package objects
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,31 +35,35 @@ func NewS3Store(client S3API, bucket, prefix string) Store {
 	return &s3Store{client: client, bucket: bucket, prefix: prefix}
 }
 
-func (s *s3Store) List(ctx context.Context) ([]Object, error) {
+func (s *s3Store) List(ctx context.Context, after string) (Page, error) {
 	in := &s3.ListObjectsV2Input{Bucket: aws.String(s.bucket), Prefix: aws.String(s.prefix)}
+	if after != "" {
+		in.StartAfter = aws.String(s.prefix + after)
+	}
 	if s.pageSize > 0 {
 		in.MaxKeys = aws.Int32(s.pageSize)
 	}
-	var out []Object
-	for {
-		page, err := s.client.ListObjectsV2(ctx, in)
-		if err != nil {
-			return nil, fmt.Errorf("list s3://%s/%s: %w", s.bucket, s.prefix, err)
-		}
-		for _, o := range page.Contents {
-			key := strings.TrimPrefix(aws.ToString(o.Key), s.prefix)
-			if key == "" || strings.HasSuffix(key, "/") {
-				continue
-			}
-			out = append(out, Object{Key: key, Size: aws.ToInt64(o.Size)})
-		}
-		if !aws.ToBool(page.IsTruncated) || aws.ToString(page.NextContinuationToken) == "" {
-			break
-		}
-		in.ContinuationToken = page.NextContinuationToken
+	out, err := s.client.ListObjectsV2(ctx, in)
+	if err != nil {
+		return Page{}, fmt.Errorf("list s3://%s/%s after %q: %w", s.bucket, s.prefix, after, err)
 	}
-	slices.SortFunc(out, func(a, b Object) int { return cmp.Compare(a.Key, b.Key) })
-	return out, nil
+	var page Page
+	last := after
+	for _, o := range out.Contents {
+		key := strings.TrimPrefix(aws.ToString(o.Key), s.prefix)
+		if key <= last {
+			return Page{}, fmt.Errorf("list s3://%s/%s after %q: key %q listed after %q: keys must ascend", s.bucket, s.prefix, after, key, last)
+		}
+		last = key
+		if strings.HasSuffix(key, "/") {
+			continue // a folder marker
+		}
+		page.Objects = append(page.Objects, Object{Key: key, Size: aws.ToInt64(o.Size)})
+	}
+	if aws.ToBool(out.IsTruncated) && last != after {
+		page.Next = last
+	}
+	return page, nil
 }
 
 func (s *s3Store) Open(ctx context.Context, key string, off int64) (io.ReadCloser, error) {

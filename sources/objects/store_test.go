@@ -6,6 +6,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,22 +64,32 @@ func TestIgnored(t *testing.T) {
 // inner store: a network that comes back.
 type flakyStore struct {
 	Store
+	mu           sync.Mutex // tasks read at once
 	lists, opens int
+}
+
+// fail reports whether a read of the counter n fails.
+func (s *flakyStore) fail(n *int) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if *n > 0 {
+		*n--
+		return true
+	}
+	return false
 }
 
 var errFlaky = errors.New("test: connection reset")
 
-func (s *flakyStore) List(ctx context.Context) ([]Object, error) {
-	if s.lists > 0 {
-		s.lists--
-		return nil, errFlaky
+func (s *flakyStore) List(ctx context.Context, after string) (Page, error) {
+	if s.fail(&s.lists) {
+		return Page{}, errFlaky
 	}
-	return s.Store.List(ctx)
+	return s.Store.List(ctx, after)
 }
 
 func (s *flakyStore) Open(ctx context.Context, key string, off int64) (io.ReadCloser, error) {
-	if s.opens > 0 {
-		s.opens--
+	if s.fail(&s.opens) {
 		return nil, errFlaky
 	}
 	return s.Store.Open(ctx, key, off)
@@ -86,10 +97,9 @@ func (s *flakyStore) Open(ctx context.Context, key string, off int64) (io.ReadCl
 
 func (s *flakyStore) ReaderAt(ctx context.Context, key string, size int64) (ReadAtCloser, error) {
 	ra, err := s.Store.ReaderAt(ctx, key, size)
-	if err != nil || s.opens <= 0 {
+	if err != nil || !s.fail(&s.opens) {
 		return ra, err
 	}
-	s.opens--
 	return failingReaderAt{ra}, nil
 }
 
@@ -129,17 +139,14 @@ func TestDirStoreKeys(t *testing.T) {
 	k := dirKit(t)
 	k.put(t, "z.csv", []byte("x"))
 	k.put(t, "a/b/c.jsonl", []byte("yy"))
-	got, err := k.store.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := listAll(t, k.store, "")
 	if want := []Object{{"a/b/c.jsonl", 2}, {"z.csv", 1}}; !slices.Equal(got, want) {
 		t.Errorf("List = %v; want %v", got, want)
 	}
 	if _, err := k.store.Open(context.Background(), "../outside", 0); err == nil {
 		t.Error("Open of a key outside the directory succeeded")
 	}
-	if _, err := NewDirStore(t.TempDir() + "/missing").List(context.Background()); err == nil {
+	if _, err := NewDirStore(t.TempDir()+"/missing").List(context.Background(), ""); err == nil {
 		t.Error("List of a missing directory succeeded")
 	}
 }
@@ -149,10 +156,7 @@ func TestS3StoreRanges(t *testing.T) {
 	k.put(t, "x/y.jsonl", []byte("0123456789"))
 	k.put(t, "folder/", nil)
 	ctx := context.Background()
-	got, err := k.store.List(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := listAll(t, k.store, "")
 	if want := []Object{{"x/y.jsonl", 10}}; !slices.Equal(got, want) {
 		t.Errorf("List = %v; want %v (not the folder marker, not in2/)", got, want)
 	}
@@ -178,6 +182,59 @@ func TestS3StoreRanges(t *testing.T) {
 	}
 }
 
+// listAll lists every page of store after after.
+func listAll(t testing.TB, store Store, after string) []Object {
+	t.Helper()
+	var out []Object
+	for {
+		page, err := store.List(context.Background(), after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, page.Objects...)
+		if page.Next == "" {
+			return out
+		}
+		after = page.Next
+	}
+}
+
+// Both stores list in key order, a page at a time, from any key: the
+// dir store's walk too, though a folder "a" sorts before a file "a-b"
+// while its keys "a/…" sort after it.
+func TestStoresListInKeyOrderFromAnyKey(t *testing.T) {
+	names := []string{"a-b.jsonl", "a/c.jsonl", "a/d/e.jsonl", "a.jsonl", "a0.jsonl", "b/.hidden", "b/x.csv", "c"}
+	for _, kind := range []string{"dir", "s3"} {
+		t.Run(kind, func(t *testing.T) {
+			var k kit
+			if kind == "dir" {
+				k = dirKit(t)
+				k.store = dirStore{dir: k.store.(dirStore).dir, pageSize: 2}
+			} else {
+				k = s3Kit(t)
+				k.store.(*s3Store).pageSize = 2
+			}
+			for _, n := range names {
+				k.put(t, n, []byte(n))
+			}
+			want := slices.Sorted(slices.Values(names))
+			for i := -1; i < len(want); i++ {
+				after := ""
+				if i >= 0 {
+					after = want[i]
+				}
+				var keys []string
+				for _, o := range listAll(t, k.store, after) {
+					keys = append(keys, o.Key)
+				}
+				if !slices.Equal(keys, want[i+1:]) {
+					t.Errorf("after %q: %q, want %q", after, keys, want[i+1:])
+				}
+			}
+		})
+	}
+}
+
 func TestConfigChecked(t *testing.T) {
 	good := Config{Name: "drop", Namespace: "events", SinkRef: "lake"}
 	if _, err := New(good, NewDirStore(t.TempDir())); err != nil {
@@ -196,6 +253,9 @@ func TestConfigChecked(t *testing.T) {
 		"negative poll":     func(c *Config) { c.Poll = -time.Second },
 		"huge chunk":        func(c *Config) { c.ChunkBytes = ChunkBytesMax + 1 },
 		"chunk over a body": func(c *Config) { c.ChunkBytes = 1000; c.Limits = lim },
+		"order":             func(c *Config) { c.Order = "time" },
+		"negative settle":   func(c *Config) { c.Settle = -time.Second },
+		"in flight":         func(c *Config) { c.InFlight = InFlightMax + 1 },
 	} {
 		c := good
 		mutate(&c)

@@ -2,6 +2,7 @@ package objects
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/skipprd/skipprd/engine"
@@ -29,14 +30,24 @@ import (
 // ingest runs without ctx's cancellation, as the generator's does: a
 // host closing gracefully still answers the unit in flight.
 func (s *Source) submit(ctx context.Context, ingest IngestFunc, u engine.Unit, rows int64) error {
-	o, err := s.checkUnit(u)
+	if len(u.Offsets) != 1 {
+		return invariantf("a unit with %d offsets; want 1", len(u.Offsets))
+	}
+	o := u.Offsets[0]
+	if s.prog.firstErr() != nil {
+		return errStopped // another object stopped the Run: no new unit
+	}
+	floor, err := s.prog.claim(o.Key, o.Value)
 	if err != nil {
 		return err
 	}
-	s.inFlight = o.Key
-	defer func() { s.inFlight = "" }()
-	s.rowsIngested.Add(uint64(rows))
 	acked := false
+	defer func() { s.prog.answered(o.Key, o.Value, acked) }()
+	if floor != "" && segment.Floored(o.Key, family(s.cfg.Name), floor) {
+		return invariantf("a unit for %q at offset %d, at or below the floor %q: that object is done", o.Key, o.Value, floor)
+	}
+	u = s.withFloor(u, floor) // retried as it is: the same offsets
+	s.rowsIngested.Add(uint64(rows))
 	defer func() {
 		if !acked {
 			s.rowsIngested.Add(-uint64(rows)) // given up: no longer ingested
@@ -49,7 +60,6 @@ func (s *Source) submit(ctx context.Context, ingest IngestFunc, u engine.Unit, r
 		switch sources.Judge(ctx, err) {
 		case sources.Acked:
 			acked = true
-			s.pos = s.pos.Advance(o.Key, o.Value)
 			s.rowsAcked.Add(uint64(rows))
 			s.unitsAcked.Add(1)
 			return nil
@@ -60,6 +70,7 @@ func (s *Source) submit(ctx context.Context, ingest IngestFunc, u engine.Unit, r
 		case sources.Refuses:
 			return &hostError{fmt.Errorf("objects source %q: the host refuses units: %w", s.cfg.Name, err)}
 		case sources.Later:
+			s.warnViewFull(err)
 		case sources.Unknown:
 			s.cfg.Logger.Warn("objects source: ingest failed; retrying the same unit", "source", s.cfg.Name,
 				"offset_key", o.Key, "offset", o.Value, "retry_in", backoff, "error", err)
@@ -72,20 +83,13 @@ func (s *Source) submit(ctx context.Context, ingest IngestFunc, u engine.Unit, r
 	}
 }
 
-// checkUnit checks what submit relies on: one offset, above the acked
-// one (offsets only advance, and only on an ack), and no other unit in
-// flight (the engine takes one unit per offset key at a time, and the
-// source processes one object at a time).
-func (s *Source) checkUnit(u engine.Unit) (segment.Offset, error) {
-	if len(u.Offsets) != 1 {
-		return segment.Offset{}, invariantf("a unit with %d offsets; want 1", len(u.Offsets))
+// warnViewFull says once per Run why units wait when the host's offsets
+// view is full: with order "any" every object keeps a key for good.
+func (s *Source) warnViewFull(err error) {
+	if !errors.Is(err, engine.ErrOffsetsViewFull) || !s.viewFullWarned.CompareAndSwap(false, true) {
+		return
 	}
-	o := u.Offsets[0]
-	if s.inFlight != "" {
-		return segment.Offset{}, invariantf("unit for %q submitted while one for %q is in flight", o.Key, s.inFlight)
-	}
-	if cur, _ := s.pos.Get(o.Key); o.Value <= cur {
-		return segment.Offset{}, invariantf("unit for %q at offset %d, not above the acked %d", o.Key, o.Value, cur)
-	}
-	return o, nil
+	s.cfg.Logger.Warn("objects source: the host's offsets view is full, so new objects wait; with order: any every "+
+		"object keeps an offset key for good (about 260,000 for a pipeline's life). For more, name objects so that "+
+		"they sort by arrival and set order: keys", "source", s.cfg.Name, "order", s.cfg.Order, "error", err)
 }

@@ -1,0 +1,100 @@
+package objects
+
+import (
+	"context"
+)
+
+// dispatcher is one pass: it walks the listing in key order and hands
+// each object that is not done to a task, at most InFlight at once.
+type dispatcher struct {
+	s       *Source
+	ctx     context.Context
+	ingest  IngestFunc
+	tasks   Tasks
+	running int
+}
+
+// list walks the pages of the listing after after. A listing error is
+// logged and ends the pass: the next poll lists again.
+func (d *dispatcher) list(after string) error {
+	s := d.s
+	for {
+		page, err := s.store.List(d.ctx, after)
+		if err != nil {
+			if d.ctx.Err() == nil {
+				s.cfg.Logger.Warn("objects source: listing failed; retrying at the next poll", "source", s.cfg.Name,
+					"after", after, "retry_in", s.cfg.Poll, "error", err)
+			}
+			return nil
+		}
+		if err := d.page(page, after); err != nil {
+			return err
+		}
+		s.advanceFloor()
+		if page.Next == "" {
+			return nil
+		}
+		after = page.Next
+	}
+}
+
+// page dispatches one page's objects.
+func (d *dispatcher) page(page Page, after string) error {
+	s := d.s
+	prev := after
+	for _, o := range page.Objects {
+		if o.Key <= prev {
+			return invariantf("the store listed %q after %q: keys must ascend", o.Key, prev)
+		}
+		prev = o.Key
+		if d.ctx.Err() != nil {
+			return errStopped
+		}
+		if s.cfg.Order == OrderKeys {
+			s.line.add(o, s.cfg.Now())
+		}
+		if s.finished(o) {
+			continue
+		}
+		if err := d.start(o); err != nil {
+			return err
+		}
+	}
+	if page.Next != "" && page.Next < prev {
+		return invariantf("the store's page ends at %q, before its last key %q", page.Next, prev)
+	}
+	return nil
+}
+
+// start hands o to a task once one of the InFlight is free.
+func (d *dispatcher) start(o Object) error {
+	for d.running >= d.s.cfg.InFlight {
+		if err := d.wait(); err != nil {
+			return err
+		}
+	}
+	d.running++
+	d.tasks.Go(func() {
+		if err := d.s.object(d.ctx, d.ingest, o); err != nil {
+			d.s.prog.failed(err)
+		}
+	})
+	return nil
+}
+
+// wait waits for a task to end; it returns the first error a task
+// stopped with.
+func (d *dispatcher) wait() error {
+	d.tasks.Wait()
+	d.running--
+	d.s.advanceFloor()
+	return d.s.prog.firstErr()
+}
+
+// drain waits for every running task.
+func (d *dispatcher) drain() error {
+	for d.running > 0 {
+		d.wait() //nolint:errcheck // reported below, once all ended
+	}
+	return d.s.prog.firstErr()
+}

@@ -1,0 +1,82 @@
+package objects
+
+import (
+	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// With Order "keys" the source keeps a floor: a mark such that every
+// object whose key sorts at or below it is done. Listings start after
+// it, and each unit carries it as a segment floor, which retires the
+// offset keys of the objects it covers from the host's offsets view and
+// from _offsets: what the source keeps is the floor and the keys of
+// the objects above it — those in flight and those done within Settle.
+//
+// The floor rises over an object once the object is done and was first
+// listed at least Settle ago: an object that appears later with a key
+// below one already listed is still found, as long as it appears within
+// Settle. One that appears later still, below the floor, is never
+// listed: the contract of Order "keys" is that names sort by arrival
+// within Settle (time-stamped names, as log shippers write them).
+//
+// floorLine is the dispatcher's view of the objects above the floor,
+// in key order, for one pass; seen (across passes) when each was first
+// listed. Only the dispatcher touches it.
+type floorLine struct {
+	items []Object
+	seen  map[string]time.Time
+}
+
+// add appends o, listed now, in key order.
+func (l *floorLine) add(o Object, now time.Time) {
+	l.items = append(l.items, o)
+	if _, ok := l.seen[o.Key]; !ok {
+		l.seen[o.Key] = now
+	}
+}
+
+// advanceFloor raises the floor over the done and settled objects at the
+// front of the line.
+func (s *Source) advanceFloor() {
+	if s.cfg.Order != OrderKeys {
+		return
+	}
+	l, now := &s.line, s.cfg.Now()
+	mark := ""
+	for len(l.items) > 0 {
+		o := l.items[0]
+		if now.Sub(l.seen[o.Key]) < s.cfg.Settle || !s.finished(o) {
+			break
+		}
+		mark = o.Key
+		l.items = l.items[1:]
+	}
+	if mark == "" {
+		return
+	}
+	fam := family(s.cfg.Name)
+	if n := segment.FloorMarkMax(fam); len(mark) > n {
+		mark = mark[:n] // below the whole key: still a sound floor
+	}
+	s.prog.floorTo(mark, fam)
+	for k := range l.seen {
+		if k <= mark {
+			delete(l.seen, k)
+		}
+	}
+}
+
+// finished reports whether o needs nothing more: ignored, empty, done by
+// its offset, or settled (no rows, skipped).
+func (s *Source) finished(o Object) bool {
+	if ignored(o.Key) || o.Size == 0 || s.prog.isSettled(o.Key) {
+		return true
+	}
+	f, err := formatOf(s.cfg.Format, o.Key)
+	return err == nil && done(f, s.prog.get(s.OffsetKey(o.Key)), o.Size)
+}
+
+// family is the offset-key family of source name's plain keys, which
+// its floor covers.
+func family(name string) string { return offsetKeyPrefix + name + "/" }
