@@ -25,6 +25,11 @@ const (
 	MarkPrefixMidObject = "prefix-mid-object" // a unit starting mid-object acked: an object in several units
 	MarkPrefixResumed   = "prefix-resumed"    // such a unit where a recovery's offsets left the object: resumed mid-object
 	MarkPrefixSkipped   = "prefix-skipped"    // an object that cannot be ingested skipped (on_error skip)
+	// Objects at scale: several in flight, and a floor (order "keys").
+	MarkPrefixParallel       = "prefix-parallel"        // a unit submitted while another object's is with the engine
+	MarkPrefixFloor          = "prefix-floor"           // a unit carried a floor over objects done
+	MarkPrefixFloorSkipped   = "prefix-floor-skipped"   // a floor rose over an object the source skipped
+	MarkPrefixFloorRecovered = "prefix-floor-recovered" // a run started from recovered offsets holding a floor
 )
 
 // Marks of worlds of several pipelines (pipeline.go).

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"strings"
 
 	"github.com/skipprd/skipprd/engine"
@@ -39,12 +40,16 @@ func (r *prefixRun) ingest(c *call, answer func()) {
 	if !ok {
 		return
 	}
-	key, value := c.unit.Offsets[0].Key, c.unit.Offsets[0].Value
+	o := plainOffset(c.unit)
+	key, value := o.Key, o.Value
 	resumed := first > 0 && !r.acked[key]
-	r.inFlight = true
+	if r.inFlight > 0 {
+		w.mark(MarkPrefixParallel)
+	}
+	r.inFlight++
 	inc := w.inc.ID()
 	w.submitUnit(uids[0], c.unit, nil, func(err error) {
-		r.inFlight = false
+		r.inFlight--
 		if err != nil {
 			w.sourceError(s, uids[0], err)
 		} else {
@@ -73,11 +78,10 @@ func (w *World) prefixAcked(uids []UID, inc uint64) {
 // ids; anything else fails the run.
 func (r *prefixRun) piecesOf(u engine.Unit) (*objectLayout, int, []UID, bool) {
 	s, w := r.s, r.s.w
-	if len(u.Offsets) != 1 {
-		w.oracle.fail("prefix source %s: a unit with offsets %v", s.spec.Name, u.Offsets)
+	if !r.checkOffsets(u.Offsets) {
 		return nil, 0, nil, false
 	}
-	o := u.Offsets[0]
+	o := plainOffset(u)
 	i, known := s.objKeys[o.Key]
 	if !known || s.objects[i].corrupt != "" {
 		w.oracle.fail("prefix source %s: a unit with offset key %q, which names no object it can ingest", s.spec.Name, o.Key)
@@ -205,13 +209,79 @@ func (s *source) drop() {
 	s.w.sched.After(s.rand.Exp(s.spec.Interval), s.drop)
 }
 
+// plainOffset is the offset of u that is no floor.
+func plainOffset(u engine.Unit) segment.Offset {
+	for _, o := range u.Offsets {
+		if !segment.IsFloor(o.Key) {
+			return o
+		}
+	}
+	return segment.Offset{}
+}
+
+// checkOffsets: a unit of the objects source carries its object's
+// offset and, with order "keys", its floor — which must be sound: every
+// object at or below it done (floorSound).
+func (r *prefixRun) checkOffsets(o segment.Offsets) bool {
+	s, w := r.s, r.s.w
+	fam := "objects/" + s.spec.Name + "/"
+	plain, floors := 0, 0
+	for _, e := range o {
+		f, mark, ok := segment.ParseFloor(e.Key)
+		switch {
+		case !segment.IsFloor(e.Key):
+			plain++
+		case !ok || f != fam || !s.spec.OrderKeys:
+			w.oracle.fail("prefix source %s: a unit with the floor %q (family %q; order keys %v)", s.spec.Name, e.Key, fam, s.spec.OrderKeys)
+			return false
+		default:
+			floors++
+			w.mark(MarkPrefixFloor)
+			if !r.floorSound(mark) {
+				return false
+			}
+		}
+	}
+	if plain != 1 || floors > 1 {
+		w.oracle.fail("prefix source %s: a unit with offsets %v: want its object's, and a floor or none", s.spec.Name, o)
+		return false
+	}
+	return true
+}
+
+// floorSound: every object whose name sorts at or below mark is done —
+// committed to its end in the engine's offsets — or one the source
+// cannot ingest.
+// Objects are named in drop order (objName), so the check walks on from
+// where the last floor left it.
+func (r *prefixRun) floorSound(mark string) bool {
+	s, w := r.s, r.s.w
+	if mark > r.floor {
+		r.floor = mark
+	}
+	for ; s.floorUpTo < len(s.objects) && s.objects[s.floorUpTo].name <= mark; s.floorUpTo++ {
+		obj := s.objects[s.floorUpTo]
+		if obj.corrupt != "" {
+			w.mark(MarkPrefixFloorSkipped)
+			continue
+		}
+		end := obj.pieces[len(obj.pieces)-1].end
+		if v, _ := w.eng.Offset(obj.offsetKey); v < end {
+			w.oracle.fail("prefix source %s: a unit carries the floor %q, but object %s under it is not done (%s=%d, its end %d)",
+				s.spec.Name, mark, obj.name, obj.offsetKey, v, end)
+			return false
+		}
+	}
+	return true
+}
+
 // prefixIdle: every readable object dropped is done in the engine's
 // offsets (an object committed before a crash is done without an ACK
 // the world saw), the current run skipped every unreadable one, and
 // nothing is with the engine. ackedUpTo walks forward only: the
 // offsets view never goes back.
 func (s *source) prefixIdle() bool {
-	if s.run != nil && s.run.inFlight || s.w.eng == nil || !s.w.eng.Ready() {
+	if s.run != nil && s.run.inFlight > 0 || s.w.eng == nil || !s.w.eng.Ready() {
 		return false
 	}
 	for s.ackedUpTo < s.newSeq {
@@ -223,7 +293,24 @@ func (s *source) prefixIdle() bool {
 		}
 		s.ackedUpTo++
 	}
-	return s.ackedUpTo == s.newSeq && (s.corrupt == 0 || s.run != nil && s.run.runner.Skipped() == uint64(s.corrupt))
+	return s.ackedUpTo == s.newSeq && (s.corrupt == 0 || s.run != nil && s.run.runner.Skipped() >= s.unfloored())
+}
+
+// unfloored counts the objects the source cannot ingest that no floor in
+// the engine's offsets covers: each current run must skip them. (Under a
+// floor one is never listed again: order "keys" reports a skipped object
+// once, not at every restart.)
+func (s *source) unfloored() uint64 {
+	n := uint64(0)
+	for _, obj := range s.objects {
+		if obj.corrupt == "" {
+			continue
+		}
+		if v, _ := s.w.eng.Offset(obj.offsetKey); v != math.MaxUint64 {
+			n++
+		}
+	}
+	return n
 }
 
 // pieceOf is the object holding piece uid of a prefix source, and the

@@ -52,6 +52,7 @@ type source struct {
 	objKeys   map[string]int
 	corrupt   int
 	ackedUpTo uint64
+	floorUpTo int // prefix, order keys: objects up to here are checked under a floor (floorSound)
 	// brk: the broker of a broker source with a BrokerSpec (broker_log.go).
 	brk *brokerLog
 }

@@ -18,7 +18,7 @@ type SourceSpec struct {
 	Replayable bool          `json:"replayable,omitempty"`
 	CDC        bool          `json:"cdc,omitempty"`
 	Partitions int           `json:"partitions,omitempty"` // replayable: offset keys, one unit in flight each
-	InFlight   int           `json:"in_flight,omitempty"`  // non-replayable: units in flight at once
+	InFlight   int           `json:"in_flight,omitempty"`  // non-replayable: units in flight at once; prefix: objects
 	Interval   time.Duration `json:"interval"`             // mean time between units, per partition / per slot
 	RowsMin    int           `json:"rows_min"`
 	RowsMax    int           `json:"rows_max"`
@@ -61,6 +61,12 @@ type SourceSpec struct {
 	// ChunkBytes (prefix) bounds the text or row groups of one unit of
 	// the objects source; 0: its default (8 MiB, above any object).
 	ChunkBytes int64 `json:"chunk_bytes,omitempty"`
+	// OrderKeys (prefix): the source keeps a floor under which every
+	// object is done (order "keys"), rising over objects listed at least
+	// Settle ago. (InFlight, for a prefix source: objects it ingests at
+	// once; 0: one, the worlds recorded before.)
+	OrderKeys bool          `json:"order_keys,omitempty"`
+	Settle    time.Duration `json:"settle,omitempty"`
 	// CorruptPermille (prefix): this many thousandths of the objects
 	// cannot be ingested, and the source skips such objects (on_error
 	// "skip"). 0: none, and the source stops on one (on_error "stop").
@@ -236,6 +242,7 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 		last.RowsMax = last.RowsMin + pr.Intn(200)
 		last.PayloadMax = last.PayloadMin + pr.Intn(448)
 		drawObjects(r.Split("prefix-objects"), last)
+		drawPrefixScale(r.Split("prefix-scale"), last)
 	}
 	out = append(out, drawBulk(r.Split("bulk"), s, len(out)))
 	if r.Chance(0.4) {
@@ -310,6 +317,24 @@ func drawObjects(r *Rand, spec *SourceSpec) {
 	spec.Units = 10 + spec.Units/2
 	if r.Chance(0.5) {
 		spec.CorruptPermille = 20 + r.Intn(150)
+	}
+}
+
+// drawPrefixScale draws how a prefix source keeps up: objects in flight
+// at once, a floor (order "keys") and, in some worlds, thousands of
+// small objects dropped fast, as a bucket of log files fills.
+func drawPrefixScale(r *Rand, spec *SourceSpec) {
+	if r.Chance(0.6) {
+		spec.InFlight = 2 + r.Intn(7)
+	}
+	if r.Chance(0.5) {
+		spec.OrderKeys = true
+		spec.Settle = time.Duration(logUniform(r, float64(50*time.Millisecond), float64(20*time.Second)))
+	}
+	if spec.InFlight >= 4 && r.Chance(0.4) {
+		spec.Units = uint64(1000 + r.Intn(4000))
+		spec.Interval = time.Duration(logUniform(r, float64(2*time.Millisecond), float64(30*time.Millisecond)))
+		spec.RowsMin, spec.RowsMax = 1, 1+r.Intn(8)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -40,14 +39,20 @@ func (p *prefixRunner) Run(b sim.Blocking, offsets segment.Offsets) error {
 	if p.opt.Skip {
 		onError = objects.OnErrorSkip
 	}
+	order := objects.OrderAny
+	if p.opt.OrderKeys {
+		order = objects.OrderKeys
+	}
 	src, err := objects.New(objects.Config{
 		Name: p.opt.Name, Namespace: p.opt.Namespace, SinkRef: p.opt.Sink, Format: objects.FormatAuto,
 		ChunkBytes: p.opt.ChunkBytes, OnError: onError, Poll: 500 * time.Millisecond,
+		Order: order, Settle: p.opt.Settle, InFlight: max(1, p.opt.InFlight),
 		Logger: slog.New(slog.DiscardHandler),
 		Sleep: func(ctx context.Context, d time.Duration) error {
 			b.Sleep(d)
 			return ctx.Err()
 		},
+		Now: b.Now, Tasks: b,
 	}, p.wrap(simStore{b, p.opt.Prefix}))
 	if err != nil {
 		return err
@@ -69,17 +74,16 @@ type simStore struct {
 	prefix string
 }
 
-func (s simStore) List(context.Context) ([]objects.Object, error) {
-	listed, err := s.b.List(s.prefix)
+func (s simStore) List(_ context.Context, after string) (objects.Page, error) {
+	listed, next, err := s.b.List(s.prefix, after)
 	if err != nil {
-		return nil, err
+		return objects.Page{}, err
 	}
-	out := make([]objects.Object, 0, len(listed))
+	page := objects.Page{Objects: make([]objects.Object, 0, len(listed)), Next: next}
 	for _, o := range listed {
-		out = append(out, objects.Object{Key: strings.TrimPrefix(o.Key, s.prefix), Size: o.Size})
+		page.Objects = append(page.Objects, objects.Object{Key: strings.TrimPrefix(o.Key, s.prefix), Size: o.Size})
 	}
-	slices.SortFunc(out, func(a, b objects.Object) int { return strings.Compare(a.Key, b.Key) })
-	return out, nil
+	return page, nil
 }
 
 func (s simStore) Open(_ context.Context, key string, off int64) (io.ReadCloser, error) {

@@ -27,6 +27,10 @@ var worldMarks = []worldMark{
 	{name: sim.MarkPrefixMidObject, needs: mixedObjects},
 	{name: sim.MarkPrefixResumed, needs: mixedObjects},
 	{name: sim.MarkPrefixSkipped, needs: func(s sim.SourceSpec) bool { return s.Prefix && s.CorruptPermille > 0 }},
+	{name: sim.MarkPrefixParallel, needs: func(s sim.SourceSpec) bool { return s.Prefix && s.InFlight > 1 }},
+	{name: sim.MarkPrefixFloor, needs: floorSource},
+	{name: sim.MarkPrefixFloorRecovered, needs: floorSource},
+	{name: sim.MarkPrefixFloorSkipped, needs: func(s sim.SourceSpec) bool { return floorSource(s) && s.CorruptPermille > 0 }},
 	{name: sim.MarkBrokerMultiRecord, needs: brokerSource},
 	{name: sim.MarkBrokerResumeWaited, needsWorld: func(s sim.WorldSpec) bool {
 		return s.Engine.Disk != nil && slices.ContainsFunc(s.AllSources(), brokerSource)
@@ -85,6 +89,8 @@ func brokerSource(s sim.SourceSpec) bool { return s.FetchMax > 0 }
 func retention(s sim.SourceSpec) bool { return s.Broker != nil && s.Broker.RetentionAge > 0 }
 
 func mixedObjects(s sim.SourceSpec) bool { return s.Prefix && s.Formats != "" }
+
+func floorSource(s sim.SourceSpec) bool { return s.Prefix && s.OrderKeys }
 
 // markCounts counts, per world mark, the worlds that could reach it,
 // the worlds that did and the times it was passed.
