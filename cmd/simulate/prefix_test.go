@@ -257,3 +257,34 @@ func (e emptier) Ingest(u engine.Unit) error {
 	u.Batches = nil
 	return e.Blocking.Ingest(u)
 }
+
+// The floor oracle catches a floor over objects not done: every unit
+// carries one above every object's name, the source's own dropped.
+func TestPrefixFloorOracle(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
+	j := prefixWorld(t, "none", 60000, false)
+	for i := range j.spec.Sources {
+		if s := &j.spec.Sources[i]; s.Prefix {
+			s.OrderKeys, s.Settle = true, 100*time.Millisecond
+		}
+	}
+	res := runPrefixWorld(j, over(nil, func(b sim.Blocking) sim.Blocking { return floorRaiser{b} }, nil))
+	if want := "under it is not done"; !strings.Contains(strings.Join(res.Violations, "\n"), want) {
+		t.Fatalf("violations %q, want one saying %q", res.Violations, want)
+	}
+}
+
+// floorRaiser ingests every unit with a floor above every object.
+type floorRaiser struct{ sim.Blocking }
+
+func (f floorRaiser) Ingest(u engine.Unit) error {
+	var plain segment.Offsets
+	for _, o := range u.Offsets {
+		if !segment.IsFloor(o.Key) {
+			plain = append(plain, o)
+		}
+	}
+	fam, _, _ := strings.Cut(strings.TrimPrefix(plain[0].Key, "objects/"), "/")
+	u.Offsets = plain.Advance(segment.FloorKey("objects/"+fam+"/", "9999999999"), 1)
+	return f.Blocking.Ingest(u)
+}
