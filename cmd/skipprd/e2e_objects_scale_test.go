@@ -37,7 +37,7 @@ func scaleObjects(t *testing.T) int {
 // objects for a pipeline's life.
 func TestDaemonObjectsAtScale(t *testing.T) {
 	if testing.Short() {
-		t.Skip("puts 100,000 objects and ingests them")
+		t.Skip("puts thousands of objects and ingests them")
 	}
 	if runtime.GOOS == "windows" {
 		t.Skip("stops the daemon with SIGINT")
