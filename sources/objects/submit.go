@@ -34,8 +34,8 @@ func (s *Source) submit(ctx context.Context, ingest IngestFunc, u engine.Unit, r
 		return invariantf("a unit with %d offsets; want 1", len(u.Offsets))
 	}
 	o := u.Offsets[0]
-	if s.prog.firstErr() != nil {
-		return errStopped // another object stopped the Run: no new unit
+	if s.prog.firstErr() != nil || ctx.Err() != nil {
+		return errStopped // the Run stops: no new unit (the one in flight is answered)
 	}
 	floor, err := s.prog.claim(o.Key, o.Value)
 	if err != nil {
