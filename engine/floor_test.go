@@ -70,3 +70,23 @@ func TestMalformedFloorsAreRefused(t *testing.T) {
 		}
 	}
 }
+
+// A unit whose plain offset is committed is a duplicate whatever floor it
+// carries: a source resubmitting after a restart has its floor moved on,
+// and its rows must not be stored a second time.
+func TestAUnitCoveredButForItsFloorIsADuplicate(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	fam := "objects/s/"
+	first := r.submit(withOffset(unit("n", 7), fam+"x", 10))
+	r.until(func() bool { return first.done }, "first ack")
+	again := r.submit(withFloor(unit("n", 7), fam+"x", 10, fam, "w"))
+	r.until(func() bool { return again.done }, "answer to the resubmission")
+	r.settle()
+	if again.err != nil {
+		t.Fatalf("resubmission: %v", again.err)
+	}
+	if got := r.committedValues()["n"]; len(got) != 1 {
+		t.Fatalf("rows %v committed; want the unit's once", got)
+	}
+}

@@ -20,12 +20,19 @@ import (
 // listed: the contract of Order "keys" is that names sort by arrival
 // within Settle (time-stamped names, as log shippers write them).
 //
+// The Settle is counted to the start of the pass's listing, not to now:
+// a page is listed at its own time, so an object that became visible
+// behind a later page's position is missed by this pass; it was visible
+// by the pass's start if it keeps the contract.
+//
 // floorLine is the dispatcher's view of the objects above the floor,
 // in key order, for one pass; seen (across passes) when each was first
-// listed. Only the dispatcher touches it.
+// listed; listedAt when this pass's listing began. Only the dispatcher
+// touches it.
 type floorLine struct {
-	items []Object
-	seen  map[string]time.Time
+	items    []Object
+	seen     map[string]time.Time
+	listedAt time.Time
 }
 
 // add appends o, listed now, in key order.
@@ -42,11 +49,11 @@ func (s *Source) advanceFloor() {
 	if s.cfg.Order != OrderKeys {
 		return
 	}
-	l, now := &s.line, s.cfg.Now()
+	l := &s.line
 	mark := ""
 	for len(l.items) > 0 {
 		o := l.items[0]
-		if now.Sub(l.seen[o.Key]) < s.cfg.Settle || !s.finished(o) {
+		if l.listedAt.Sub(l.seen[o.Key]) < s.cfg.Settle || !s.finished(o) {
 			break
 		}
 		mark = o.Key

@@ -125,7 +125,7 @@ func (s *Source) pass(ctx context.Context, ingest IngestFunc) error {
 	if d.tasks == nil {
 		d.tasks = newGoTasks(s.cfg.InFlight)
 	}
-	s.line.items = s.line.items[:0]
+	s.line.items, s.line.listedAt = s.line.items[:0], s.cfg.Now()
 	err := d.list(s.prog.floorMark())
 	if derr := d.drain(); err == nil {
 		err = derr
