@@ -99,7 +99,7 @@ var (
 		sourceKafka: {"brokers", "topics", "topic_regex", "group", "namespace", "format", "start", "on_gap", "read_committed", "tls",
 			"sasl_mechanism", "sasl_user_env", "sasl_password_env"},
 		sourceNATS: {"url", "stream", "subjects", "namespace", "format", "start", "on_gap"},
-		sourceMQTT: {"broker", "topics", "namespace", "format", "id_field", "id_property", "session_expiry", "username_env", "password_env"},
+		sourceMQTT: {"broker", "topics", "namespace", "format", "id_field", "username_env", "password_env"},
 	}
 	walStorages  = []string{string(walDisk), string(walEmbedded), string(walS3)}
 	formats      = []string{"auto", "jsonl", "csv", "parquet"}
@@ -194,16 +194,13 @@ type sourceSpec struct {
 
 // mqttSourceSpec subscribes to MQTT topic filters.
 type mqttSourceSpec struct {
-	Broker     string // tcp://host:port
-	Topics     []string
-	Namespace  string
-	Format     string // json | text | bytes
-	IDField    string // "": at least once (unless IDProperty)
-	IDProperty string // an MQTT 5 user property holding the id; "": at least once (unless IDField)
-	// SessionExpiry is the persistent session's Session Expiry Interval.
-	SessionExpiry time.Duration
-	UsernameEnv   string // environment variables holding the credentials; "" for none
-	PasswordEnv   string
+	Broker      string // tcp://host:port
+	Topics      []string
+	Namespace   string
+	Format      string // json | text | bytes
+	IDField     string // "": at least once
+	UsernameEnv string // environment variables holding the credentials; "" for none
+	PasswordEnv string
 }
 
 // natsSourceSpec reads a NATS JetStream stream.

@@ -810,9 +810,6 @@ func (c *checker) natsSource(m *mapping, sink string) *natsSourceSpec {
 	return n
 }
 
-// mqttExpiryRange bounds an mqtt source's session_expiry.
-var mqttExpiryRange = durationRange{min: mqtt.SessionExpiryMin, max: mqtt.SessionExpiryMax, shown: "1s..8760h", example: "1h or 24h"}
-
 func (c *checker) mqttSource(m *mapping, sink string) *mqttSourceSpec {
 	q := &mqttSourceSpec{}
 	if b, line, ok := c.text(m, "broker", true, "the broker, e.g. tcp://127.0.0.1:1883"); ok {
@@ -829,18 +826,6 @@ func (c *checker) mqttSource(m *mapping, sink string) *mqttSourceSpec {
 			c.errorf(line, m.where, "id_field %q needs format json", id)
 		}
 		q.IDField = id
-	}
-	if id, line, ok := c.text(m, "id_property", false, "the MQTT 5 user property holding each message's id"); ok {
-		if q.IDField != "" {
-			c.errorf(line, m.where, "id_field %q and id_property %q: at most one of them", q.IDField, id)
-		}
-		q.IDProperty = id
-	}
-	if d, set := c.duration(m, "session_expiry", mqttExpiryRange, mqtt.DefaultSessionExpiry); set && d%time.Second != 0 {
-		_, line, _ := c.str(m, "session_expiry")
-		c.errorf(line, m.where, "session_expiry %v: whole seconds (MQTT's Session Expiry Interval)", d)
-	} else {
-		q.SessionExpiry = d
 	}
 	q.UsernameEnv = c.envRef(m, "username_env", false, "MQTT_USER")
 	q.PasswordEnv = c.envRef(m, "password_env", false, "MQTT_PASSWORD")

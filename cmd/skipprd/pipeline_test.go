@@ -349,19 +349,14 @@ func TestPipelineErrors(t *testing.T) {
 			`skipprd.yaml:3: sources[0] "a": unknown key "rate" (allowed: name, kind, sink)`}},
 		{"unknown key, unknown kind", doc(sinks, "sources:", "  - {name: a, kind: pulsar, sink: lake, topic: t}"), []string{
 			`skipprd.yaml:3: sources[0] "a": kind "pulsar" is not one of http, files, objects, generator, postgres-cdc, kafka, nats, mqtt`,
-			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, order, settle, in_flight, bucket, prefix, url_env, publication, slot, tables, brokers, topics, topic_regex, group, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env, url, stream, subjects, broker, id_field, id_property, session_expiry, username_env, password_env)`}},
+			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, order, settle, in_flight, bucket, prefix, url_env, publication, slot, tables, brokers, topics, topic_regex, group, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env, url, stream, subjects, broker, id_field, username_env, password_env)`}},
 		{"mqtt", doc(sinks, "sources:", "  - {name: a, kind: mqtt, sink: lake, broker: '127.0.0.1:1883', topics: ['a/#/b', 'c/d+'], namespace: readings, format: text, id_field: id}",
-			"  - {name: b, kind: mqtt, sink: lake, broker: 'tcp://x:1883', topics: [a]}",
-			"  - {name: c, kind: mqtt, sink: lake, broker: 'tcp://x:1883', topics: [c], namespace: c, id_field: id, id_property: message-id, session_expiry: 500ms}",
-			"  - {name: d, kind: mqtt, sink: lake, broker: 'tcp://x:1883', topics: [d], namespace: d, session_expiry: 1500ms}"), []string{
+			"  - {name: b, kind: mqtt, sink: lake, broker: 'tcp://x:1883', topics: [a]}"), []string{
 			`skipprd.yaml:3: sources[0] "a": broker "127.0.0.1:1883": want scheme://host:port, e.g. tcp://127.0.0.1:1883`,
 			`skipprd.yaml:3: sources[0] "a": topics: "a/#/b": topic filter "a/#/b": '#' only as the whole last level`,
 			`skipprd.yaml:3: sources[0] "a": topics: "c/d+": topic filter "c/d+": '+' only as a whole level`,
 			`skipprd.yaml:3: sources[0] "a": id_field "id" needs format json`,
-			`skipprd.yaml:4: sources[1] "b": namespace is required (the namespace every row goes to, e.g. drops)`,
-			`skipprd.yaml:5: sources[2] "c": id_field "id" and id_property "message-id": at most one of them`,
-			`skipprd.yaml:5: sources[2] "c": session_expiry "500ms": want a duration in 1s..8760h, e.g. 1h or 24h`,
-			`skipprd.yaml:6: sources[3] "d": session_expiry 1.5s: whole seconds (MQTT's Session Expiry Interval)`}},
+			`skipprd.yaml:4: sources[1] "b": namespace is required (the namespace every row goes to, e.g. drops)`}},
 		{"nats", doc(sinks, "sources:", "  - {name: a, kind: nats, sink: lake, url: 'http://x:4222', stream: 'my.stream', start: latest}",
 			"  - {name: b, kind: nats, sink: lake, url: 'nats://x:4222', stream: Clicks}", "  - {name: c, kind: nats, sink: lake, url: 'nats://x:4222', stream: C2, namespace: clicks}",
 			"  - {name: d, kind: nats, sink: lake}"), []string{

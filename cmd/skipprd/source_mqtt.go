@@ -22,7 +22,7 @@ type mqttSource struct {
 func (d *daemon) mqttSource(s sourceSpec, getenv func(string) string) (source, error) {
 	q := s.MQTT
 	cfg := mqtt.Config{Name: s.Name, Broker: q.Broker, Topics: q.Topics, Namespace: q.Namespace, SinkRef: s.Sink,
-		Format: q.Format, IDField: q.IDField, IDProperty: q.IDProperty, SessionExpiry: q.SessionExpiry, Logger: d.log}
+		Format: q.Format, IDField: q.IDField, Logger: d.log}
 	if q.UsernameEnv != "" {
 		cfg.Username = getenv(q.UsernameEnv)
 	}
@@ -33,8 +33,8 @@ func (d *daemon) mqttSource(s sourceSpec, getenv func(string) string) (source, e
 	if err != nil {
 		return nil, fmt.Errorf("source %q: %w", s.Name, err)
 	}
-	if q.IDField == "" && q.IDProperty == "" {
-		d.log.Warn("mqtt source: no id_field or id_property, so at least once: a message the broker sends again after a crash may be stored twice",
+	if q.IDField == "" {
+		d.log.Warn("mqtt source: no id_field, so at least once: a message the broker sends again after a crash may be stored twice",
 			"source", s.Name)
 	}
 	return &mqttSource{name: s.Name, spec: q, src: src}, nil
@@ -53,5 +53,5 @@ func (q *mqttSource) stats() (uint64, uint64) {
 
 func (q *mqttSource) describe() []any {
 	return []any{"source", q.name, "kind", sourceMQTT, "broker", q.spec.Broker, "topics", strings.Join(q.spec.Topics, ","),
-		"client_id", q.src.ClientID(), "session_expiry", q.spec.SessionExpiry}
+		"client_id", q.src.ClientID()}
 }

@@ -3,9 +3,7 @@ package mqtt
 import (
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/apache/arrow-go/v18/arrow/memory"
@@ -31,13 +29,6 @@ const (
 	// IDBytesMax bounds a message id: with its prefix it is the unit's
 	// idempotency key.
 	IDBytesMax = 128
-	// DefaultSessionExpiry is how long the broker keeps the persistent
-	// session (its subscriptions and the messages queued for it) after
-	// the source disconnects; SessionExpiryMin..SessionExpiryMax, whole
-	// seconds (MQTT 5's Session Expiry Interval).
-	DefaultSessionExpiry = time.Hour
-	SessionExpiryMin     = time.Second
-	SessionExpiryMax     = 8760 * time.Hour
 )
 
 // Config configures a Source. Zero fields take the defaults.
@@ -46,7 +37,7 @@ type Config struct {
 	// (the persistent session) and its idempotency keys
 	// "mqtt/{Name}/{id}". 1..NameMax bytes of UTF-8 without '/' or '#'.
 	Name   string
-	Broker string   // tcp://host:1883 (mqtt://, ssl://, tls://, ws://, wss:// as autopaho takes them)
+	Broker string   // tcp://host:1883 (ssl://, ws:// as paho takes them)
 	Topics []string // topic filters subscribed at QoS 1
 	// Namespace is the table every message goes to (required: topics
 	// may be wildcards).
@@ -57,16 +48,8 @@ type Config struct {
 	// identifies it: its value is the unit's idempotency key, so a
 	// message the broker delivers again is stored once (exactly once).
 	// "": at least once — a message redelivered after a crash may be
-	// stored twice. At most one of IDField and IDProperty.
+	// stored twice.
 	IDField string
-	// IDProperty names the MQTT 5 user property of each message that
-	// identifies it, as IDField does (any Format). At most one of
-	// IDField and IDProperty.
-	IDProperty string
-	// SessionExpiry is the Session Expiry Interval the source asks for:
-	// how long the broker keeps its session, and queues messages for it,
-	// while the source is down. 0: DefaultSessionExpiry.
-	SessionExpiry time.Duration
 	// InFlight bounds the messages awaiting the host's answer at once;
 	// the broker's own limit (its receive maximum, Mosquitto's
 	// max_inflight_messages) may be lower. 0: DefaultInFlight.
@@ -85,9 +68,6 @@ func (c Config) withDefaults() Config {
 	if c.InFlight == 0 {
 		c.InFlight = DefaultInFlight
 	}
-	if c.SessionExpiry == 0 {
-		c.SessionExpiry = DefaultSessionExpiry
-	}
 	c.Limits = messages.Limits(c.Limits, httpsrc.DefaultLimits().BodyBytes)
 	if c.Allocator == nil {
 		c.Allocator = memory.DefaultAllocator
@@ -103,8 +83,8 @@ func (c Config) check() error {
 	switch {
 	case name == "" || len(name) > NameMax || !utf8.ValidString(name) || strings.ContainsAny(name, "/#"):
 		return fmt.Errorf("mqtt source: name %q: 1..%d bytes of UTF-8 without '/' or '#'", name, NameMax)
-	case !validBroker(c.Broker):
-		return fmt.Errorf("mqtt source %q: broker %q: a tcp://host:port (or mqtt, ssl, tls, mqtts, ws, wss)", name, c.Broker)
+	case c.Broker == "":
+		return fmt.Errorf("mqtt source %q: broker: a tcp://host:port", name)
 	case len(c.Topics) == 0:
 		return fmt.Errorf("mqtt source %q: topics: at least one topic filter", name)
 	case c.SinkRef == "" || len(c.SinkRef) > segment.KeyFieldBytesMax:
@@ -113,12 +93,6 @@ func (c Config) check() error {
 		return fmt.Errorf("mqtt source %q: format %q: one of %s, %s, %s", name, c.Format, FormatJSON, FormatText, FormatBytes)
 	case c.IDField != "" && c.Format != FormatJSON:
 		return fmt.Errorf("mqtt source %q: id_field %q needs format %s", name, c.IDField, FormatJSON)
-	case c.IDField != "" && c.IDProperty != "":
-		return fmt.Errorf("mqtt source %q: id_field %q and id_property %q: at most one of them", name, c.IDField, c.IDProperty)
-	case c.IDProperty != "" && !utf8.ValidString(c.IDProperty):
-		return fmt.Errorf("mqtt source %q: id_property %q: UTF-8", name, c.IDProperty)
-	case c.SessionExpiry < SessionExpiryMin || c.SessionExpiry > SessionExpiryMax || c.SessionExpiry%time.Second != 0:
-		return fmt.Errorf("mqtt source %q: session_expiry %v: whole seconds in %v..%v", name, c.SessionExpiry, SessionExpiryMin, SessionExpiryMax)
 	case c.InFlight < 1 || c.InFlight > InFlightMax:
 		return fmt.Errorf("mqtt source %q: in_flight %d outside 1..%d", name, c.InFlight, InFlightMax)
 	}
@@ -134,18 +108,6 @@ func (c Config) check() error {
 		return fmt.Errorf("mqtt source %q: %w", name, err)
 	}
 	return nil
-}
-
-func validBroker(b string) bool {
-	u, err := url.Parse(b)
-	if err != nil || u.Host == "" {
-		return false
-	}
-	switch strings.ToLower(u.Scheme) {
-	case "tcp", "mqtt", "ssl", "tls", "mqtts", "mqtt+ssl", "tcps", "ws", "wss":
-		return true
-	}
-	return false
 }
 
 // CheckFilter applies MQTT's rules for a topic filter: '#' only as the
