@@ -152,8 +152,10 @@
 //     the idempotency keys of the window — recent keys in memory,
 //     immutable runs of key hashes on the store, listed per time bucket
 //     by a manifest; lookups on a filter hit, size-tiered merges, expiry.
-//   - offsets_view.go, keys.go, config.go, stats.go: the source offsets
-//     (with what is durable in _offsets), key layout, configuration,
+//   - offsets_view.go, floors.go, keys.go, config.go, stats.go: the
+//     source offsets (with what is durable in _offsets; a floor retires
+//     the keys of its family it covers, and is never pending), key
+//     layout, configuration,
 //     counters (totals, per namespace in name order, latency histograms
 //     of fixed buckets, the memory pool's use).
 //   - alerts.go: the alert queue and its kinds.

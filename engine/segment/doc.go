@@ -79,6 +79,9 @@
 //	u32 count | count × ( u16 key_len | key | u64 value ), keys strictly ascending
 //
 // Canonical: the same logical offsets always encode to the same bytes.
+// A key "floor/{family}\x00{mark}" is a floor (floor.go): it covers every
+// key of its family at or below the mark, and MaxMerge keeps a family's
+// greatest floor without the keys it covers.
 //
 // # Offsets checkpoint (_offsets), version 1
 //
