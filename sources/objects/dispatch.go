@@ -2,6 +2,8 @@ package objects
 
 import (
 	"context"
+	"errors"
+	"time"
 )
 
 // dispatcher is one pass: it walks the listing in key order and hands
@@ -12,6 +14,8 @@ type dispatcher struct {
 	ingest  IngestFunc
 	tasks   Tasks
 	running int
+	started int  // objects handed to tasks
+	cut     bool // the pass ended at lineMax, before the listing's end
 }
 
 // list walks the pages of the listing after after. A listing error is
@@ -19,6 +23,7 @@ type dispatcher struct {
 func (d *dispatcher) list(after string) error {
 	s := d.s
 	for {
+		pageAt := s.cfg.Now() // before the request: the page shows at least what was visible then
 		page, err := s.store.List(d.ctx, after)
 		if err != nil {
 			if d.ctx.Err() == nil {
@@ -27,11 +32,15 @@ func (d *dispatcher) list(after string) error {
 			}
 			return nil
 		}
-		if err := d.page(page, after); err != nil {
+		if err := d.page(page, after, pageAt); err != nil {
 			return err
 		}
 		s.advanceFloor()
 		if page.Next == "" {
+			return nil
+		}
+		if s.cfg.Order == OrderKeys && len(s.line.items) >= lineMax {
+			d.cut = true // list again from the floor (floorline.go)
 			return nil
 		}
 		after = page.Next
@@ -39,7 +48,7 @@ func (d *dispatcher) list(after string) error {
 }
 
 // page dispatches one page's objects.
-func (d *dispatcher) page(page Page, after string) error {
+func (d *dispatcher) page(page Page, after string, pageAt time.Time) error {
 	s := d.s
 	prev := after
 	for _, o := range page.Objects {
@@ -51,7 +60,7 @@ func (d *dispatcher) page(page Page, after string) error {
 			return errStopped
 		}
 		if s.cfg.Order == OrderKeys {
-			s.line.add(o, s.cfg.Now())
+			s.line.add(o, pageAt)
 		}
 		if s.finished(o) {
 			continue
@@ -74,9 +83,11 @@ func (d *dispatcher) start(o Object) error {
 		}
 	}
 	d.running++
+	d.started++
 	d.tasks.Go(func() {
-		if err := d.s.object(d.ctx, d.ingest, o); err != nil {
-			d.s.prog.failed(err)
+		// errStopped: the Run stops for another reason, already known.
+		if err := d.s.object(d.ctx, d.ingest, o); err != nil && !errors.Is(err, errStopped) {
+			d.s.prog.failed(err, o.Key)
 		}
 	})
 	return nil

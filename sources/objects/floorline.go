@@ -20,26 +20,39 @@ import (
 // listed: the contract of Order "keys" is that names sort by arrival
 // within Settle (time-stamped names, as log shippers write them).
 //
-// The Settle is counted to the start of the pass's listing, not to now:
-// a page is listed at its own time, so an object that became visible
-// behind a later page's position is missed by this pass; it was visible
-// by the pass's start if it keeps the contract.
+// Settle is counted to when the page holding the object was listed (in
+// the pass that raises the floor), not to now: a pass lists page after
+// page, so an object that became visible behind a later page's position
+// is missed by this pass, and only a listing of its range made Settle
+// after the higher object was first seen is sure to show it. So the
+// floor rises over objects in a later pass than the one that first saw
+// them, and a pass ends once its line holds lineMax objects (the next
+// starts at once, from the floor): the floor keeps up however long the
+// prefix is.
 //
 // floorLine is the dispatcher's view of the objects above the floor,
-// in key order, for one pass; seen (across passes) when each was first
-// listed; listedAt when this pass's listing began. Only the dispatcher
+// in key order, for one pass, each with when its page was listed; seen
+// (across passes) when each was first listed. Only the dispatcher
 // touches it.
 type floorLine struct {
-	items    []Object
-	seen     map[string]time.Time
-	listedAt time.Time
+	items []lineItem
+	seen  map[string]time.Time
 }
 
-// add appends o, listed now, in key order.
-func (l *floorLine) add(o Object, now time.Time) {
-	l.items = append(l.items, o)
+// lineItem is an object of the line and when its page was listed.
+type lineItem struct {
+	Object
+	pageAt time.Time
+}
+
+// lineMax ends a pass whose line holds this many objects (Order "keys").
+const lineMax = 10_000
+
+// add appends o, of a page listed at pageAt, in key order.
+func (l *floorLine) add(o Object, pageAt time.Time) {
+	l.items = append(l.items, lineItem{o, pageAt})
 	if _, ok := l.seen[o.Key]; !ok {
-		l.seen[o.Key] = now
+		l.seen[o.Key] = pageAt
 	}
 }
 
@@ -53,7 +66,7 @@ func (s *Source) advanceFloor() {
 	mark := ""
 	for len(l.items) > 0 {
 		o := l.items[0]
-		if l.listedAt.Sub(l.seen[o.Key]) < s.cfg.Settle || !s.finished(o) {
+		if o.pageAt.Sub(l.seen[o.Key]) < s.cfg.Settle || !s.finished(o.Object) {
 			break
 		}
 		mark = o.Key

@@ -2,6 +2,7 @@ package objects
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -192,4 +193,20 @@ func TestAFullOffsetsViewIsExplainedOnce(t *testing.T) {
 		t.Errorf("the full view explained %d times; want once:\n%s", n, f.log.String())
 	}
 	contains(t, f.log.String(), "order: keys")
+}
+
+// With several objects in flight, an object that stops the source
+// stops the ones after it in key order; those before it go on to their
+// end, as when objects went one at a time.
+func TestAStopLetsTheObjectsBeforeItFinish(t *testing.T) {
+	k := dirKit(t)
+	k.put(t, "a-good.jsonl", jsonlRows(0, 300))
+	k.put(t, "b-bad.jsonl", []byte("{\"id\":1000}\nnot json\n"))
+	f := newFixture(t, Config{InFlight: 4, ChunkBytes: 400}, k.store)
+	err := f.run(context.Background())
+	var oe *ObjectError
+	if !errors.As(err, &oe) || oe.Object != "b-bad.jsonl" {
+		t.Fatalf("Run = %v; want b-bad.jsonl's *ObjectError", err)
+	}
+	sameIDs(t, f.host.allIDs(), seq(0, 300))
 }

@@ -128,7 +128,7 @@ func (p *parquetObject) send(ctx context.Context, a, b int, rows int64) error {
 	if b == p.pf.NumRowGroups() {
 		value |= parquetDone
 	}
-	err = p.s.submit(ctx, p.ingest, p.s.unit(p.key, p.schema, batches, value), rows)
+	err = p.s.submit(ctx, p.ingest, p.obj.Key, p.s.unit(p.key, p.schema, batches, value), rows)
 	if errors.Is(err, engine.ErrInvalidUnit) {
 		return p.error(a, fmt.Sprintf("the host refuses the unit of row groups %d..%d: %v", a, b-1, err), err)
 	}

@@ -1,6 +1,7 @@
 package objects
 
 import (
+	"errors"
 	"sync"
 
 	"github.com/skipprd/skipprd/engine/segment"
@@ -29,7 +30,12 @@ type progress struct {
 	// it is done ("": none). Carried by every unit as the family's
 	// segment floor, and what a listing starts after.
 	floor string
-	err   error // the first error a task stopped with
+	// err: the error the Run stops with — of the object first in key
+	// order that failed (stopAt, its key), or one that is no object's
+	// (stopAt ""): objects at or after stopAt start no new unit, those
+	// before it go on to their end, as when objects went one at a time.
+	err    error
+	stopAt string
 }
 
 func newProgress(view segment.Offsets, name string) *progress {
@@ -89,13 +95,26 @@ func (p *progress) isSettled(object string) bool {
 	return p.settled[object]
 }
 
-// failed records a task's error; the first one stops the Run.
-func (p *progress) failed(err error) {
+// failed records the error a task stopped with, ingesting object (its
+// key), and returns the Run's.
+func (p *progress) failed(err error, object string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.err == nil {
-		p.err = err
+	var oe *ObjectError
+	if !errors.As(err, &oe) {
+		object = "" // the host refuses, or an invariant broke: stop all
 	}
+	if p.err == nil || (p.stopAt != "" && object < p.stopAt) {
+		p.err, p.stopAt = err, object
+	}
+}
+
+// stops reports whether a unit of object may not start: the Run stops,
+// and object is not before the failed one.
+func (p *progress) stops(object string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err != nil && (p.stopAt == "" || object >= p.stopAt)
 }
 
 func (p *progress) firstErr() error {

@@ -105,14 +105,14 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 	s.cfg.Logger.Info("objects source: starting", "source", s.cfg.Name, "order", s.cfg.Order,
 		"objects_with_offsets", len(s.prog.pos), "floor", s.prog.floor)
 	for {
-		err := s.pass(ctx, ingest)
+		again, err := s.pass(ctx, ingest)
 		if errors.Is(err, errStopped) || ctx.Err() != nil {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		if s.poll(ctx) != nil {
+		if !again && s.poll(ctx) != nil {
 			return nil
 		}
 	}
@@ -120,18 +120,20 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 
 // pass lists the store once, a page at a time from the floor, and
 // ingests what is not done; it returns once every task it started ended.
-func (s *Source) pass(ctx context.Context, ingest IngestFunc) error {
+// again: the pass was cut at lineMax having started objects, so the next
+// one starts at once rather than after Poll.
+func (s *Source) pass(ctx context.Context, ingest IngestFunc) (again bool, err error) {
 	d := dispatcher{s: s, ctx: ctx, ingest: ingest, tasks: s.cfg.Tasks}
 	if d.tasks == nil {
 		d.tasks = newGoTasks(s.cfg.InFlight)
 	}
-	s.line.items, s.line.listedAt = s.line.items[:0], s.cfg.Now()
-	err := d.list(s.prog.floorMark())
+	s.line.items = s.line.items[:0]
+	err = d.list(s.prog.floorMark())
 	if derr := d.drain(); err == nil {
 		err = derr
 	}
 	s.advanceFloor()
-	return err
+	return d.cut && d.started > 0, err
 }
 
 // unit is the unit of batches (one schema) advancing key to value.

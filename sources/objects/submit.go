@@ -29,12 +29,12 @@ import (
 //
 // ingest runs without ctx's cancellation, as the generator's does: a
 // host closing gracefully still answers the unit in flight.
-func (s *Source) submit(ctx context.Context, ingest IngestFunc, u engine.Unit, rows int64) error {
+func (s *Source) submit(ctx context.Context, ingest IngestFunc, object string, u engine.Unit, rows int64) error {
 	if len(u.Offsets) != 1 {
 		return invariantf("a unit with %d offsets; want 1", len(u.Offsets))
 	}
 	o := u.Offsets[0]
-	if s.prog.firstErr() != nil || ctx.Err() != nil {
+	if s.prog.stops(object) || ctx.Err() != nil {
 		return errStopped // the Run stops: no new unit (the one in flight is answered)
 	}
 	floor, err := s.prog.claim(o.Key, o.Value)

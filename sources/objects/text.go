@@ -155,7 +155,7 @@ func (t *textObject) send(ctx context.Context, ch chunk) error {
 		return t.decodeError(ctx, ch, err)
 	}
 	defer d.Release()
-	err = t.s.submit(ctx, t.ingest, t.s.unit(t.key, d.Schema, d.Batches, uint64(ch.end)), d.Rows)
+	err = t.s.submit(ctx, t.ingest, t.obj.Key, t.s.unit(t.key, d.Schema, d.Batches, uint64(ch.end)), d.Rows)
 	if errors.Is(err, engine.ErrInvalidUnit) {
 		return t.chunkError(ctx, ch, fmt.Sprintf("the host refuses the unit of the text up to byte offset %d: %v", ch.end, err), err)
 	}
