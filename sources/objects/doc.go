@@ -64,7 +64,9 @@
 //
 // With Order "keys" the source also keeps a floor (floorline.go): a key
 // under which every object is done. It rises over an object once the
-// object is done and was first listed at least Settle ago; listings
+// object is done and a listing of its page was made at least Settle
+// after it was first listed (so in a later pass; a pass ends at lineMax
+// objects above the floor); listings
 // start after it, and every unit carries it as a segment floor
 // (engine/segment.FloorKey, family "objects/{Name}/"), which retires the
 // offset keys it covers from the host's offsets view and from _offsets.

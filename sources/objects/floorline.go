@@ -13,8 +13,9 @@ import (
 // from _offsets: what the source keeps is the floor and the keys of
 // the objects above it — those in flight and those done within Settle.
 //
-// The floor rises over an object once the object is done and was first
-// listed at least Settle ago: an object that appears later with a key
+// The floor rises over an object once the object is done and its page
+// was listed at least Settle after it was first listed (below): an
+// object that appears later with a key
 // below one already listed is still found, as long as it appears within
 // Settle. One that appears later still, below the floor, is never
 // listed: the contract of Order "keys" is that names sort by arrival
