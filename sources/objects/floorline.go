@@ -11,13 +11,13 @@ import (
 // it, and each unit carries it as a segment floor, which retires the
 // offset keys of the objects it covers from the host's offsets view and
 // from _offsets: what the source keeps is the floor and the keys of
-// the objects above it — those in flight and those done within Settle.
+// the objects above it — those in flight and those in the window.
 //
 // The floor rises over an object once the object is done and its page
 // was listed at least Settle after it was first listed (below): an
-// object that appears later with a key
-// below one already listed is still found, as long as it appears within
-// Settle. One that appears later still, below the floor, is never
+// object that appears later with a key below one already listed is
+// still found, as long as it appears within Settle. One that appears
+// later still, below the floor, is never
 // listed: the contract of Order "keys" is that names sort by arrival
 // within Settle (time-stamped names, as log shippers write them).
 //
