@@ -3,9 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
-	"log/slog"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -20,8 +18,6 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/skipprd/skipprd/internal/logbuf"
 )
 
 const (
@@ -131,71 +127,14 @@ func bareConsume(b *testing.B, c *kfake.Cluster, topic string, n int) {
 	}
 }
 
-// kafkaBenchDaemon is the daemon running in this process with one
-// Kafka source.
-type kafkaBenchDaemon struct {
-	lake   string
-	admin  string
-	logs   *logbuf.Buffer
-	cancel context.CancelFunc
-	exited chan int
-}
-
 // startKafkaBenchDaemon runs the daemon on a fresh DATA_DIR with a
-// Kafka source reading topic into a Parquet lake, and waits for its
-// admin address.
-func startKafkaBenchDaemon(b *testing.B, c *kfake.Cluster, topic string) *kafkaBenchDaemon {
+// Kafka source reading topic into a Parquet lake.
+func startKafkaBenchDaemon(b *testing.B, c *kfake.Cluster, topic string) *benchDaemon {
 	b.Helper()
-	dir := b.TempDir()
-	d := &kafkaBenchDaemon{lake: filepath.Join(dir, "lake"), logs: &logbuf.Buffer{}, exited: make(chan int, 1)}
-	pipeline := filepath.Join(dir, "skipprd.yaml")
-	if err := writeText(pipeline, "sinks:\n  lake: {kind: parquet-dir, path: "+d.lake+", flush_interval: "+kafkaBenchFlush+"}\nsources:\n"+
-		"  - {name: events, kind: kafka, brokers: ["+strings.Join(c.ListenAddrs(), ", ")+"], topics: ["+topic+"], sink: lake}\n"); err != nil {
-		b.Fatal(err)
-	}
-	env := map[string]string{envDataDir: filepath.Join(dir, "data"), envPipelineFile: pipeline, envAdminAddr: "127.0.0.1:0"}
-	var ctx context.Context
-	ctx, d.cancel = context.WithCancel(context.Background())
-	go func() {
-		d.exited <- run(ctx, func(k string) string { return env[k] }, io.Discard, slog.New(slog.NewTextHandler(d.logs, nil)))
-	}()
-	b.Cleanup(func() { d.stop(b) })
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
-		_, a, _ := strings.Cut(findLine(strings.Split(d.logs.String(), "\n"), `msg="admin listening"`), " addr=")
-		if d.admin, _, _ = strings.Cut(a, " "); d.admin != "" {
-			return d
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	b.Fatalf("no admin address:\n%s", d.logs.String())
-	return nil
-}
-
-// waitAcked waits for namespace's acked rows to reach n.
-func (d *kafkaBenchDaemon) waitAcked(b *testing.B, namespace string, n int) {
-	b.Helper()
-	key := `skipprd_rows_acked_total{namespace="` + namespace + `"}`
-	deadline := time.Now().Add(5 * time.Minute)
-	for time.Now().Before(deadline) {
-		if m, err := scrapeMetricsOnce("http://" + d.admin); err == nil && m[key] >= float64(n) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	b.Fatalf("%d rows not acked within 5 minutes:\n%s", n, d.logs.String())
-}
-
-// stop stops the daemon (once) and fails b if it exited other than 0.
-func (d *kafkaBenchDaemon) stop(b *testing.B) {
-	if d.cancel == nil {
-		return
-	}
-	d.cancel()
-	d.cancel = nil
-	if code := <-d.exited; code != 0 {
-		b.Errorf("daemon exit %d:\n%s", code, d.logs.String())
-	}
+	return startBenchDaemonWith(b, func(lake string) string {
+		return "sinks:\n  lake: {kind: parquet-dir, path: " + lake + ", flush_interval: " + kafkaBenchFlush + "}\nsources:\n" +
+			"  - {name: events, kind: kafka, brokers: [" + strings.Join(c.ListenAddrs(), ", ") + "], topics: [" + topic + "], sink: lake}\n"
+	}, nil)
 }
 
 // benchKafkaLag runs the daemon on topic (empty), produces

@@ -5,9 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,8 +15,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
-
-	"github.com/skipprd/skipprd/internal/logbuf"
 )
 
 // Small objects through the objects source of the real daemon (in
@@ -110,45 +106,19 @@ func bareReadAll(b *testing.B, endpoint, bucket, prefix string, n, workers int) 
 // benchObjectsDaemon runs the daemon over prefix until its n rows are
 // acked.
 func benchObjectsDaemon(b *testing.B, endpoint, bucket, prefix string, n int, wal string, inFlight int) {
-	dir := b.TempDir()
-	pipeline := filepath.Join(dir, "skipprd.yaml")
-	if err := writeText(pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake}\nsources:\n"+
-		fmt.Sprintf("  - {name: logs, kind: objects, bucket: %s, prefix: %s, namespace: logs, sink: lake, poll: 100ms, "+
-			"order: keys, in_flight: %d}\n", bucket, prefix, inFlight)); err != nil {
-		b.Fatal(err)
-	}
-	env := map[string]string{envDataDir: filepath.Join(dir, "data"), envPipelineFile: pipeline, envAdminAddr: "127.0.0.1:0",
-		envWALStorage: wal}
+	env := map[string]string{envWALStorage: wal}
 	if wal == "s3" {
 		env[envWALBucket] = bucket
 	}
 	for _, kv := range s3Env(b, endpoint) {
 		k, v, _ := strings.Cut(kv, "=")
 		env[k] = v
-		b.Setenv(k, v) // the AWS SDK reads the process's environment
 	}
-	var logs logbuf.Buffer
-	ctx, cancel := context.WithCancel(context.Background())
-	exited := make(chan int, 1)
-	go func() {
-		exited <- run(ctx, func(k string) string { return env[k] }, io.Discard, slog.New(slog.NewTextHandler(&logs, nil)))
-	}()
-	defer func() {
-		cancel()
-		if code := <-exited; code != 0 {
-			b.Errorf("daemon exit %d:\n%s", code, logs.String())
-		}
-	}()
-	deadline := time.Now().Add(10 * time.Minute)
-	admin := ""
-	for time.Now().Before(deadline) {
-		if admin == "" {
-			_, a, _ := strings.Cut(findLine(strings.Split(logs.String(), "\n"), `msg="admin listening"`), " addr=")
-			admin, _, _ = strings.Cut(a, " ")
-		} else if m, err := scrapeMetricsOnce("http://" + admin); err == nil && m[`skipprd_rows_acked_total{namespace="logs"}`] >= float64(n) {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	b.Fatalf("%d rows not acked within 10 minutes:\n%s", n, logs.String())
+	d := startBenchDaemonWith(b, func(lake string) string {
+		return "sinks:\n  lake: {kind: parquet-dir, path: " + lake + "}\nsources:\n" +
+			fmt.Sprintf("  - {name: logs, kind: objects, bucket: %s, prefix: %s, namespace: logs, sink: lake, poll: 100ms, "+
+				"order: keys, in_flight: %d}\n", bucket, prefix, inFlight)
+	}, env)
+	d.waitAcked(b, "logs", n)
+	d.stop(b)
 }
