@@ -18,6 +18,8 @@ import (
 	"github.com/apache/arrow-go/v18/parquet/pqarrow"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/skipprd/skipprd/internal/brokertest"
 )
 
 const (
@@ -51,7 +53,7 @@ func BenchmarkKafkaEndToEnd(b *testing.B) {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	total := produceBenchEvents(b, c)
+	total := brokertest.ProduceEvents(b, c.ListenAddrs(), "events", kafkaBenchRecords)
 	b.Run("throughput/bare", func(b *testing.B) {
 		b.SetBytes(total)
 		for b.Loop() {
@@ -75,33 +77,6 @@ func BenchmarkKafkaEndToEnd(b *testing.B) {
 		// framework asks for no second.
 		benchKafkaLag(b, c, "lagged")
 	})
-}
-
-// produceBenchEvents fills topic events with kafkaBenchRecords JSON
-// records of about 200 bytes, round robin, and returns their values'
-// bytes.
-func produceBenchEvents(b *testing.B, c *kfake.Cluster) int64 {
-	b.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	var total int64
-	for at := 0; at < kafkaBenchRecords; at += 10_000 {
-		recs := make([]*kgo.Record, 10_000)
-		for i := range recs {
-			id := at + i
-			v := fmt.Appendf(nil, `{"id":%d,"user":"user-%d","event":"page_view","path":"/products/%d","amount":%d.5,"ok":true,"note":"a row of about two hundred bytes, as a webhook or a click event is"}`,
-				id, id%977, id%3301, id%101)
-			total += int64(len(v))
-			recs[i] = &kgo.Record{Topic: "events", Key: fmt.Append(nil, id), Value: v}
-		}
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			b.Fatal(err)
-		}
-	}
-	return total
 }
 
 // bareConsume reads n records of topic's partitions from their start

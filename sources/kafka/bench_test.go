@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/internal/brokertest"
 )
 
 const (
@@ -28,25 +28,7 @@ func benchCluster(b *testing.B) (*kfake.Cluster, int64) {
 		b.Fatal(err)
 	}
 	b.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer cl.Close()
-	var total int64
-	for at := 0; at < benchRecords; at += 10_000 {
-		recs := make([]*kgo.Record, 10_000)
-		for i := range recs {
-			id := at + i
-			v := fmt.Appendf(nil, `{"id":%d,"user":"user-%d","event":"page_view","path":"/products/%d","amount":%d.5,"ok":true,"note":"a row of about two hundred bytes, as a webhook or a click event is"}`,
-				id, id%977, id%3301, id%101)
-			total += int64(len(v))
-			recs[i] = &kgo.Record{Topic: "events", Key: fmt.Append(nil, id), Value: v}
-		}
-		if err := cl.ProduceSync(context.Background(), recs...).FirstErr(); err != nil {
-			b.Fatal(err)
-		}
-	}
+	total := brokertest.ProduceEvents(b, c.ListenAddrs(), "events", benchRecords)
 	return c, total
 }
 
