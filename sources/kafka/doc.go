@@ -101,8 +101,9 @@
 // and without headers share a schema); a tombstone (no value) is a row
 // of those alone. A header key that is not UTF-8 is a *RecordError. A value that
 // cannot be a row is a *RecordError naming the topic, partition and
-// offset, and stops the source; nothing at or after it in its unit is
-// ingested. Each topic's rows go to the namespace of its name
+// offset, and stops the source: the records before it are ingested
+// (a unit halves until the bad record comes first, messages.ErrSplit),
+// none at or after it. Each topic's rows go to the namespace of its name
 // (NamespaceOf) unless Config.Namespace names one.
 //
 // # Backpressure

@@ -101,33 +101,32 @@ func (r *run) fetchError(ctx context.Context, topic string, partition int32, err
 }
 
 // outOfRange finds where p's log is now and what that means for the
-// position the poller expected.
+// position the poller expected (Source.Resume); a partition not read
+// yet expected its first record, at 0, and is moved to where the log
+// says. A failed listing is left to the next fetch, which fails again
+// and brings this back.
 func (r *run) outOfRange(ctx context.Context, p tp) error {
 	r.posMu.Lock()
 	at, known := r.pos[p]
 	r.posMu.Unlock()
 	starts, err := r.adm.ListStartOffsets(ctx, p.topic)
 	if err != nil {
-		return nil // the next fetch fails again, and this runs again
-	}
-	st, ok := starts.Lookup(p.topic, p.partition)
-	if !ok || st.Err != nil {
 		return nil
-	}
-	if !known || at < st.Offset {
-		if !known {
-			at = -1 // the partition's first fetch: nothing of it was read
-		}
-		return r.skipTo(p, &GapError{Topic: p.topic, Partition: p.partition, From: max(at, 0), To: st.Offset})
 	}
 	ends, err := r.adm.ListEndOffsets(ctx, p.topic)
 	if err != nil {
 		return nil
 	}
-	if en, ok := ends.Lookup(p.topic, p.partition); ok && en.Err == nil && at > en.Offset {
-		return &AheadError{Topic: p.topic, Partition: p.partition, Resume: at, End: en.Offset}
+	st, ok1 := starts.Lookup(p.topic, p.partition)
+	en, ok2 := ends.Lookup(p.topic, p.partition)
+	if !ok1 || !ok2 || st.Err != nil || en.Err != nil {
+		return nil
 	}
-	return nil
+	next, gap, err := r.s.Resume(p.topic, p.partition, at, st.Offset, en.Offset)
+	if err == nil && (gap != nil || !known) {
+		r.moveTo(p, next)
+	}
+	return err
 }
 
 // skipTo reports gap and, when the source skips gaps, moves p's
@@ -136,11 +135,16 @@ func (r *run) skipTo(p tp, g *GapError) error {
 	if err := r.s.gap(g); err != nil {
 		return err
 	}
-	r.posMu.Lock()
-	r.pos[p] = g.To
-	r.posMu.Unlock()
-	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.topic: {p.partition: {Epoch: -1, Offset: g.To}}})
+	r.moveTo(p, g.To)
 	return nil
+}
+
+// moveTo moves p's consumption to offset next.
+func (r *run) moveTo(p tp, next int64) {
+	r.posMu.Lock()
+	r.pos[p] = next
+	r.posMu.Unlock()
+	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.topic: {p.partition: {Epoch: -1, Offset: next}}})
 }
 
 // noteLag records p's high watermark as of its last fetch.

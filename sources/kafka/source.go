@@ -318,19 +318,15 @@ func (s *Source) settleResume(resume map[tp]int64, starts, ends kadm.ListedOffse
 	for p, at := range resume {
 		st, ok1 := starts.Lookup(p.topic, p.partition)
 		en, ok2 := ends.Lookup(p.topic, p.partition)
-		switch {
-		case !ok1 || !ok2 || st.Err != nil || en.Err != nil:
+		if !ok1 || !ok2 || st.Err != nil || en.Err != nil {
 			return nil, fmt.Errorf("kafka source %q: topic %q partition %d: no start or end offset listed (%v, %v)",
 				s.cfg.Name, p.topic, p.partition, st.Err, en.Err)
-		case at > en.Offset:
-			return nil, &AheadError{Topic: p.topic, Partition: p.partition, Resume: at, End: en.Offset}
-		case at < st.Offset:
-			if err := s.gap(&GapError{Topic: p.topic, Partition: p.partition, From: at, To: st.Offset}); err != nil {
-				return nil, err
-			}
-			at = st.Offset
 		}
-		out[p] = at
+		next, _, err := s.Resume(p.topic, p.partition, at, st.Offset, en.Offset)
+		if err != nil {
+			return nil, err
+		}
+		out[p] = next
 	}
 	return out, nil
 }

@@ -57,14 +57,18 @@ type built struct {
 // build makes the unit of recs, all of one topic, each partition's in
 // offset order: its rows (one per record, in recs' order) and, per
 // partition, the offset after its last record. Errors: a *RecordError
-// for a record that cannot be a row; messages.ErrSplit when recs decode
-// to too much together (more than one record).
+// for a record that cannot be a row, when it is the first; else
+// messages.ErrSplit, as when recs decode to too much together.
 func (s *Source) build(topic string, recs []*kgo.Record) (built, error) {
 	values := make([][]byte, len(recs))
 	for i, r := range recs {
 		values[i] = r.Value
 		for j, h := range r.Headers {
-			if !utf8.ValidString(h.Key) {
+			switch {
+			case utf8.ValidString(h.Key):
+			case i > 0:
+				return built{}, messages.ErrSplit // the records before it are rows
+			default:
 				return built{}, recordError(r, "header %d: key %q is not UTF-8", j, h.Key)
 			}
 		}

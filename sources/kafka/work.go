@@ -56,23 +56,19 @@ func (r *run) acked(b built) {
 	}
 }
 
-// build makes the unit of recs, halving them (and giving the rest back
-// to the buffer) while together they decode to more than the limits. It
-// returns the records the unit holds.
+// build makes the unit of recs' first records (Source.cut) and gives
+// the rest back to the buffer. It returns the records the unit holds.
 func (r *run) build(topic string, recs []*kgo.Record) (built, []*kgo.Record, error) {
-	for {
-		b, err := r.s.build(topic, recs)
-		if !errors.Is(err, messages.ErrSplit) {
-			return b, recs, err
-		}
-		half := len(recs) / 2
-		var keep []tp
-		for _, rec := range recs[:half] {
-			keep = append(keep, tp{rec.Topic, rec.Partition})
-		}
-		r.buf.giveBack(recs[half:], keep)
-		recs = recs[:half]
+	b, n, err := r.s.cut(topic, recs)
+	if err != nil || n == len(recs) {
+		return b, recs, err
 	}
+	var keep []tp
+	for _, rec := range recs[:n] {
+		keep = append(keep, tp{rec.Topic, rec.Partition})
+	}
+	r.buf.giveBack(recs[n:], keep)
+	return b, recs[:n], nil
 }
 
 // errAbandoned: a unit holding a partition the run no longer owns was

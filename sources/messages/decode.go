@@ -25,9 +25,23 @@ const (
 // ColValue is the column of a value kept whole (FormatText, FormatBytes).
 const ColValue = "value"
 
-// ErrSplit says the messages decode to more than the limits allow
-// together; fewer of them may not.
+// ErrSplit says that fewer of the values may decode where all of them
+// together do not: they are more than the limits allow together (rows,
+// distinct fields, bytes), or a value other than the first cannot be a
+// row. Take the first half: the values before a bad one are rows, and a
+// bad value is named (a *ValueError) only once it comes first, so the
+// error is never blamed on a value for what the others did.
 var ErrSplit = errors.New("messages: the values decode to too much; take fewer")
+
+// valueError is the error of value i of n: a *ValueError when it is the
+// only one or the first, else ErrSplit (its cause may be the values
+// together: a limit of the whole body).
+func valueError(i, n int, format string, args ...any) error {
+	if i > 0 && n > 1 {
+		return ErrSplit
+	}
+	return &ValueError{i, fmt.Sprintf(format, args...)}
+}
 
 // ValueError is a message whose value cannot be a row.
 type ValueError struct {
@@ -78,7 +92,7 @@ func (d *Decoder) decodeJSON(values [][]byte) (*arrow.Schema, []arrow.RecordBatc
 			text.Write(v) // one line already; the decoder checks it
 		default:
 			if err := json.Compact(&text, v); err != nil {
-				return nil, nil, &ValueError{i, fmt.Sprintf("value is not JSON: %v", err)}
+				return nil, nil, valueError(i, len(values), "value is not JSON: %v", err)
 			}
 		}
 		text.WriteByte('\n')
@@ -88,7 +102,7 @@ func (d *Decoder) decodeJSON(values [][]byte) (*arrow.Schema, []arrow.RecordBatc
 		var ie *httpsrc.InputError
 		switch {
 		case errors.As(err, &ie) && ie.Line >= 1 && ie.Line <= len(values):
-			return nil, nil, &ValueError{ie.Line - 1, ie.Error()}
+			return nil, nil, valueError(ie.Line-1, len(values), "%s", ie.Error())
 		case errors.Is(err, httpsrc.ErrTooLarge) && len(values) > 1:
 			return nil, nil, ErrSplit
 		case errors.Is(err, httpsrc.ErrTooLarge):
@@ -103,7 +117,10 @@ func (d *Decoder) decodeJSON(values [][]byte) (*arrow.Schema, []arrow.RecordBatc
 	for _, f := range dec.Schema.Fields() {
 		if d.isMeta(f.Name) {
 			dec.Release()
-			return nil, nil, &ValueError{0, fmt.Sprintf("the values have a field %q, which is a column the source adds", f.Name)}
+			if len(values) > 1 {
+				return nil, nil, ErrSplit // which value has it? One at a time will say
+			}
+			return nil, nil, &ValueError{0, fmt.Sprintf("the value has a field %q, which is a column the source adds", f.Name)}
 		}
 	}
 	schema := arrow.NewSchema(append(append([]arrow.Field{}, dec.Schema.Fields()...), d.Meta...), nil)
@@ -137,7 +154,7 @@ func (d *Decoder) decodeRaw(values [][]byte) (*arrow.Schema, []arrow.RecordBatch
 			case d.Format == FormatText && !utf8.Valid(v):
 				vb.Release()
 				ReleaseAll(out)
-				return nil, nil, &ValueError{at + i, "value is not UTF-8 text (format: text); use format: bytes"}
+				return nil, nil, valueError(at+i, len(values), "value is not UTF-8 text (format: text); use format: bytes")
 			default:
 				vb.Append(v)
 			}

@@ -50,25 +50,44 @@ func TestEveryValueIsOneRowInOrderWithItsMetadata(t *testing.T) {
 	}
 }
 
+// TestAValueThatCannotBeARowIsNamed: a bad value is named once it comes
+// first; behind others it asks for fewer values (ErrSplit), so that the
+// values before it are rows and no limit of the values together is
+// blamed on one of them. Halving as the sources do reaches it.
 func TestAValueThatCannotBeARowIsNamed(t *testing.T) {
 	for _, c := range []struct {
 		format string
 		values [][]byte
-		index  int
 		reason string
 	}{
-		{FormatJSON, [][]byte{[]byte(`{"a":1}`), []byte("{\n\"a\": }")}, 1, "not JSON"},
-		{FormatJSON, [][]byte{[]byte(`{"a":1}`), []byte(`[1,2]`)}, 1, "line 2"},
-		{FormatJSON, [][]byte{[]byte(`{"_seq":1}`)}, 0, `field "_seq"`},
-		{FormatText, [][]byte{[]byte("ok"), {0xff, 0xfe}}, 1, "not UTF-8"},
+		{FormatJSON, [][]byte{[]byte(`{"a":1}`), []byte("{\n\"a\": }")}, "not JSON"},
+		{FormatJSON, [][]byte{[]byte(`{"a":1}`), []byte(`[1,2]`)}, "line 1"},
+		{FormatJSON, [][]byte{[]byte(`{"a":1}`), []byte(`{"_seq":1}`)}, `field "_seq"`},
+		{FormatText, [][]byte{[]byte("ok"), {0xff, 0xfe}}, "not UTF-8"},
 	} {
 		d, _ := decoder(t, c.format)
 		_, batches, err := d.Decode(c.values)
 		ReleaseAll(batches)
-		ve, ok := errors.AsType[*ValueError](err)
-		if !ok || ve.Index != c.index || !strings.Contains(ve.Reason, c.reason) {
-			t.Errorf("%s %q: %v; want message %d: …%s…", c.format, c.values, err, c.index, c.reason)
+		if !errors.Is(err, ErrSplit) {
+			t.Errorf("%s %q: %v; want ErrSplit (a bad value behind a good one)", c.format, c.values, err)
 		}
+		_, batches, err = d.Decode(c.values[1:])
+		ReleaseAll(batches)
+		ve, ok := errors.AsType[*ValueError](err)
+		if !ok || ve.Index != 0 || !strings.Contains(ve.Reason, c.reason) {
+			t.Errorf("%s %q alone: %v; want message 0: …%s…", c.format, c.values[1], err, c.reason)
+		}
+	}
+}
+
+// TestTooManyRowsTogetherAsksForFewer: more values than Limits.Rows is a
+// limit of the unit, not an error of the value past it.
+func TestTooManyRowsTogetherAsksForFewer(t *testing.T) {
+	d, _ := decoder(t, FormatJSON)
+	d.Limits.Rows = 2
+	_, _, err := d.Decode([][]byte{[]byte(`{"a":1}`), []byte(`{"a":2}`), []byte(`{"a":3}`)})
+	if !errors.Is(err, ErrSplit) {
+		t.Fatalf("three values, two rows allowed: %v, want ErrSplit", err)
 	}
 }
 

@@ -3,7 +3,7 @@ package natsjs
 import "fmt"
 
 // MessageError is a message that cannot become a row. Run returns it:
-// nothing at or after it is ingested.
+// the messages before it are ingested, none at or after it.
 type MessageError struct {
 	Stream   string
 	Sequence uint64

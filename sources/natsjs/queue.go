@@ -5,13 +5,6 @@ import (
 	"sync"
 )
 
-// msgRec is what the source keeps of a message.
-type msgRec struct {
-	seq     uint64
-	subject string
-	at      int64 // publish time, Unix microseconds
-	value   []byte
-}
 
 // queue holds the messages pulled and not yet acked, in sequence order.
 //
@@ -19,7 +12,7 @@ type msgRec struct {
 // done (checked in done).
 type queue struct {
 	mu      sync.Mutex
-	msgs    []msgRec
+	msgs    []Message
 	bytes   int
 	limit   int           // the poller waits while bytes ≥ limit
 	changed chan struct{} // closed and replaced at every change
@@ -32,10 +25,10 @@ func (q *queue) signalLocked() {
 	q.changed = make(chan struct{})
 }
 
-func (q *queue) add(m msgRec) {
+func (q *queue) add(m Message) {
 	q.mu.Lock()
 	q.msgs = append(q.msgs, m)
-	q.bytes += len(m.value)
+	q.bytes += len(m.Value)
 	q.signalLocked()
 	q.mu.Unlock()
 }
@@ -59,16 +52,16 @@ func (q *queue) waitRoom(ctx context.Context) error {
 
 // take blocks until messages are queued, then removes and returns them
 // up to maxBytes of values (at least one).
-func (q *queue) take(ctx context.Context, maxBytes int) ([]msgRec, error) {
+func (q *queue) take(ctx context.Context, maxBytes int) ([]Message, error) {
 	for {
 		q.mu.Lock()
 		n, size := 0, 0
-		for n < len(q.msgs) && (n == 0 || size+len(q.msgs[n].value) <= maxBytes) {
-			size += len(q.msgs[n].value)
+		for n < len(q.msgs) && (n == 0 || size+len(q.msgs[n].Value) <= maxBytes) {
+			size += len(q.msgs[n].Value)
 			n++
 		}
 		if n > 0 {
-			out := append([]msgRec(nil), q.msgs[:n]...)
+			out := append([]Message(nil), q.msgs[:n]...)
 			q.msgs = q.msgs[n:]
 			q.mu.Unlock()
 			return out, nil
@@ -84,9 +77,9 @@ func (q *queue) take(ctx context.Context, maxBytes int) ([]msgRec, error) {
 }
 
 // giveBack puts messages taken but not sent back in front.
-func (q *queue) giveBack(msgs []msgRec) {
+func (q *queue) giveBack(msgs []Message) {
 	q.mu.Lock()
-	q.msgs = append(append([]msgRec(nil), msgs...), q.msgs...)
+	q.msgs = append(append([]Message(nil), msgs...), q.msgs...)
 	q.signalLocked()
 	q.mu.Unlock()
 }

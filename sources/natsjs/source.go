@@ -139,19 +139,12 @@ func (s *Source) startAt(ctx context.Context, js jetstream.JetStream, next uint6
 		}
 		return 0, fmt.Errorf("nats source %q: stream %q: %w", s.cfg.Name, s.cfg.Stream, err)
 	}
-	info := st.CachedInfo().State
-	switch {
-	case !known:
+	if !known {
 		return 0, nil
-	case next > info.LastSeq+1:
-		return 0, &AheadError{Stream: s.cfg.Stream, Resume: next, Last: info.LastSeq}
-	case next < info.FirstSeq:
-		if err := s.gap(&GapError{Stream: s.cfg.Stream, From: next, To: info.FirstSeq}); err != nil {
-			return 0, err
-		}
-		return info.FirstSeq, nil
 	}
-	return next, nil
+	info := st.CachedInfo().State
+	at, _, err := s.Resume(next, info.FirstSeq, info.LastSeq)
+	return at, err
 }
 
 func (s *Source) consumerConfig(start uint64, known bool) jetstream.OrderedConsumerConfig {
@@ -239,26 +232,26 @@ func (r *run) poll(ctx context.Context, cons jetstream.Consumer) error {
 // first sequence moved past the one expected lost the messages between
 // to its limits (a gap). Other jumps are messages of other subjects, or
 // deleted ones.
-func (r *run) message(ctx context.Context, msg jetstream.Msg) (msgRec, error) {
+func (r *run) message(ctx context.Context, msg jetstream.Msg) (Message, error) {
 	md, err := msg.Metadata()
 	if err != nil {
-		return msgRec{}, invariantf("a message without metadata: %v", err)
+		return Message{}, invariantf("a message without metadata: %v", err)
 	}
 	seq := md.Sequence.Stream
 	if r.expect != 0 && seq < r.expect {
-		return msgRec{}, invariantf("stream %q: sequence %d delivered after %d", r.s.cfg.Stream, seq, r.expect-1)
+		return Message{}, invariantf("stream %q: sequence %d delivered after %d", r.s.cfg.Stream, seq, r.expect-1)
 	}
 	if r.expect != 0 && seq > r.expect {
 		if st, err := r.js.Stream(ctx, r.s.cfg.Stream); err == nil {
 			if first := st.CachedInfo().State.FirstSeq; first > r.expect {
 				if err := r.s.gap(&GapError{Stream: r.s.cfg.Stream, From: r.expect, To: min(first, seq)}); err != nil {
-					return msgRec{}, err
+					return Message{}, err
 				}
 			}
 		}
 	}
 	r.expect = seq + 1
-	return msgRec{seq: seq, subject: msg.Subject(), at: md.Timestamp.UnixMicro(), value: msg.Data()}, nil
+	return Message{Seq: seq, Subject: msg.Subject(), At: md.Timestamp.UnixMicro(), Value: msg.Data()}, nil
 }
 
 // work takes units of messages from the queue and ingests each until it
@@ -282,45 +275,44 @@ func (r *run) work(ctx context.Context, ingest IngestFunc) error {
 	}
 }
 
-// build makes the unit of msgs' first messages — all of them, or fewer
-// while they decode to more than the limits together — and gives the
-// rest back. It returns the unit and the bytes of the values it holds.
-func (r *run) build(msgs []msgRec) (engine.Unit, int, error) {
-	for {
-		u, err := r.s.unit(msgs)
-		if !errors.Is(err, messages.ErrSplit) {
-			n := 0
-			for _, m := range msgs {
-				n += len(m.value)
-			}
-			return u, n, err
-		}
-		half := len(msgs) / 2
-		r.q.giveBack(msgs[half:])
-		msgs = msgs[:half]
+// build makes the unit of msgs' first messages (Source.Unit) and gives
+// the rest back. It returns the unit and the bytes of the values it
+// holds.
+func (r *run) build(msgs []Message) (engine.Unit, int, error) {
+	u, n, err := r.s.Unit(msgs)
+	if err != nil {
+		return u, 0, err
 	}
+	if n < len(msgs) {
+		r.q.giveBack(msgs[n:])
+	}
+	bytes := 0
+	for _, m := range msgs[:n] {
+		bytes += len(m.Value)
+	}
+	return u, bytes, nil
 }
 
 // unit is the unit of msgs, in sequence order, advancing the offset to
 // the sequence after the last.
-func (s *Source) unit(msgs []msgRec) (engine.Unit, error) {
+func (s *Source) unit(msgs []Message) (engine.Unit, error) {
 	values := make([][]byte, len(msgs))
 	for i, m := range msgs {
-		values[i] = m.value
-		if i > 0 && m.seq <= msgs[i-1].seq {
-			return engine.Unit{}, invariantf("sequence %d after %d in a unit", m.seq, msgs[i-1].seq)
+		values[i] = m.Value
+		if i > 0 && m.Seq <= msgs[i-1].Seq {
+			return engine.Unit{}, invariantf("sequence %d after %d in a unit", m.Seq, msgs[i-1].Seq)
 		}
 	}
 	dec := messages.Decoder{Format: s.cfg.Format, Limits: s.cfg.Limits, Mem: s.cfg.Allocator, Meta: metaFields,
 		AppendMeta: func(i int, bs []array.Builder) {
-			bs[0].(*array.StringBuilder).Append(msgs[i].subject)
-			bs[1].(*array.Int64Builder).Append(int64(msgs[i].seq))
-			bs[2].(*array.TimestampBuilder).Append(arrow.Timestamp(msgs[i].at))
+			bs[0].(*array.StringBuilder).Append(msgs[i].Subject)
+			bs[1].(*array.Int64Builder).Append(int64(msgs[i].Seq))
+			bs[2].(*array.TimestampBuilder).Append(arrow.Timestamp(msgs[i].At))
 		}}
 	schema, batches, err := dec.Decode(values)
 	if ve, ok := errors.AsType[*messages.ValueError](err); ok {
 		m := msgs[ve.Index]
-		return engine.Unit{}, &MessageError{Stream: s.cfg.Stream, Sequence: m.seq, Subject: m.subject, Reason: ve.Reason}
+		return engine.Unit{}, &MessageError{Stream: s.cfg.Stream, Sequence: m.Seq, Subject: m.Subject, Reason: ve.Reason}
 	}
 	if err != nil {
 		return engine.Unit{}, err
@@ -329,7 +321,7 @@ func (s *Source) unit(msgs []msgRec) (engine.Unit, error) {
 		Key: segment.PartitionKey{SinkRef: s.cfg.SinkRef, Namespace: s.cfg.namespace(), Partition: "0",
 			Schema: segment.FingerprintOf(schema)},
 		Schema: schema, Batches: batches,
-		Offsets: segment.Offsets{{Key: s.OffsetKey(), Value: msgs[len(msgs)-1].seq + 1}},
+		Offsets: segment.Offsets{{Key: s.OffsetKey(), Value: msgs[len(msgs)-1].Seq + 1}},
 	}, nil
 }
 
