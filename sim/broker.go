@@ -65,9 +65,12 @@ func (s *source) resumeBroker() {
 		return
 	}
 	for p := range s.next {
-		v, _ := w.eng.Offset(offsetKey(s.spec, p))
-		s.next[p] = v + 1
-		s.recovered[p] = max(s.recovered[p], v)
+		next, ok := s.recoveredNext(p)
+		s.next[p] = next
+		s.recovered[p] = max(s.recovered[p], next-1)
+		if ok && s.codec != nil {
+			s.codecResume(p, 1, s.highest[p], true) // a log nothing is removed from
+		}
 	}
 	if s.started {
 		s.resume()
@@ -88,21 +91,36 @@ func (s *source) fetchEnd(p int, seq uint64) uint64 {
 	return last
 }
 
-// sendRecords submits partition p's records first..last as one unit,
-// and the same unit again after every timeout until an answer comes.
-func (s *source) sendRecords(p int, first, last uint64) {
-	uids := make([]UID, 0, last-first+1)
+// fetched is the unit of partition p's records first..last, and the last
+// record it holds: the codec's (broker_codec.go), or the world's units
+// of those records together.
+func (s *source) fetched(p int, first, last uint64) (engine.Unit, uint64, bool) {
+	if s.codec != nil {
+		return s.codecUnit(p, first, last)
+	}
 	in := engine.Unit{}
 	for seq := first; seq <= last; seq++ {
-		uid := makeUID(s.idx, p, seq)
-		u := s.unit(uid)
-		if len(uids) == 0 {
+		u := s.unit(makeUID(s.idx, p, seq))
+		if seq == first {
 			in.Key, in.Schema = u.Key, u.Schema
 		}
-		uids = append(uids, uid)
 		in.Batches = append(in.Batches, u.Batches...)
 	}
 	in.Offsets = segment.Offsets{{Key: offsetKey(s.spec, p), Value: last}}
+	return in, last, true
+}
+
+// sendRecords submits partition p's records first..last as one unit,
+// and the same unit again after every timeout until an answer comes.
+func (s *source) sendRecords(p int, first, last uint64) {
+	in, last, ok := s.fetched(p, first, last)
+	if !ok {
+		return
+	}
+	uids := make([]UID, 0, last-first+1)
+	for seq := first; seq <= last; seq++ {
+		uids = append(uids, makeUID(s.idx, p, seq))
+	}
 	gen, attempt := s.gen, s.attempt[p]
 	waiting := func() bool { return gen == s.gen && s.inFlight[p] && s.attempt[p] == attempt }
 	s.afterTimeout(func() {

@@ -51,6 +51,9 @@ func (s *source) brokerFetch(p int) bool {
 // partition goes on (false: the source stopped).
 func (s *source) gap(p int, resume bool) bool {
 	b := s.brk
+	if s.codec != nil {
+		return s.codecResume(p, b.start[p], b.end[p], resume)
+	}
 	g := brokerGap{p: p, from: s.next[p], to: b.start[p], skipped: b.spec.OnGapSkip, resume: resume, at: s.w.sched.Now()}
 	if !s.reportGap(g) {
 		return false
@@ -102,14 +105,17 @@ func (s *source) resumeFromBroker() {
 		if !b.known[p] {
 			continue
 		}
-		v, ok := w.eng.Offset(offsetKey(s.spec, p))
-		s.next[p] = v + 1
-		s.recovered[p] = max(s.recovered[p], v)
+		next, ok := s.recoveredNext(p)
+		s.next[p] = next
+		s.recovered[p] = max(s.recovered[p], next-1)
 		if !ok {
 			b.begin(p)
 		}
 		switch {
-		case s.next[p] >= b.start[p] || b.stopped:
+		case b.stopped:
+		case ok && s.codec != nil:
+			s.codecResume(p, b.start[p], b.end[p], true) // the source's Resume decides, gap or not
+		case s.next[p] >= b.start[p]:
 		case ok:
 			s.gap(p, true) // the Kafka source's Run returns the first with on_gap stop
 		default:

@@ -109,9 +109,14 @@ const (
 	digestScoreInt
 	digestScoreFloat
 	digestZip
+	digestPartition // a broker record's metadata (recordMeta)
+	digestOffset
+	digestSequence
+	digestKey
 )
 
-// addOptional adds row i's optional fields that are not null. A null
+// addOptional adds row i's optional fields, and its record metadata
+// (recordMeta), that are not null. A null
 // adds nothing, as an absent field does: a JSON line without the field
 // and one with null decode alike.
 func (d *RowDigest) addOptional(c Cols, i int) {
@@ -131,6 +136,7 @@ func (d *RowDigest) addOptional(c Cols, i int) {
 		d.word(digestScoreFloat)
 		d.word(math.Float64bits(c.scoreFloats.Value(i)))
 	}
+	c.meta.addTo(d, i)
 }
 
 // Cols are a batch's uid, row and payload columns, and its optional tag,
@@ -147,6 +153,7 @@ type Cols struct {
 	zips        *array.String
 	scoreInts   *array.Int64
 	scoreFloats *array.Float64
+	meta        recordMeta // a broker source's metadata columns (broker_codec.go)
 }
 
 func (c Cols) Len() int             { return c.uids.Len() }
@@ -185,7 +192,7 @@ func UnitColumns(b arrow.RecordBatch) (Cols, error) {
 			c.scoreFloats, _ = col.(*array.Float64)
 			ok = c.scoreInts != nil || c.scoreFloats != nil
 		default:
-			ok = strings.HasPrefix(f.Name, "_cdc_")
+			ok = strings.HasPrefix(f.Name, "_cdc_") || c.meta.set(f.Name, col)
 		}
 		if !ok {
 			return Cols{}, fmt.Errorf("batch column %s: not one the world produces (schema %v)", f, b.Schema())
@@ -193,6 +200,9 @@ func UnitColumns(b arrow.RecordBatch) (Cols, error) {
 	}
 	if !ok1 || !ok2 || !ok3 {
 		return Cols{}, fmt.Errorf("batch columns %v are not uid int64, row int32 or int64, payload utf8", b.Schema())
+	}
+	if err := c.meta.check(c.uids); err != nil {
+		return Cols{}, err
 	}
 	if c.rows64 != nil {
 		for i := range c.rows64.Len() {

@@ -84,6 +84,13 @@
 //     fail every fetch; the source reports each range retention took
 //     before it read it and stops or skips it, finds added partitions
 //     and reads them from their start, and retries through outages.
+//     Most broker sources run a real source's record logic
+//     (SourceSpec.Codec, broker_codec.go, Config.Codec: sources/kafka
+//     or sources/natsjs through cmd/simulate): its offset keys and
+//     values, its resume against the log (gaps named, stopped on or
+//     skipped as on_gap says), its JSON decoding and metadata columns,
+//     its units halved to the limits; each row's metadata is checked
+//     against its record and digested with it.
 //     Most CDC sources change a small key space (SourceSpec.Keys,
 //     cdc.go): inserts, updates and deletes of the same identities from
 //     every partition, under order tokens unique in the namespace that

@@ -342,5 +342,5 @@ func (s *source) offsetOf(uid UID) (string, uint64) {
 		obj, p := s.pieceOf(uid)
 		return obj.offsetKey, p.end
 	}
-	return offsetKey(s.spec, uid.partition()), uid.seq()
+	return s.keyOf(uid.partition()), uid.seq() + uint64(s.first())
 }

@@ -55,6 +55,9 @@ type source struct {
 	floorUpTo int // prefix, order keys: objects up to here are checked under a floor (floorSound)
 	// brk: the broker of a broker source with a BrokerSpec (broker_log.go).
 	brk *brokerLog
+	// codec: a broker source's real record logic (broker_codec.go), nil
+	// for the world's model of it.
+	codec BrokerCodec
 }
 
 func newSource(w *World, idx int, spec SourceSpec) *source {
@@ -77,6 +80,7 @@ func newSource(w *World, idx int, spec SourceSpec) *source {
 	if spec.Broker != nil && s.broker() {
 		s.brk = newBrokerLog(s)
 	}
+	s.codec = s.newCodec()
 	return s
 }
 

@@ -136,6 +136,9 @@ func DrawWorld(r *Rand, dests []string) WorldSpec {
 	// Retention, partitions added and outages behind some broker
 	// sources (own stream: the draws above keep their values).
 	drawBrokers(r.Split("brokers"), &s)
+	// The real Kafka or NATS source's record logic behind some broker
+	// sources (own stream).
+	drawCodecs(r.Split("codecs"), &s)
 	return s
 }
 

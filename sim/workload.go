@@ -50,6 +50,12 @@ type SourceSpec struct {
 	// records — retention, partitions added, outages (broker_spec.go).
 	// nil: none of them.
 	Broker *BrokerSpec `json:"broker,omitempty"`
+	// Codec (broker source): the real source whose record logic cuts
+	// its units and decides its resumes (CodecKafka, CodecNATS;
+	// broker_codec.go); UnitRows bounds a unit's rows there (0: the
+	// source's default). "": the world's model of the Kafka source.
+	Codec    string `json:"codec,omitempty"`
+	UnitRows int    `json:"unit_rows,omitempty"`
 	// Prefix: objects dropped under a prefix of the store, read by the
 	// real objects source (prefix.go); Replayable, without partitions.
 	Prefix bool `json:"prefix,omitempty"`
@@ -136,6 +142,12 @@ func (s SourceSpec) summary() string {
 	}
 	if s.Formats != "" {
 		kind += "/" + s.Formats + "/chunk=" + strconv.FormatInt(s.ChunkBytes, 10)
+	}
+	if s.Codec != "" {
+		kind += "/" + s.Codec
+		if s.UnitRows > 0 {
+			kind += fmt.Sprintf("/unit_rows=%d", s.UnitRows)
+		}
 	}
 	if s.CorruptPermille > 0 {
 		kind += fmt.Sprintf("/corrupt=%d‰", s.CorruptPermille)

@@ -79,6 +79,10 @@ type Config struct {
 	// Prefix, if set, builds the real objects source's runner for a
 	// prefix source (prefix.go); without it prefix sources stay idle.
 	Prefix PrefixFactory
+	// Codec, if set, builds a real broker source's record logic for a
+	// broker source whose spec names one (broker_codec.go); without it
+	// such sources run the world's model of it.
+	Codec CodecFactory
 	// Recorder, if set, watches the trace from the first record, and the
 	// run stops stepping when it halts (simulate -check-determinism).
 	Recorder *Recorder

@@ -41,6 +41,10 @@ var worldMarks = []worldMark{
 	{name: sim.MarkBrokerStartRemoved, needs: retention},
 	{name: sim.MarkBrokerPartitionAdd, needs: func(s sim.SourceSpec) bool { return s.Broker != nil && len(s.Broker.AddedPermille) > 0 }},
 	{name: sim.MarkBrokerOutageRetried, needs: func(s sim.SourceSpec) bool { return s.Broker != nil && len(s.Broker.Outages) > 0 }},
+	{name: sim.MarkCodecKafkaUnit, needs: func(s sim.SourceSpec) bool { return s.Codec == sim.CodecKafka }},
+	{name: sim.MarkCodecNATSUnit, needs: func(s sim.SourceSpec) bool { return s.Codec == sim.CodecNATS }},
+	{name: sim.MarkCodecSplit, needs: func(s sim.SourceSpec) bool { return s.Codec != "" && s.UnitRows > 0 && s.UnitRows < s.FetchMax }},
+	{name: sim.MarkCodecGap, needs: func(s sim.SourceSpec) bool { return s.Codec != "" && retention(s) }},
 	{name: sim.MarkPipelinesSharedNamespace, needsWorld: sim.WorldSpec.SharesNamespace},
 	{name: sim.MarkPipelinesPowerLoss, needsWorld: func(s sim.WorldSpec) bool { return len(s.Pipelines) > 0 }},
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/sources/messages"
 )
 
@@ -19,6 +20,12 @@ type Message struct {
 	Subject string
 	At      int64 // publish time, Unix microseconds
 	Value   []byte
+}
+
+// Recovered is the sequence view (the host's recovered offsets) says the
+// stream resumes at; ok false when it holds none.
+func (s *Source) Recovered(view segment.Offsets) (next uint64, ok bool) {
+	return view.Get(s.OffsetKey())
 }
 
 // Resume is where the stream goes on when the source expects sequence

@@ -5,7 +5,6 @@ import (
 	"sync"
 )
 
-
 // queue holds the messages pulled and not yet acked, in sequence order.
 //
 // INVARIANT: bytes is the sum of the values queued and taken but not yet

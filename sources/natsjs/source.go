@@ -88,7 +88,7 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 		return err
 	}
 	defer nc.Close()
-	next, known := offsets.Get(s.OffsetKey())
+	next, known := s.Recovered(offsets)
 	start, err := s.startAt(ctx, js, next, known)
 	if err != nil || ctx.Err() != nil {
 		return err
