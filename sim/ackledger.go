@@ -48,7 +48,7 @@ func (l *ackLedger) add(uid UID, s *source, marker string, seen time.Duration) {
 		l.addSeg(marker)
 	}
 	if !s.spec.Replayable {
-		key := idemKey(s.spec.Name, uid)
+		key := s.idemKeyOf(uid)
 		l.idem = append(l.idem, idemAcked{uid, "idem/" + key, segment.KeyHashOf(key), seen})
 		return
 	}

@@ -270,7 +270,7 @@ func (m *recordMeta) set(name string, col arrow.Array) bool {
 		m.sequences, ok = col.(*array.Int64)
 	case "_kafka_key":
 		m.keys, ok = col.(*array.Binary)
-	case "_kafka_timestamp", "_kafka_headers", "_nats_subject", "_nats_timestamp":
+	case "_kafka_timestamp", "_kafka_headers", "_nats_subject", "_nats_timestamp", "_mqtt_topic":
 	default:
 		return false
 	}
@@ -374,10 +374,27 @@ func drawCodecs(r *Rand, s *WorldSpec) {
 	}
 	for i := range s.Sources {
 		draw(&s.Sources[i])
+		if i > 0 { // the first stays an HTTP endpoint
+			drawMQTT(r, &s.Sources[i])
+		}
 	}
 	for p := range s.Pipelines {
 		for i := range s.Pipelines[p].Sources {
 			draw(&s.Pipelines[p].Sources[i])
 		}
 	}
+}
+
+// mqttShare of the sources that cannot replay are MQTT publishers.
+const mqttShare = 0.3
+
+// drawMQTT makes src, in some worlds, an MQTT publisher (mqtt_codec.go)
+// instead of HTTP clients: a message is one row, none of the clients'
+// encodings, evolving fields or invalid requests.
+func drawMQTT(r *Rand, src *SourceSpec) {
+	if src.Replayable || src.Prefix || !r.Chance(mqttShare) {
+		return
+	}
+	src.Codec, src.RowsMin, src.RowsMax = CodecMQTT, 1, 1
+	src.Encoding, src.ExtraField, src.WidenField, src.RefusePermille, src.BodyCap = "", false, false, 0, 0
 }

@@ -90,7 +90,10 @@
 //     values, its resume against the log (gaps named, stopped on or
 //     skipped as on_gap says), its JSON decoding and metadata columns,
 //     its units halved to the limits; each row's metadata is checked
-//     against its record and digested with it.
+//     against its record and digested with it. Some sources that cannot
+//     replay are MQTT publishers (mqtt_codec.go, Config.MQTT): the real
+//     MQTT source's Unit keys each message by its id, and a message
+//     unacked at a crash is delivered again with it.
 //     Most CDC sources change a small key space (SourceSpec.Keys,
 //     cdc.go): inserts, updates and deletes of the same identities from
 //     every partition, under order tokens unique in the namespace that

@@ -333,8 +333,8 @@ func (o *Oracle) checkCovers(m *markerInfo, uid UID) {
 		}
 		return
 	}
-	if _, ok := m.offsets.Get(idemOffsetKey(spec.Name, uid)); !ok {
-		o.fail("marker %s holds unit %s, but its offsets lack its idempotency key %s", m.key, uid, idemKey(spec.Name, uid))
+	if _, ok := m.offsets.Get("idem/" + src.idemKeyOf(uid)); !ok {
+		o.fail("marker %s holds unit %s, but its offsets lack its idempotency key %s", m.key, uid, src.idemKeyOf(uid))
 	}
 }
 

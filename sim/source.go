@@ -58,12 +58,14 @@ type source struct {
 	// codec: a broker source's real record logic (broker_codec.go), nil
 	// for the world's model of it.
 	codec BrokerCodec
+	// mqtt: an MQTT source's real message logic (mqtt_codec.go).
+	mqtt MessageCodec
 }
 
 func newSource(w *World, idx int, spec SourceSpec) *source {
 	s := &source{w: w, idx: idx, spec: spec, rand: w.root.Split("source/" + spec.Name), pending: map[uint64]bool{}, refused: map[uint64]bool{},
 		objKeys: map[string]int{}}
-	if !spec.Replayable && w.cfg.HTTP != nil {
+	if !spec.Replayable && w.cfg.HTTP != nil && (spec.Codec != CodecMQTT || w.cfg.MQTT == nil) {
 		s.endpoint = w.cfg.HTTP(HTTPOptions{Sink: spec.sinkRef(), Ready: func() bool { return w.eng != nil && w.eng.Ready() }, BodyCap: spec.BodyCap})
 	}
 	s.startStep = w.healAt * uint64(spec.StartPermille) / 1000
@@ -80,7 +82,7 @@ func newSource(w *World, idx int, spec SourceSpec) *source {
 	if spec.Broker != nil && s.broker() {
 		s.brk = newBrokerLog(s)
 	}
-	s.codec = s.newCodec()
+	s.codec, s.mqtt = s.newCodec(), s.newMQTT()
 	return s
 }
 
@@ -248,6 +250,9 @@ func (s *source) tickSlot() {
 	switch {
 	case len(s.retry) > 0:
 		seq, s.retry = s.retry[0], s.retry[1:]
+		if s.mqtt != nil {
+			s.w.mark(MarkMQTTRedelivered)
+		}
 	case !s.exhausted(s.newSeq+1, s.newSeq):
 		s.newSeq++
 		seq = s.newSeq
@@ -263,8 +268,10 @@ func (s *source) tickSlot() {
 // and again after every timeout until an answer comes.
 func (s *source) sendSlot(seq uint64) {
 	uid := makeUID(s.idx, 0, seq)
-	in := s.unit(uid)
-	in.IdempotencyKey = idemKey(s.spec.Name, uid)
+	in, ok := s.slotUnit(uid)
+	if !ok {
+		return
+	}
 	gen := s.gen
 	waiting := func() bool { return gen == s.gen && s.pending[seq] }
 	s.afterTimeout(func() {
@@ -290,6 +297,17 @@ func (s *source) sendSlot(seq uint64) {
 		}
 		s.scheduleSlot(s.rand.Exp(s.spec.Interval))
 	})
+}
+
+// slotUnit is the non-replayable unit uid with its idempotency key: the
+// world's, or the MQTT source's (mqtt_codec.go).
+func (s *source) slotUnit(uid UID) (engine.Unit, bool) {
+	if s.mqtt != nil {
+		return s.mqttUnit(uid)
+	}
+	in := s.unit(uid)
+	in.IdempotencyKey = idemKey(s.spec.Name, uid)
+	return in, true
 }
 
 // afterTimeout runs fn when the source's client timeout expires (never

@@ -125,6 +125,9 @@ func (s SourceSpec) payloadBounds() (lo, hi int) {
 
 func (s SourceSpec) summary() string {
 	kind := "http"
+	if s.Codec == CodecMQTT {
+		kind = CodecMQTT
+	}
 	switch {
 	case s.Prefix:
 		kind = "prefix"
@@ -143,7 +146,7 @@ func (s SourceSpec) summary() string {
 	if s.Formats != "" {
 		kind += "/" + s.Formats + "/chunk=" + strconv.FormatInt(s.ChunkBytes, 10)
 	}
-	if s.Codec != "" {
+	if s.Codec != "" && s.Codec != CodecMQTT {
 		kind += "/" + s.Codec
 		if s.UnitRows > 0 {
 			kind += fmt.Sprintf("/unit_rows=%d", s.UnitRows)

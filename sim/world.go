@@ -83,6 +83,10 @@ type Config struct {
 	// broker source whose spec names one (broker_codec.go); without it
 	// such sources run the world's model of it.
 	Codec CodecFactory
+	// MQTT, if set, builds the real MQTT source's message logic for a
+	// source whose spec says CodecMQTT (mqtt_codec.go); without it such
+	// sources are the world's HTTP clients.
+	MQTT MessageCodecFactory
 	// Recorder, if set, watches the trace from the first record, and the
 	// run stops stepping when it halts (simulate -check-determinism).
 	Recorder *Recorder

@@ -11,6 +11,7 @@ import (
 	"github.com/skipprd/skipprd/sim"
 	httpsrc "github.com/skipprd/skipprd/sources/http"
 	"github.com/skipprd/skipprd/sources/kafka"
+	"github.com/skipprd/skipprd/sources/mqtt"
 	"github.com/skipprd/skipprd/sources/natsjs"
 )
 
@@ -111,4 +112,16 @@ func (c natsCodec) Unit(recs []sim.BrokerRecord) (engine.Unit, int, error) {
 		msgs[i] = natsjs.Message{Seq: uint64(r.Offset), Subject: c.subject, At: r.Time.UnixMicro(), Value: r.Value}
 	}
 	return c.src.Unit(msgs)
+}
+
+// mqttCodec is the MQTT source's message logic (sources/mqtt: the Unit
+// its Run uses) for an MQTT source of the world: exactly once, by the
+// id each message carries in its "uid" field.
+func mqttCodec(opt sim.CodecOptions) sim.MessageCodec {
+	src, err := mqtt.New(mqtt.Config{Name: opt.Name, Broker: "tcp://sim:1883", Topics: []string{"sim/#"},
+		Namespace: opt.Namespace, SinkRef: opt.Sink, IDField: "uid", Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(fmt.Sprintf("simulate: the MQTT logic of source %s: %v", opt.Name, err)) // the world drew it
+	}
+	return src
 }

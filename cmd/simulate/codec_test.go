@@ -117,3 +117,40 @@ func TestCodecWorldsCatchBrokenLogic(t *testing.T) {
 		}
 	}
 }
+
+// A world whose publisher is read by the real MQTT source's message
+// logic passes — messages unacked at crashes delivered again and stored
+// once, by their ids — and one whose logic keys units by anything but
+// the message's id is caught.
+func TestMQTTWorld(t *testing.T) {
+	j := codecJob(t, sim.CodecKafka, true, 0)
+	for i := range j.spec.Sources {
+		if s := &j.spec.Sources[i]; !s.Replayable {
+			s.Codec, s.RowsMin, s.RowsMax = sim.CodecMQTT, 1, 1
+		}
+	}
+	res := runCodecJob(j, brokerCodec)
+	if res.Err() != nil {
+		t.Fatal(res.Err())
+	}
+	for _, m := range []string{sim.MarkMQTTUnit, sim.MarkMQTTRedelivered} {
+		if res.WorldMarks[m] == 0 {
+			t.Errorf("mark %s not reached: %v", m, res.WorldMarks)
+		}
+	}
+	cfg, _ := j.config()
+	cfg.MQTT = func(opt sim.CodecOptions) sim.MessageCodec { return topicKeyed{mqttCodec(opt)} }
+	res = sim.NewWorld(cfg).Run(time.Now)
+	if want := "keyed"; res.Err() == nil || !strings.Contains(strings.Join(res.Violations, "\n"), want) {
+		t.Errorf("a unit keyed by its topic: violations %q, want one saying %q", res.Violations, want)
+	}
+}
+
+// topicKeyed keys every message of a topic alike.
+type topicKeyed struct{ sim.MessageCodec }
+
+func (k topicKeyed) Unit(topic string, payload []byte) (engine.Unit, error) {
+	u, err := k.MessageCodec.Unit(topic, payload)
+	u.IdempotencyKey = "mqtt/" + topic
+	return u, err
+}

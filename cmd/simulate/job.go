@@ -107,7 +107,7 @@ func (j job) config() (sim.Config, *faults.Injector) {
 		inj = faults.NewInjector(j.plan, sim.NewRand(j.seed).Split("faults/decide"))
 	}
 	spec := j.spec
-	cfg := sim.Config{Seed: j.seed, Iters: j.iters, Faults: inj, World: &spec, Destinations: destinations, HTTP: httpEndpoint, Prefix: prefixSource, Codec: brokerCodec, Trace: j.trace}
+	cfg := sim.Config{Seed: j.seed, Iters: j.iters, Faults: inj, World: &spec, Destinations: destinations, HTTP: httpEndpoint, Prefix: prefixSource, Codec: brokerCodec, MQTT: mqttCodec, Trace: j.trace}
 	if j.tap != nil {
 		cfg.Tap, cfg.Faults = j.tap, &tapFaults{Injector: inj, tl: j.tap}
 	}

@@ -45,6 +45,8 @@ var worldMarks = []worldMark{
 	{name: sim.MarkCodecNATSUnit, needs: func(s sim.SourceSpec) bool { return s.Codec == sim.CodecNATS }},
 	{name: sim.MarkCodecSplit, needs: func(s sim.SourceSpec) bool { return s.Codec != "" && s.UnitRows > 0 && s.UnitRows < s.FetchMax }},
 	{name: sim.MarkCodecGap, needs: func(s sim.SourceSpec) bool { return s.Codec != "" && retention(s) }},
+	{name: sim.MarkMQTTUnit, needs: func(s sim.SourceSpec) bool { return s.Codec == sim.CodecMQTT }},
+	{name: sim.MarkMQTTRedelivered, needs: func(s sim.SourceSpec) bool { return s.Codec == sim.CodecMQTT }},
 	{name: sim.MarkPipelinesSharedNamespace, needsWorld: sim.WorldSpec.SharesNamespace},
 	{name: sim.MarkPipelinesPowerLoss, needsWorld: func(s sim.WorldSpec) bool { return len(s.Pipelines) > 0 }},
 }

@@ -21,6 +21,10 @@
 // Backpressure: at most Config.InFlight messages await the host; past
 // that the receive handler waits, and paho hands on no more.
 //
+// Source.Unit, which makes a message's unit and key, is what Run uses
+// and what the simulator drives on its loop (the client is not run
+// there).
+//
 // Not built yet: MQTT 5 (user properties as the id, the broker's
 // receive maximum), TLS settings in the pipeline file, batching several
 // messages into one unit.

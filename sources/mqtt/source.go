@@ -231,13 +231,18 @@ func (s *Source) ingestMessage(ctx context.Context, ingest IngestFunc, msg paho.
 	return err
 }
 
-// unit is the unit of one message, with its id as the idempotency key
-// when the source has an IDField.
-func (s *Source) unit(msg paho.Message) (engine.Unit, error) {
-	topic := msg.Topic()
+// unit is the unit of one message (Unit).
+func (s *Source) unit(msg paho.Message) (engine.Unit, error) { return s.Unit(msg.Topic(), msg.Payload()) }
+
+// Unit is the unit of the message payload received on topic, with its id
+// as the idempotency key when the source has an IDField: a *MessageError
+// when it cannot be a row or has no id. Run uses it; it is exported so
+// that the simulator (cmd/simulate) can drive it on its loop, the
+// client (paho) not run there. The caller releases the unit's batches.
+func (s *Source) Unit(topic string, payload []byte) (engine.Unit, error) {
 	dec := messages.Decoder{Format: s.cfg.Format, Limits: s.cfg.Limits, Mem: s.cfg.Allocator, Meta: metaFields,
 		AppendMeta: func(_ int, bs []array.Builder) { bs[0].(*array.StringBuilder).Append(topic) }}
-	schema, batches, err := dec.Decode([][]byte{msg.Payload()})
+	schema, batches, err := dec.Decode([][]byte{payload})
 	if ve, ok := errors.AsType[*messages.ValueError](err); ok {
 		return engine.Unit{}, &MessageError{Topic: topic, Reason: ve.Reason}
 	}
@@ -247,7 +252,7 @@ func (s *Source) unit(msg paho.Message) (engine.Unit, error) {
 	u := engine.Unit{Key: segment.PartitionKey{SinkRef: s.cfg.SinkRef, Namespace: s.cfg.Namespace, Partition: "0",
 		Schema: segment.FingerprintOf(schema)}, Schema: schema, Batches: batches}
 	if s.cfg.IDField != "" {
-		id, err := messageID(msg.Payload(), s.cfg.IDField)
+		id, err := messageID(payload, s.cfg.IDField)
 		if err != nil {
 			messages.ReleaseAll(batches)
 			return engine.Unit{}, &MessageError{Topic: topic, Reason: err.Error()}
