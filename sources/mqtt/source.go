@@ -232,7 +232,9 @@ func (s *Source) ingestMessage(ctx context.Context, ingest IngestFunc, msg paho.
 }
 
 // unit is the unit of one message (Unit).
-func (s *Source) unit(msg paho.Message) (engine.Unit, error) { return s.Unit(msg.Topic(), msg.Payload()) }
+func (s *Source) unit(msg paho.Message) (engine.Unit, error) {
+	return s.Unit(msg.Topic(), msg.Payload())
+}
 
 // Unit is the unit of the message payload received on topic, with its id
 // as the idempotency key when the source has an IDField: a *MessageError
