@@ -32,7 +32,7 @@ type MessageCodec interface {
 }
 
 // MessageCodecFactory builds the message logic of one source
-// (CodecOptions.Kind is CodecMQTT; the id field is "uid").
+// (CodecOptions.Kind is CodecMQTT; the id field is MQTTIDField).
 type MessageCodecFactory func(opt CodecOptions) MessageCodec
 
 // World marks of MQTT sources.
@@ -41,8 +41,9 @@ const (
 	MarkMQTTRedelivered = "mqtt-redelivered" // a message delivered again with its id: unacked at a crash, or refused
 )
 
-// mqttIDField is the field of a world's MQTT message that holds its id.
-const mqttIDField = "uid"
+// MQTTIDField is the field of a world's MQTT message that holds its id
+// (the source's id_field).
+const MQTTIDField = "uid"
 
 // newMQTT builds the source's message logic, or nil.
 func (s *source) newMQTT() MessageCodec {

@@ -119,7 +119,7 @@ func (c natsCodec) Unit(recs []sim.BrokerRecord) (engine.Unit, int, error) {
 // id each message carries in its "uid" field.
 func mqttCodec(opt sim.CodecOptions) sim.MessageCodec {
 	src, err := mqtt.New(mqtt.Config{Name: opt.Name, Broker: "tcp://sim:1883", Topics: []string{"sim/#"},
-		Namespace: opt.Namespace, SinkRef: opt.Sink, IDField: "uid", Logger: slog.New(slog.DiscardHandler)})
+		Namespace: opt.Namespace, SinkRef: opt.Sink, IDField: sim.MQTTIDField, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		panic(fmt.Sprintf("simulate: the MQTT logic of source %s: %v", opt.Name, err)) // the world drew it
 	}
