@@ -91,14 +91,7 @@ func testKafkaKill(t *testing.T, newHost, group bool) {
 		"  - {name: orders, kind: kafka, brokers: ["+strings.Join(c.ListenAddrs(), ", ")+"], "+topics+", sink: lake}\n")
 	env := []string{envPipelineFile + "=" + pipeline}
 	if newHost {
-		const bucket = "wal"
-		emb, err := storage.StartEmbeddedS3(filepath.Join(t.TempDir(), "s3.bolt"), bucket, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = emb.Close() })
-		// A short request timeout keeps recovery's fence wait short.
-		env = append(append(env, s3Env(t, emb.Endpoint())...), envWALStorage+"=s3", envWALBucket+"="+bucket, envS3Timeout+"=2")
+		env = append(env, embeddedWALEnv(t)...)
 	}
 	p := startDaemon(t, bin, dataDir, env...)
 	p.waitStdout(t, "rows acked", progressLines("acked", 1))
@@ -167,4 +160,17 @@ func wantGroupAtEnds(t *testing.T, c *kfake.Cluster, g, topic string) {
 			t.Errorf("group %s, partition %d: committed %+v, want the end %d", g, e.Partition, o, e.Offset)
 		}
 	})
+}
+
+// embeddedWALEnv starts an embedded S3 server for the test and returns
+// the daemon's environment for a WAL in it (s3WALEnv): what a new host
+// with an empty disk recovers from.
+func embeddedWALEnv(t *testing.T) []string {
+	t.Helper()
+	emb, err := storage.StartEmbeddedS3(filepath.Join(t.TempDir(), "s3.bolt"), loudBucket, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = emb.Close() })
+	return s3WALEnv(t, emb.Endpoint())
 }

@@ -17,9 +17,15 @@ import (
 // persistent session with ids in the messages, the daemon SIGKILLed
 // while it ingests (messages committed whose acknowledgements the kill
 // lost, and messages never acknowledged), more published while it is
-// down, and a restart: the broker sends again what was not acknowledged,
-// and the ids make every message land in the lake once.
-func TestDaemonMQTTKill(t *testing.T) {
+// down, and a restart — on the same disk, or (NewHost) on an empty one,
+// the WAL on S3 and the session on the broker: the broker sends again
+// what was not acknowledged, and the ids make every message land in the
+// lake once.
+func TestDaemonMQTTKill(t *testing.T) { testMQTTKill(t, false) }
+
+func TestDaemonMQTTNewHost(t *testing.T) { testMQTTKill(t, true) }
+
+func testMQTTKill(t *testing.T, newHost bool) {
 	if testing.Short() {
 		t.Skip("builds the daemon and kills it mid-ingest")
 	}
@@ -47,12 +53,15 @@ func TestDaemonMQTTKill(t *testing.T) {
 		}
 	}
 	bin := buildDaemon(t)
-	dataDir, conf := t.TempDir(), t.TempDir()
+	dataDir, conf, lake := t.TempDir(), t.TempDir(), t.TempDir()
 	pipeline := filepath.Join(conf, "skipprd.yaml")
 	name := fmt.Sprintf("sensors-%d", time.Now().UnixNano()%1_000_000) // a session of its own
-	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake, flush_interval: 1s}\nsources:\n"+
+	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: "+lake+", flush_interval: 1s}\nsources:\n"+
 		"  - {name: "+name+", kind: mqtt, broker: '"+url+"', topics: ['"+topic+"'], namespace: readings, id_field: aid, sink: lake}\n")
 	env := []string{envPipelineFile + "=" + pipeline}
+	if newHost {
+		env = append(env, embeddedWALEnv(t)...)
+	}
 	t.Cleanup(func() { endSession(url, "skipprd-"+name) })
 	p := startDaemon(t, bin, dataDir, env...)
 	p.waitStderr(t, "the source started", func(lines []string) bool { return findLine(lines, "mqtt source: starting") != "" })
@@ -61,8 +70,10 @@ func TestDaemonMQTTKill(t *testing.T) {
 	p.waitStdout(t, "rows acked", progressLines("acked", 1))
 	p.kill(t)
 	publishReadings(600, 900) // queued by the broker for the session (under its 1000-message limit)
+	if newHost {
+		dataDir = t.TempDir() // nothing of the first host's disk
+	}
 	p = startDaemon(t, bin, dataDir, env...)
-	lake := filepath.Join(dataDir, "lake")
 	slices.Sort(want)
 	p.waitFor(t, "every reading in the lake", func() bool { return len(lakeIDs(t, lake)["readings"]) >= len(want) })
 	p.stop(t)

@@ -18,9 +18,14 @@ import (
 // The NATS source end to end against this machine's NATS server with
 // JetStream: a stream of its own, the daemon SIGKILLed while it ingests,
 // more messages published, and a restart that resumes from the stream
-// sequence the WAL recovered. After a graceful stop every message of the
+// sequence the WAL recovered — on the same disk, or (NewHost) on an
+// empty one, the WAL on S3. After a graceful stop every message of the
 // filtered subject is in the lake once, and none of the other.
-func TestDaemonNATSKill(t *testing.T) {
+func TestDaemonNATSKill(t *testing.T) { testNATSKill(t, false) }
+
+func TestDaemonNATSNewHost(t *testing.T) { testNATSKill(t, true) }
+
+func testNATSKill(t *testing.T, newHost bool) {
 	if testing.Short() {
 		t.Skip("builds the daemon and kills it mid-ingest")
 	}
@@ -68,17 +73,22 @@ func TestDaemonNATSKill(t *testing.T) {
 	}
 	publishClicks(0, 20_000)
 	bin := buildDaemon(t)
-	dataDir, conf := t.TempDir(), t.TempDir()
+	dataDir, conf, lake := t.TempDir(), t.TempDir(), t.TempDir()
 	pipeline := filepath.Join(conf, "skipprd.yaml")
-	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake, flush_interval: 1s}\nsources:\n"+
+	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: "+lake+", flush_interval: 1s}\nsources:\n"+
 		"  - {name: clicks, kind: nats, url: '"+url+"', stream: "+stream+", subjects: ['"+stream+".clicks'], namespace: clicks, sink: lake}\n")
 	env := []string{envPipelineFile + "=" + pipeline}
+	if newHost {
+		env = append(env, embeddedWALEnv(t)...)
+	}
 	p := startDaemon(t, bin, dataDir, env...)
 	p.waitStdout(t, "rows acked", progressLines("acked", 1))
 	p.kill(t)
 	publishClicks(20_000, 30_000)
+	if newHost {
+		dataDir = t.TempDir() // nothing of the first host's disk
+	}
 	p = startDaemon(t, bin, dataDir, env...)
-	lake := filepath.Join(dataDir, "lake")
 	slices.Sort(want)
 	p.waitFor(t, "every message in the lake", func() bool { return len(lakeIDs(t, lake)["clicks"]) >= len(want) })
 	p.stop(t)

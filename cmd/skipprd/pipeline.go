@@ -98,7 +98,7 @@ var (
 		sourcePGCDC:     {"url_env", "publication", "slot", "tables"},
 		sourceKafka: {"brokers", "topics", "topic_regex", "group", "namespace", "format", "start", "on_gap", "read_committed", "tls",
 			"sasl_mechanism", "sasl_user_env", "sasl_password_env"},
-		sourceNATS: {"url", "stream", "subjects", "namespace", "format", "start", "on_gap"},
+		sourceNATS: {"url", "stream", "subjects", "namespace", "format", "start", "on_gap", "creds_file", "username_env", "password_env", "token_env"},
 		sourceMQTT: {"broker", "topics", "namespace", "format", "id_field", "username_env", "password_env"},
 	}
 	walStorages  = []string{string(walDisk), string(walEmbedded), string(walS3)}
@@ -212,6 +212,12 @@ type natsSourceSpec struct {
 	Format    string   // json | text | bytes
 	Start     string   // first | new
 	OnGap     string   // stop | skip
+	// Credentials, at most one kind: a .creds file (JWT and NKey seed),
+	// a user and password, or a token, the last two named by environment
+	// variables. None: the server needs none.
+	CredsFile                string
+	UsernameEnv, PasswordEnv string
+	TokenEnv                 string
 }
 
 // kafkaSourceSpec reads topics of a Kafka cluster.

@@ -807,7 +807,31 @@ func (c *checker) natsSource(m *mapping, sink string) *natsSourceSpec {
 	n.Format = c.oneOf(m, "format", kafkaFormats, false, natsjs.FormatJSON)
 	n.Start = c.oneOf(m, "start", natsStarts, false, natsjs.StartFirst)
 	n.OnGap = c.oneOf(m, "on_gap", kafkaOnGaps, false, natsjs.OnGapStop)
+	c.natsCredentials(m, n)
 	return n
+}
+
+// natsCredentials reads a nats source's credentials: creds_file, or
+// username_env with password_env, or token_env — at most one kind.
+func (c *checker) natsCredentials(m *mapping, n *natsSourceSpec) {
+	if f, _, ok := c.text(m, "creds_file", false, "a .creds file (JWT and NKey seed)"); ok {
+		n.CredsFile = f // read at start (natsCredentials): the file may live only on the daemon's host
+	}
+	n.UsernameEnv = c.envRef(m, "username_env", false, "NATS_USER")
+	n.PasswordEnv = c.envRef(m, "password_env", false, "NATS_PASSWORD")
+	n.TokenEnv = c.envRef(m, "token_env", false, "NATS_TOKEN")
+	if (n.UsernameEnv == "") != (n.PasswordEnv == "") {
+		c.errorf(m.line, m.where, "username_env and password_env go together")
+	}
+	kinds := 0
+	for _, v := range []string{n.CredsFile, n.UsernameEnv, n.TokenEnv} {
+		if v != "" {
+			kinds++
+		}
+	}
+	if kinds > 1 {
+		c.errorf(m.line, m.where, "creds_file, username_env/password_env and token_env: at most one")
+	}
 }
 
 func (c *checker) mqttSource(m *mapping, sink string) *mqttSourceSpec {

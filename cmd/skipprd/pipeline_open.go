@@ -124,7 +124,7 @@ func (d *daemon) openSources(ctx context.Context, pf *pipelineFile, getenv func(
 		case s.Kafka != nil:
 			src, err = d.kafkaSource(s, getenv)
 		case s.NATS != nil:
-			src, err = d.natsSource(s)
+			src, err = d.natsSource(s, getenv)
 		case s.MQTT != nil:
 			src, err = d.mqttSource(s, getenv)
 		default:

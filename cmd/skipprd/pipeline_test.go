@@ -349,7 +349,7 @@ func TestPipelineErrors(t *testing.T) {
 			`skipprd.yaml:3: sources[0] "a": unknown key "rate" (allowed: name, kind, sink)`}},
 		{"unknown key, unknown kind", doc(sinks, "sources:", "  - {name: a, kind: pulsar, sink: lake, topic: t}"), []string{
 			`skipprd.yaml:3: sources[0] "a": kind "pulsar" is not one of http, files, objects, generator, postgres-cdc, kafka, nats, mqtt`,
-			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, order, settle, in_flight, bucket, prefix, url_env, publication, slot, tables, brokers, topics, topic_regex, group, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env, url, stream, subjects, broker, id_field, username_env, password_env)`}},
+			`skipprd.yaml:3: sources[0] "a": unknown key "topic" (allowed: name, kind, sink, listen, token_env, body_max_bytes, namespaces, path, namespace, format, poll, on_error, order, settle, in_flight, bucket, prefix, url_env, publication, slot, tables, brokers, topics, topic_regex, group, start, on_gap, read_committed, tls, sasl_mechanism, sasl_user_env, sasl_password_env, url, stream, subjects, creds_file, username_env, password_env, broker, id_field)`}},
 		{"mqtt", doc(sinks, "sources:", "  - {name: a, kind: mqtt, sink: lake, broker: '127.0.0.1:1883', topics: ['a/#/b', 'c/d+'], namespace: readings, format: text, id_field: id}",
 			"  - {name: b, kind: mqtt, sink: lake, broker: 'tcp://x:1883', topics: [a]}"), []string{
 			`skipprd.yaml:3: sources[0] "a": broker "127.0.0.1:1883": want scheme://host:port, e.g. tcp://127.0.0.1:1883`,
@@ -366,6 +366,13 @@ func TestPipelineErrors(t *testing.T) {
 			`skipprd.yaml:5: sources[2] "c": namespace "clicks" of sink "lake" is already written by sources[1] "b" (line 4); give one of them another namespace or sink`,
 			`skipprd.yaml:6: sources[3] "d": url is required (the server, e.g. nats://127.0.0.1:4222)`,
 			`skipprd.yaml:6: sources[3] "d": stream is required (a JetStream stream name, e.g. ORDERS)`}},
+		{"nats credentials", doc(sinks, "sources:", "  - {name: a, kind: nats, sink: lake, url: 'nats://x:4222', stream: A, username_env: NATS_USER}",
+			"  - {name: b, kind: nats, sink: lake, url: 'nats://x:4222', stream: B, creds_file: /etc/loader.creds, token_env: 'nats token'}",
+			"  - {name: c, kind: nats, sink: lake, url: 'nats://x:4222', stream: C, token_env: NATS_TOKEN, username_env: U, password_env: P}"), []string{
+			`skipprd.yaml:3: sources[0] "a": username_env and password_env go together`,
+			`skipprd.yaml:4: sources[1] "b": token_env "nats token": want an environment variable's name (A-Z, 0-9, _; not starting with a digit), e.g. NATS_TOKEN`,
+			`skipprd.yaml:4: sources[1] "b": creds_file, username_env/password_env and token_env: at most one`,
+			`skipprd.yaml:5: sources[2] "c": creds_file, username_env/password_env and token_env: at most one`}},
 		{"kafka", doc(sinks, "sources:", "  - {name: a, kind: kafka, sink: lake, brokers: [k1, 'k2:9092', k2:9092], topics: [orders, 'bad topic', 9s], format: avro, sasl_mechanism: plain}",
 			"  - {name: b, kind: kafka, sink: lake, brokers: k1:9092}", "  - {name: c, kind: kafka, sink: lake, brokers: [k:1], topics: [Orders]}"), []string{
 			`skipprd.yaml:3: sources[0] "a": brokers: "k1": want host:port, e.g. kafka-1:9092`,

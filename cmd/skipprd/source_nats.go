@@ -3,6 +3,9 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/sources/natsjs"
@@ -18,14 +21,56 @@ type natsSource struct {
 
 // natsSource builds a nats source; its server is reached when it runs,
 // after recovery (an unreachable server is logged and retried).
-func (d *daemon) natsSource(s sourceSpec) (source, error) {
+func (d *daemon) natsSource(s sourceSpec, getenv func(string) string) (source, error) {
 	n := s.NATS
+	opts, err := natsCredentials(n, getenv)
+	if err != nil {
+		return nil, fmt.Errorf("source %q: %w", s.Name, err)
+	}
 	src, err := natsjs.New(natsjs.Config{Name: s.Name, URL: n.URL, Stream: n.Stream, Subjects: n.Subjects,
-		Namespace: n.Namespace, SinkRef: s.Sink, Format: n.Format, Start: n.Start, OnGap: n.OnGap, Logger: d.log})
+		Namespace: n.Namespace, SinkRef: s.Sink, Format: n.Format, Start: n.Start, OnGap: n.OnGap, Logger: d.log,
+		Options: opts})
 	if err != nil {
 		return nil, fmt.Errorf("source %q: %w", s.Name, err)
 	}
 	return &natsSource{name: s.Name, spec: n, src: src}, nil
+}
+
+// natsCredentials are the connection options of n's credentials; a
+// variable it names that is not set, or empty, or a creds file that
+// cannot be read, is an error naming it: the daemon does not start.
+func natsCredentials(n *natsSourceSpec, getenv func(string) string) ([]nats.Option, error) {
+	need := func(name string) (string, error) {
+		v := getenv(name)
+		if v == "" {
+			return "", fmt.Errorf("environment variable %s, named in the pipeline file, is not set", name)
+		}
+		return v, nil
+	}
+	switch {
+	case n.CredsFile != "":
+		if _, err := os.ReadFile(n.CredsFile); err != nil {
+			return nil, fmt.Errorf("creds_file: %w", err)
+		}
+		return []nats.Option{nats.UserCredentials(n.CredsFile)}, nil
+	case n.UsernameEnv != "":
+		user, err := need(n.UsernameEnv)
+		if err != nil {
+			return nil, err
+		}
+		pass, err := need(n.PasswordEnv)
+		if err != nil {
+			return nil, err
+		}
+		return []nats.Option{nats.UserInfo(user, pass)}, nil
+	case n.TokenEnv != "":
+		token, err := need(n.TokenEnv)
+		if err != nil {
+			return nil, err
+		}
+		return []nats.Option{nats.Token(token)}, nil
+	}
+	return nil, nil
 }
 
 func (n *natsSource) run(ctx context.Context, host *storage.Host, _ segment.Offsets) error {

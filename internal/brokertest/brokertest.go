@@ -10,7 +10,9 @@ package brokertest
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"os/exec"
 	"testing"
 	"time"
 
@@ -89,5 +91,43 @@ func RunUntil(t testing.TB, run func(ctx context.Context) error, cond func() boo
 				return <-done
 			}
 		}
+	}
+}
+
+// NATSServer starts a NATS server of the test's own (the nats-server
+// binary, on a free port of 127.0.0.1, stopped at the test's end) with
+// args — e.g. "--user", "u", "--pass", "p" — and returns its URL once it
+// answers probe. No binary: skipped loudly, or under CI=true a failure.
+func NATSServer(t testing.TB, probe func(url string) error, args ...string) string {
+	t.Helper()
+	bin, err := exec.LookPath("nats-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("no nats-server binary (CI=true: these tests must run): %v", err)
+		}
+		t.Skipf("SKIPPED LOUDLY: no nats-server binary (%v); install it (scripts/nats-setup)", err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	cmd := exec.Command(bin, append([]string{"-a", "127.0.0.1", "-p", fmt.Sprint(port)}, args...)...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := probe(url)
+		if err == nil {
+			return url
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the nats-server at %s did not answer within 10 s: %v", url, err)
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }

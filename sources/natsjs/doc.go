@@ -30,6 +30,7 @@
 // within a unit and from the poller (run.message, Source.unit); the
 // queue's bytes never go below zero (queue.done).
 //
-// Not built yet: headers as a column, credentials and TLS settings in
-// the pipeline file (Config.Options takes nats.Option values).
+// Credentials and TLS come as nats.Option values (Config.Options; the
+// daemon builds them from the pipeline file). Not built yet: headers as
+// a column.
 package natsjs
