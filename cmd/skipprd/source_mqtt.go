@@ -23,11 +23,16 @@ func (d *daemon) mqttSource(s sourceSpec, getenv func(string) string) (source, e
 	q := s.MQTT
 	cfg := mqtt.Config{Name: s.Name, Broker: q.Broker, Topics: q.Topics, Namespace: q.Namespace, SinkRef: s.Sink,
 		Format: q.Format, IDField: q.IDField, Logger: d.log}
+	var err error
 	if q.UsernameEnv != "" {
-		cfg.Username = getenv(q.UsernameEnv)
+		if cfg.Username, err = requireEnv(getenv, q.UsernameEnv); err != nil {
+			return nil, fmt.Errorf("source %q: %w", s.Name, err)
+		}
 	}
 	if q.PasswordEnv != "" {
-		cfg.Password = getenv(q.PasswordEnv)
+		if cfg.Password, err = requireEnv(getenv, q.PasswordEnv); err != nil {
+			return nil, fmt.Errorf("source %q: %w", s.Name, err)
+		}
 	}
 	src, err := mqtt.New(cfg)
 	if err != nil {

@@ -40,13 +40,7 @@ func (d *daemon) natsSource(s sourceSpec, getenv func(string) string) (source, e
 // variable it names that is not set, or empty, or a creds file that
 // cannot be read, is an error naming it: the daemon does not start.
 func natsCredentials(n *natsSourceSpec, getenv func(string) string) ([]nats.Option, error) {
-	need := func(name string) (string, error) {
-		v := getenv(name)
-		if v == "" {
-			return "", fmt.Errorf("environment variable %s, named in the pipeline file, is not set", name)
-		}
-		return v, nil
-	}
+	need := func(name string) (string, error) { return requireEnv(getenv, name) }
 	switch {
 	case n.CredsFile != "":
 		if _, err := os.ReadFile(n.CredsFile); err != nil {
@@ -91,4 +85,14 @@ func (n *natsSource) stats() (uint64, uint64) {
 
 func (n *natsSource) describe() []any {
 	return []any{"source", n.name, "kind", sourceNATS, "url", n.spec.URL, "stream", n.spec.Stream}
+}
+
+// requireEnv is the value of the environment variable name, which the
+// pipeline file names: not set, or empty, is an error naming it.
+func requireEnv(getenv func(string) string, name string) (string, error) {
+	v := getenv(name)
+	if v == "" {
+		return "", fmt.Errorf("environment variable %s, named in the pipeline file, is not set", name)
+	}
+	return v, nil
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -60,5 +61,23 @@ func TestNATSCredentials(t *testing.T) {
 	_, err = natsCredentials(&natsSourceSpec{CredsFile: "/no/such.creds"}, getenv)
 	if err == nil || !strings.Contains(err.Error(), "/no/such.creds") {
 		t.Fatalf("a creds file that is not there: %v, want an error naming it", err)
+	}
+}
+
+// A credentials variable the pipeline file names but the environment
+// lacks stops an MQTT or NATS source from being built, naming it —
+// never an empty password sent to the broker.
+func TestUnsetCredentialsStopTheStart(t *testing.T) {
+	d := &daemon{log: slog.New(slog.DiscardHandler)}
+	getenv := func(k string) string { return map[string]string{"MQTT_USER": "u"}[k] }
+	_, err := d.mqttSource(sourceSpec{Name: "s", Sink: "lake", MQTT: &mqttSourceSpec{Broker: "tcp://x:1883", Topics: []string{"a"},
+		Namespace: "n", UsernameEnv: "MQTT_USER", PasswordEnv: "MQTT_PASSWORD"}}, getenv)
+	if err == nil || !strings.Contains(err.Error(), "MQTT_PASSWORD") {
+		t.Fatalf("mqtt: %v, want an error naming MQTT_PASSWORD", err)
+	}
+	_, err = d.natsSource(sourceSpec{Name: "s", Sink: "lake", NATS: &natsSourceSpec{URL: "nats://x:4222", Stream: "S",
+		TokenEnv: "NATS_TOKEN"}}, getenv)
+	if err == nil || !strings.Contains(err.Error(), "NATS_TOKEN") {
+		t.Fatalf("nats: %v, want an error naming NATS_TOKEN", err)
 	}
 }
