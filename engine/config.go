@@ -265,7 +265,7 @@ func (m SyncMode) String() string {
 	return "SYNC"
 }
 
-// Disk WAL defaults and limits (docs/DESIGN.md §9; README
+// Disk WAL defaults and limits (docs/DESIGN.md §9; docs/OPERATING.md
 // "Local-disk WAL").
 const (
 	DefaultWALSegmentBytes      = 32 << 20

@@ -16,14 +16,17 @@
 // # Glossary
 //
 // One word, one meaning; these are distinct states of an ingest unit or a
-// segment, in the order they happen:
+// segment, in the order they happen — on the S3 WAL submitted, appended,
+// committed, acked; on the disk WAL submitted, synced (which is
+// committed), acked, then appended; both then applied and reclaimed:
 //
 //   - submitted: handed to the engine by a source; the engine may still
 //     refuse it (ErrResourceExhausted).
-//   - appended: in the live accumulator (memory only; lost on crash).
 //   - synced: disk WAL only — covered by a completed group-commit fsync
 //     of the unit's log entry (the unit is committed and acked then, and
-//     joins the memtable: the live accumulator).
+//     only then joins the memtable: the live accumulator).
+//   - appended: in the live accumulator (memory only; lost on crash). On
+//     the S3 WAL before it is committed; on the disk WAL after.
 //   - committed: durable in the WAL. S3 mode: both {id}.seg and
 //     {id}.seg.commit exist. Disk mode: synced. Recovery finds every
 //     committed unit; nothing else is owned. A unit the disk WAL replays

@@ -163,8 +163,8 @@ func (w *World) checkAlerts(eng *engine.Engine, fencedOK bool) {
 // failed, the process died before it rolled past it, the next one read
 // the failed write back from the page cache (its own fsync of that file
 // "succeeded"), and a power loss then took those never-acked bytes. The
-// engine cannot tell that gap from lost acked units, so it halts (README,
-// "Limits we know of").
+// engine cannot tell that gap from lost acked units, so it halts (docs/OPERATING.md,
+// "Local-disk WAL", "Limits we know of").
 func expectedAlert(err error, expected []string, diskWAL bool, disk DiskCounts) (string, bool) {
 	for _, what := range expected {
 		if strings.Contains(err.Error(), what) {

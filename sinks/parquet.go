@@ -51,7 +51,8 @@ import (
 // groups a segment's PARTs into jobs by sink, namespace and schema, so a
 // namespace with CDC and plain partitions can give a job of both kinds of
 // slice; refusing it would stall the namespace for good (the engine
-// retries a failed job forever), so the CDC columns are optional and a
+// retries a failed job — all but one it cannot apply — forever), so the
+// CDC columns are optional and a
 // plain slice's rows carry nulls there: "no change metadata". Every CDC
 // file has the same three optional columns, whatever its mix.
 
@@ -128,9 +129,9 @@ var defaultRowGroups = rowGroupLimits{rows: rowGroupRowsMax, bytes: rowGroupByte
 
 // Errors for a job that cannot be written. Every encoding failure wraps
 // ErrUnencodable, and it is permanent: retrying the same job fails the
-// same way, so a caller that can tell (the engine cannot, today: it
-// retries every sink error) should refuse the job and alert rather than
-// retry. Besides the two below, the Parquet library refuses some Arrow
+// same way, so it wraps engine.ErrCannotApply — the engine refuses the
+// job, alerts and stops that (sink, namespace) lane rather than retry it.
+// Besides the two below, the Parquet library refuses some Arrow
 // data: types it cannot write (run-end encoded, list views), a list slot
 // that is null but spans values (Arrow's C++ and Go writers alike), and
 // timestamp[s] values beyond the millisecond range.

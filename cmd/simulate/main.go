@@ -1,12 +1,3 @@
-// Command simulate runs the engine inside seeded simulated worlds and
-// checks its guarantees. A failing run prints what broke, the seed and the
-// exact command that reproduces it, shrinks its fault schedule, and exits
-// 1.
-//
-//	simulate -seed 42 -iters 1e6
-//	simulate -seeds 200 -iters 1e5 -faults swarm -coverage
-//	simulate -replay seeds/seed-74.txt
-//	simulate -seed 42 -timeline run.html
 package main
 
 import (

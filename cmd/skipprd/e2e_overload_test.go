@@ -40,8 +40,8 @@ import (
 // other request at once.
 //
 // The memory hint: the daemon sizes its pool from MemAvailable lowered
-// to its container's cgroup headroom, read at the cgroup root (README
-// "Set-up", docs/DESIGN.md §10, storage/memory_cgroup.go); no variable
+// to its container's cgroup headroom, read at the cgroup root (docs/OPERATING.md
+// "Running the daemon", docs/DESIGN.md §10, storage/memory_cgroup.go); no variable
 // sets it. So the daemon runs in a mount namespace of its own where
 // /sys/fs/cgroup shows a cgroup v2 limited to overloadHint with nothing
 // charged to it — what a container of that limit shows a process that

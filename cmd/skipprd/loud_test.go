@@ -20,7 +20,7 @@ import (
 )
 
 // Failures are loud: what an operator sees when the store or a sink
-// fails, in the daemon's own log, for each case of docs and README
+// fails, in the daemon's own log, for each case of docs/OPERATING.md
 // "When things fail".
 
 const loudBucket = "skipprd-loud"

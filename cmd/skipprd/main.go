@@ -1,17 +1,3 @@
-// Command skipprd is the ingest daemon. With no configuration it keeps
-// its write-ahead log on local disk under DATA_DIR/wal (./data/wal) and
-// its segments under DATA_DIR/segments, ingests the generator source,
-// applies committed segments to Parquet files under DATA_DIR/lake, and
-// prints a progress line every second; a pipeline file (SKIPPR_CONFIG,
-// pipeline.go) names other sources and sinks instead. SIGINT or SIGTERM
-// shuts it down gracefully: the sources stop, everything held is
-// committed and acked, compaction drains what it can, exit 0. A second
-// signal exits at once; the next start recovers from the WAL. An admin
-// listener on loopback (SKIPPR_ADMIN_ADDR) serves /metrics, /healthz and
-// /readyz (admin.go, metrics.go) and the live WAL view, a page polling
-// /api/live (live.go, web/live.html). SKIPPR_CHAOS_MODE=yes
-// makes it its own supervisor that SIGKILLs and restarts itself, then
-// judges the lake (chaos.go). README.md lists the environment variables.
 package main
 
 import (

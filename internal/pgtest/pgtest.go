@@ -1,7 +1,3 @@
-// Package pgtest gives tests a database of their own on the real
-// PostgreSQL server: SKIPPR_TEST_PG_URL, or postgres://postgres@127.0.0.1:5432/test
-// (trust auth) by default. When no server answers a test is skipped with
-// a loud message — unless CI=true, where it fails: CI must reach one.
 package pgtest
 
 import (
@@ -46,7 +42,7 @@ func Probe(ctx context.Context) (walLevel string, err error) {
 // answered.
 func Unreachable(t testing.TB, err error) {
 	t.Helper()
-	msg := fmt.Sprintf("PostgreSQL at %s does not answer (%v): start it (see README, Postgres) or set SKIPPR_TEST_PG_URL", pgurl.Redact(ServerURL()), err)
+	msg := fmt.Sprintf("PostgreSQL at %s does not answer (%v): start it (see docs/PIPELINE.md, Postgres) or set SKIPPR_TEST_PG_URL", pgurl.Redact(ServerURL()), err)
 	if os.Getenv("CI") == "true" {
 		t.Fatalf("CI=true and %s", msg)
 	}

@@ -1,7 +1,3 @@
-// Command pgcheck says, before the tests run, whether the Postgres tests
-// will run: go test shows a skipped test's reason only with -v, so make
-// test prints this instead. It exits 1 under CI=true when they would not
-// all run (CI must reach a server with wal_level=logical), 0 otherwise.
 package main
 
 import (
@@ -22,7 +18,7 @@ func main() {
 	var problem string
 	switch {
 	case err != nil:
-		problem = fmt.Sprintf("PostgreSQL at %s does not answer (%v): every Postgres test will SKIP; start it (README, Postgres) or set SKIPPR_TEST_PG_URL", server, err)
+		problem = fmt.Sprintf("PostgreSQL at %s does not answer (%v): every Postgres test will SKIP; start it (docs/PIPELINE.md, Postgres) or set SKIPPR_TEST_PG_URL", server, err)
 	case level != "logical":
 		problem = fmt.Sprintf("PostgreSQL at %s runs with wal_level=%s: the CDC source's tests will SKIP; make pg-setup sets wal_level=logical", server, level)
 	default:
