@@ -34,8 +34,9 @@ type unit struct {
 
 // livePart is the accumulating content of one partition key.
 //
-// INVARIANT: every batch has schema Schema; cdc ⇔ the part has a sidecar,
-// and then len(sidecar) equals the rows of batches.
+// INVARIANT: every batch has schema Schema (up to field metadata: the key
+// holds its fingerprint); cdc ⇔ the part has a sidecar, and then
+// len(sidecar) equals the rows of batches (batchSet.accepts, check).
 type livePart struct {
 	key     segment.PartitionKey
 	schema  *arrow.Schema
@@ -50,7 +51,7 @@ type livePart struct {
 // accumulator is a batchSet; sealing moves it into a snapshot.
 //
 // INVARIANT: index[p.key] is p's position in parts; bytes is the sum of
-// units' bytes.
+// units' bytes (check, where a set is rebuilt).
 type batchSet struct {
 	parts   []*livePart
 	index   map[segment.PartitionKey]int
@@ -85,8 +86,13 @@ func (s *batchSet) cdcOf(key segment.PartitionKey) (cdc, present bool) {
 	return false, false
 }
 
-// add appends a unit's content.
-func (s *batchSet) add(u *unit, in Unit) {
+// add appends a unit's content. Content that would break its part's
+// invariant — CDC and plain rows in one part, a sidecar of another length
+// than the rows — is an error, and nothing is changed.
+func (s *batchSet) add(u *unit, in Unit) error {
+	if err := s.accepts(in); err != nil {
+		return err
+	}
 	p := s.part(in.Key, in.Schema, in.Sidecar != nil)
 	p.batches = append(p.batches, in.Batches...)
 	for _, b := range in.Batches {
@@ -104,12 +110,65 @@ func (s *batchSet) add(u *unit, in Unit) {
 	}
 	s.units = append(s.units, u)
 	s.bytes += u.bytes
+	return nil
+}
+
+// accepts checks that in can join its part (livePart's INVARIANT). The
+// schema needs no check here: a part's key holds its schema's
+// fingerprint, and Submit checks every batch against the unit's schema
+// and the unit's schema against the key (validateUnit).
+func (s *batchSet) accepts(in Unit) error {
+	if in.Sidecar != nil {
+		var rows int64
+		for _, b := range in.Batches {
+			rows += b.NumRows()
+		}
+		if int64(len(in.Sidecar.Rows)) != rows {
+			return invariantError("a CDC part's sidecar has a row per row: part %v gets %d sidecar rows for %d rows", in.Key, len(in.Sidecar.Rows), rows)
+		}
+	}
+	if i, ok := s.index[in.Key]; ok && s.parts[i].cdc != (in.Sidecar != nil) {
+		return invariantError("a part is all CDC or all plain: part %v is cdc=%v, a unit brings a sidecar=%v", in.Key, s.parts[i].cdc, in.Sidecar != nil)
+	}
+	return nil
+}
+
+// check verifies the set's invariants whole: each part at its index, its
+// rows the sum of its batches', its sidecar one row per row when CDC;
+// bytes the sum of its units'. It costs a pass over the set: it runs
+// where a set is rebuilt (prepend), not per unit.
+func (s *batchSet) check() error {
+	if len(s.index) != len(s.parts) {
+		return invariantError("index[p.key] is p's position: %d parts, %d index entries", len(s.parts), len(s.index))
+	}
+	for i, p := range s.parts {
+		var rows int64
+		for _, b := range p.batches {
+			rows += b.NumRows()
+		}
+		switch {
+		case s.index[p.key] != i:
+			return invariantError("index[p.key] is p's position: part %v at %d, index says %d", p.key, i, s.index[p.key])
+		case rows != p.rows:
+			return invariantError("a part's rows are its batches': part %v counts %d, batches hold %d", p.key, p.rows, rows)
+		case p.cdc && int64(len(p.sidecar)) != rows || !p.cdc && len(p.sidecar) > 0:
+			return invariantError("a CDC part's sidecar has a row per row: part %v cdc=%v, %d sidecar rows, %d rows", p.key, p.cdc, len(p.sidecar), rows)
+		}
+	}
+	var bytes int64
+	for _, u := range s.units {
+		bytes += u.bytes
+	}
+	if bytes != s.bytes {
+		return invariantError("bytes is the sum of units' bytes: %d, units hold %d", s.bytes, bytes)
+	}
+	return nil
 }
 
 // prepend puts older content o in front of s, part by part, so that order
 // within each partition key is kept when a failed snapshot's content
 // returns to the accumulator ahead of newer units.
-func (s *batchSet) prepend(o *batchSet) {
+func (s *batchSet) prepend(o *batchSet) error {
 	merged := newBatchSet()
 	for _, src := range []*batchSet{o, s} {
 		for _, p := range src.parts {
@@ -124,6 +183,7 @@ func (s *batchSet) prepend(o *batchSet) {
 	merged.offsets = segment.MaxMerge(o.offsets, s.offsets)
 	merged.gen = s.gen
 	*s = *merged
+	return s.check()
 }
 
 // encodeParts returns the parts in the form the segment encoder takes.

@@ -97,6 +97,13 @@ import (
 //     (durable). One checkpoint round, and one write per object, at a
 //     time (writeCheckpoint, writePart).
 //   - answering ≥ 0: answer.
+//   - the accumulator: a part all CDC or all plain, its sidecar a row per
+//     row (batchSet.accepts): every unit joining live or a replayed
+//     generation; each part at its index, rows and bytes the sums of
+//     what it holds (batchSet.check): prepend.
+//   - the disk WAL: a log segment deleted only when nothing unflushed is
+//     in it, not the append target, oldest first (checkSegDeleted):
+//     collect.
 
 // invariantError is the error of a broken invariant: ErrInvariant and the
 // message.

@@ -7,6 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
@@ -189,4 +193,97 @@ func TestInvariantCheckpointRound(t *testing.T) {
 	e := bare()
 	e.writeCheckpoint(1) // a retry with no round running
 	wantFailed(t, e, "one checkpoint round at a time: attempt 1 starts with a round running false")
+}
+
+// The accumulator refuses content that would mix CDC and plain rows in
+// a part or give a sidecar another length than the rows, changing
+// nothing; a rebuilt set whose index, rows or bytes went wrong fails its
+// check.
+func TestInvariantAccumulator(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	batch := func(n int) arrow.RecordBatch {
+		b := array.NewInt64Builder(memory.DefaultAllocator)
+		for i := range n {
+			b.Append(int64(i))
+		}
+		col := b.NewArray()
+		defer col.Release()
+		return array.NewRecordBatch(schema, []arrow.Array{col}, int64(n))
+	}
+	key := segment.PartitionKey{SinkRef: "lake", Namespace: "ns", Schema: segment.FingerprintOf(schema)}
+	plain := Unit{Key: key, Schema: schema, Batches: []arrow.RecordBatch{batch(2)}}
+	cdc := Unit{Key: key, Schema: schema, Batches: []arrow.RecordBatch{batch(2)}, Sidecar: &segment.Sidecar{Rows: make([]segment.CDCRow, 2)}}
+	short := Unit{Key: key, Schema: schema, Batches: []arrow.RecordBatch{batch(3)}, Sidecar: &segment.Sidecar{Rows: make([]segment.CDCRow, 2)}}
+
+	s := newBatchSet()
+	if err := s.add(&unit{bytes: 10}, plain); err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct {
+		in   Unit
+		want string
+	}{
+		"cdc into plain":  {cdc, "a part is all CDC or all plain: part lake/ns/@-#"},
+		"sidecar too few": {short, "a CDC part's sidecar has a row per row: part lake/ns/@-#"},
+	} {
+		err := s.add(&unit{bytes: 5}, c.in)
+		if !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: %v; want %q", name, err, c.want)
+		}
+		if s.bytes != 10 || len(s.units) != 1 || s.parts[0].rows != 2 {
+			t.Fatalf("%s: a refused unit changed the set: bytes %d, %d units, %d rows", name, s.bytes, len(s.units), s.parts[0].rows)
+		}
+	}
+	if err := s.check(); err != nil {
+		t.Fatalf("a sound set: %v", err)
+	}
+	for name, c := range map[string]struct {
+		breakIt func(*batchSet)
+		want    string
+	}{
+		"index": {func(s *batchSet) { s.index[key] = 3 }, "index[p.key] is p's position: part"},
+		"rows":  {func(s *batchSet) { s.parts[0].rows++ }, "a part's rows are its batches': part"},
+		"bytes": {func(s *batchSet) { s.bytes++ }, "bytes is the sum of units' bytes: 11, units hold 10"},
+		"extra": {func(s *batchSet) { s.index[segment.PartitionKey{SinkRef: "x"}] = 0 }, "index[p.key] is p's position: 1 parts, 2 index entries"},
+		"side":  {func(s *batchSet) { s.parts[0].sidecar = make([]segment.CDCRow, 1) }, "a CDC part's sidecar has a row per row: part"},
+	} {
+		o := newBatchSet()
+		if err := o.add(&unit{bytes: 10}, plain); err != nil {
+			t.Fatal(err)
+		}
+		c.breakIt(o)
+		if err := newBatchSet().prepend(o); err == nil && name != "index" && name != "extra" {
+			// prepend rebuilds index and bytes; only what it copies can stay broken
+			t.Fatalf("%s: prepend of a broken set passed its check", name)
+		}
+		if err := o.check(); !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("%s: %v; want %q", name, err, c.want)
+		}
+	}
+}
+
+// A log segment deleted out of order, with generations in it, or as the
+// append target fails the engine closed.
+func TestInvariantLogSegDeleted(t *testing.T) {
+	for name, c := range map[string]struct {
+		segs []*logSeg
+		del  int
+		want string
+	}{
+		"not the oldest": {[]*logSeg{{num: 1}, {num: 2}, {num: 3}}, 1, "log segments are deleted oldest first: partition 0 deleted segment 2, its oldest is [1]"},
+		"dirty":          {[]*logSeg{{num: 1, dirty: map[uint64]uint64{7: 40}}, {num: 2}}, 0, "nothing unflushed is in it: partition 0 segment 1 holds generations map[7:40]"},
+		"target":         {[]*logSeg{{num: 5}}, 0, "the append target is never deleted: partition 0 segment 5"},
+	} {
+		e := bare()
+		p := &logPart{l: &diskLog{e: e}, segs: c.segs}
+		if p.checkSegDeleted(c.segs[c.del]) {
+			t.Fatalf("%s: passed", name)
+		}
+		wantFailed(t, e, c.want)
+	}
+	e := bare()
+	p := &logPart{l: &diskLog{e: e}, segs: []*logSeg{{num: 1}, {num: 2}}}
+	if !p.checkSegDeleted(p.segs[0]) || e.err != nil {
+		t.Fatalf("the oldest clean segment: %v", e.err)
+	}
 }

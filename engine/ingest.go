@@ -381,5 +381,7 @@ func (e *Engine) joinLive(u *unit, in Unit) {
 	if e.live.empty() {
 		e.liveSince = e.now()
 	}
-	e.live.add(u, in)
+	if err := e.live.add(u, in); err != nil {
+		e.failClosed(err)
+	}
 }

@@ -500,7 +500,10 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 				e.dropBody(q)
 			}
 		}
-		q.content.prepend(older)
+		if err := q.content.prepend(older); err != nil {
+			e.failClosed(err)
+			return
+		}
 		older = q.content
 	}
 	if e.live.empty() {
@@ -510,7 +513,10 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 	for _, q := range e.queue {
 		moved = append(moved, q.content)
 	}
-	e.live.prepend(older)
+	if err := e.live.prepend(older); err != nil {
+		e.failClosed(err)
+		return
+	}
 	e.dlog.merged(moved, e.live)
 	e.queue, e.active, e.replayed = nil, nil, 0
 	e.checkHeld()

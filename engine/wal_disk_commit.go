@@ -68,7 +68,8 @@ type logSeg struct {
 	// dirty maps each memtable generation with entries here (units or
 	// its seal record) to the highest unit sequence among them.
 	// INVARIANT: a segment is deleted only when dirty is empty, it is not
-	// the append target, and every older segment is deleted.
+	// the append target, and every older segment is deleted
+	// (checkSegDeleted).
 	dirty       map[uint64]uint64
 	pinnedSince time.Duration
 }
@@ -466,6 +467,9 @@ func (p *logPart) collect() {
 					return
 				}
 				p.deleting = false
+				if !p.checkSegDeleted(s) {
+					return
+				}
 				p.segs = p.segs[1:]
 				p.bytes -= s.size
 				e.stats.WALSegmentsDeleted++
@@ -480,6 +484,35 @@ func (p *logPart) collect() {
 	f := s.f
 	s.f = nil
 	f.Close(func(error) { remove() })
+}
+
+// checkSegDeleted: a log segment is deleted only when no generation holds
+// entries in it, it is not the append target, and it is its partition's
+// oldest (logSeg.dirty's INVARIANT). It can break in collect, whose
+// removal is asynchronous: it runs when the removal is durable, before the
+// segment leaves the partition.
+func (p *logPart) checkSegDeleted(s *logSeg) bool {
+	e := p.l.e
+	switch {
+	case len(p.segs) == 0 || p.segs[0] != s:
+		e.broken("log segments are deleted oldest first: partition %d deleted segment %d, its oldest is %v", p.id, s.num, segNums(p.segs[:min(1, len(p.segs))]))
+	case len(s.dirty) > 0:
+		e.broken("a log segment is deleted only when nothing unflushed is in it: partition %d segment %d holds generations %v", p.id, s.num, s.dirty)
+	case s == p.target():
+		e.broken("the append target is never deleted: partition %d segment %d", p.id, s.num)
+	default:
+		return true
+	}
+	return false
+}
+
+// segNums are the segments' numbers.
+func segNums(segs []*logSeg) []uint64 {
+	out := make([]uint64, len(segs))
+	for i, s := range segs {
+		out[i] = s.num
+	}
+	return out
 }
 
 // pendingWrites returns the writes queued or in the batch in flight.

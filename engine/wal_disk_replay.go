@@ -177,7 +177,10 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 	if u.idem != "" {
 		e.idemPending[u.idem] = u
 	}
-	into.add(u, in) // takes the decoded batches' references
+	if err := into.add(u, in); err != nil { // takes the decoded batches' references
+		e.failClosed(err)
+		return
+	}
 	e.held += u.bytes
 	us.seg.pin(into.gen, u.seq, e.now())
 	e.stats.WALReplayedUnits++
