@@ -26,6 +26,12 @@ func (e *Engine) afterAppend() {
 
 func (e *Engine) onFlushTimer() {
 	e.flushCancel = nil
+	e.sealSoon()
+}
+
+// sealSoon marks a flush due and seals the live accumulator as soon as
+// the queue has room (maybeSeal): now, or when a snapshot commits.
+func (e *Engine) sealSoon() {
 	e.flushDue = true
 	e.maybeSeal()
 }

@@ -88,8 +88,7 @@ func (e *Engine) submit(in Unit, done func(error), looked bool) {
 		return
 	}
 	if !e.roomFor(in) {
-		e.flushDue = true
-		e.maybeSeal()
+		e.sealSoon()
 		if n := e.walSegments(); n >= e.cfg.LiveSegmentsMax { // the seal took admit's last slot
 			e.mark(MarkBackpressureWAL)
 			e.stats.UnitsRejected++
@@ -383,5 +382,21 @@ func (e *Engine) joinLive(u *unit, in Unit) {
 	}
 	if err := e.live.add(u, in); err != nil {
 		e.failClosed(err)
+	}
+}
+
+// releaseKeys frees the keys u holds pending — its idempotency key and
+// its offset keys — once it is answered: committed, or failed with an
+// unknown outcome. Only keys u still holds are freed: a replayed unit's
+// may have passed to a newer unit since (its entry was acked at its
+// fsync, wal_disk.go), and those stay the newer one's.
+func (e *Engine) releaseKeys(u *unit) {
+	if u.idem != "" && e.idemPending[u.idem] == u {
+		delete(e.idemPending, u.idem)
+	}
+	for _, o := range pendingKeys(u.offsets) {
+		if e.offsetPending[o.Key] == u {
+			delete(e.offsetPending, o.Key)
+		}
 	}
 }

@@ -440,12 +440,7 @@ func (e *Engine) commit(s *snapshot) {
 			// then: they may belong to newer pending units now.
 			continue
 		}
-		if u.idem != "" {
-			delete(e.idemPending, u.idem)
-		}
-		for _, o := range pendingKeys(u.offsets) {
-			delete(e.offsetPending, o.Key)
-		}
+		e.releaseKeys(u)
 		e.countAcked(u)
 		e.observeAckDelay(u)
 		acks = append(acks, u.dones...)
@@ -524,8 +519,7 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 	e.cooling = true
 	e.p.Timers.AfterFunc(e.backoff(e.failures), func() {
 		e.cooling = false
-		e.flushDue = true
-		e.maybeSeal()
+		e.sealSoon()
 	})
 }
 

@@ -139,8 +139,7 @@ func (l *diskLog) slots() int {
 // pins nothing is rolled away from, so it can be deleted.
 func (l *diskLog) makeRoom(p *logPart) {
 	e := l.e
-	e.flushDue = true
-	e.maybeSeal()
+	e.sealSoon()
 	if t := p.target(); t != nil && len(t.dirty) == 0 && p.batch == nil && len(p.segs) > 0 {
 		t.retired = true
 		p.roll(0)
@@ -170,12 +169,7 @@ func (l *diskLog) accept(u *unit, in Unit) {
 func (l *diskLog) unitDurable(w *logWrite, seq uint64, seg *logSeg) {
 	e, u := l.e, w.u
 	u.seq, u.seg = seq, seg
-	if u.idem != "" {
-		delete(e.idemPending, u.idem)
-	}
-	for _, o := range pendingKeys(u.offsets) {
-		delete(e.offsetPending, o.Key)
-	}
+	e.releaseKeys(u)
 	e.mergeCommitted(w.in.Offsets)
 	e.countAcked(u)
 	e.observeAckDelay(u)
@@ -199,8 +193,7 @@ func (l *diskLog) join(u *unit, in Unit) {
 	e := l.e
 	u.seg.pin(e.live.gen, u.seq, e.now()) // until it is in a generation
 	if len(l.backlog) == 0 && !e.roomFor(in) {
-		e.flushDue = true
-		e.maybeSeal()
+		e.sealSoon()
 	}
 	l.leaveQueue(u)
 	if len(l.backlog) > 0 || !l.fits(in) {
@@ -449,8 +442,7 @@ func (l *diskLog) valve() {
 		for _, s := range p.segs {
 			if len(s.dirty) > 0 && e.now()-s.pinnedSince > l.cfg.PinnedMax {
 				e.mark(MarkWALValveAge)
-				e.flushDue = true
-				e.maybeSeal()
+				e.sealSoon()
 				return
 			}
 		}

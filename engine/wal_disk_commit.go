@@ -289,12 +289,7 @@ func (p *logPart) unknown(w *logWrite, err error) {
 	p.queuedBytes -= u.bytes
 	p.l.inFlight--
 	e.held -= u.bytes
-	if u.idem != "" {
-		delete(e.idemPending, u.idem)
-	}
-	for _, o := range pendingKeys(u.offsets) {
-		delete(e.offsetPending, o.Key)
-	}
+	e.releaseKeys(u)
 	for _, d := range u.dones {
 		e.answer(d, err)
 	}

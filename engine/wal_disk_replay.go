@@ -64,8 +64,7 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 	l.replayLive(sc)
 	if !e.live.empty() {
 		// Until the replayed units commit, their retries wait: commit soon.
-		e.flushDue = true
-		e.maybeSeal()
+		e.sealSoon()
 	}
 	e.checkHeld()
 	e.checkQueue()
@@ -248,14 +247,7 @@ func (e *Engine) replayedCommitted(u *unit) []func(error) {
 	if e.replayPending < 0 {
 		e.broken("replayPending ≥ 0: %d after unit %d of partition %d committed", e.replayPending, u.seq, u.part)
 	}
-	if u.idem != "" && e.idemPending[u.idem] == u {
-		delete(e.idemPending, u.idem)
-	}
-	for _, o := range pendingKeys(u.offsets) {
-		if e.offsetPending[o.Key] == u {
-			delete(e.offsetPending, o.Key)
-		}
-	}
+	e.releaseKeys(u)
 	if len(u.dones) > 0 {
 		e.mark(MarkWALReplayJoined)
 		e.countAcked(u)
