@@ -96,7 +96,8 @@ import (
 //     expire); a part's order sorted (snapshot); a key's bucket exists
 //     (durable). One checkpoint round, and one write per object, at a
 //     time (writeCheckpoint, writePart).
-//   - answering ≥ 0: answer.
+//   - answering ≥ the answers queued, and a delivery only of a
+//     non-empty queue: deliverAnswers.
 //   - the accumulator: a part all CDC or all plain, its sidecar a row per
 //     row (batchSet.accepts): every unit joining live or a replayed
 //     generation; each part at its index, rows and bytes the sums of

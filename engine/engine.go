@@ -93,9 +93,12 @@ type Engine struct {
 	ckptScheduled bool
 	ckptWaiters   []checkpointWaiter
 
-	// answering counts unit answers scheduled and not yet delivered.
-	// INVARIANT: answering ≥ 0.
+	// answering counts unit answers given and not yet delivered; answers
+	// are those of them not taken by a delivery yet, in order.
+	// INVARIANT: answering ≥ len(answers) ≥ 0, and answers is not empty
+	// exactly while a delivery is scheduled (deliverAnswers).
 	answering      int
+	answers        []dueAnswer
 	alerts         []Alert  // the alert queue, oldest first; INVARIANT: len ≤ AlertsMax (alerts.go)
 	trouble        troubles // what is failing and being retried (trouble.go)
 	marks          Marks    // coverage marks passed (coverage.go)
@@ -237,19 +240,40 @@ func (e *Engine) Memory() (held, admission, cached, cache int64) {
 // later runs fn on the loop after the current callback returns.
 func (e *Engine) later(fn func()) { e.p.Timers.AfterFunc(0, fn) }
 
-// answer tells a submitter err, later on the loop. A graceful close
-// waits for every answer on its way (answering), so that its done comes
-// after them: two callbacks due at once run in either order.
+// answer tells a submitter err, later on the loop: answers wait in a
+// queue, in the order they were given, and one timer delivers all that
+// came due in a callback (deliverAnswers) — not a timer each, whose
+// order at one instant no one sets. A graceful close waits for every
+// answer on its way (answering), so that its done comes after them.
 func (e *Engine) answer(done func(error), err error) {
 	e.answering++
-	e.later(func() {
+	e.answers = append(e.answers, dueAnswer{done, err})
+	if len(e.answers) == 1 {
+		e.p.Timers.AfterFunc(0, e.deliverAnswers)
+	}
+}
+
+// dueAnswer is a submitter's answer waiting for delivery.
+type dueAnswer struct {
+	done func(error)
+	err  error
+}
+
+// deliverAnswers delivers the queued answers in order; answers given
+// while it runs (a submitter's done that submits again) wait for the
+// next delivery, which their arrival scheduled.
+func (e *Engine) deliverAnswers() {
+	due := e.answers
+	e.answers = nil
+	if len(due) == 0 || e.answering < len(due) {
+		e.broken("answering counts the answers queued: %d queued, answering %d", len(due), e.answering)
+		return
+	}
+	for _, a := range due {
 		e.answering--
-		if e.answering < 0 {
-			e.broken("answering ≥ 0: %d answers in flight after delivering one", e.answering)
-		}
-		done(err)
-		e.checkClosed()
-	})
+		a.done(a.err)
+	}
+	e.checkClosed()
 }
 
 func (e *Engine) now() time.Duration { return e.p.Clock.Monotonic() }
