@@ -218,19 +218,29 @@ func (s *source) codecUnit(p int, first, last uint64) (engine.Unit, uint64, bool
 // the row, with the metadata the source adds, as it is made.
 func (s *source) record(p int, seq uint64) BrokerRecord {
 	uid := makeUID(s.idx, p, seq)
-	b, _ := unitContent(s.spec, uid)
-	defer b.Release()
-	body, err := jsonBody(engine.Unit{Batches: []arrow.RecordBatch{b}})
-	if err != nil || bytes.Count(body, []byte{'\n'}) != 1 {
-		panic(fmt.Sprintf("sim: record %s is not one JSON line (%v): %q", uid, err, body))
-	}
-	r := BrokerRecord{Partition: p, Offset: s.pos(seq), Value: bytes.TrimSuffix(body, []byte{'\n'}),
+	value, d := s.oneRow(uid)
+	r := BrokerRecord{Partition: p, Offset: s.pos(seq), Value: value,
 		Time: recordEpoch.Add(time.Duration(seq) * time.Millisecond)} // a record's own: the same at every fetch
 	if seq%3 != 0 {
 		r.Key = strconv.AppendInt(nil, int64(uid), 10)
 	}
-	s.w.oracle.producedDigest(uid, s.codecDigest(b, r))
+	s.w.oracle.producedDigest(uid, s.codecDigest(d, r))
 	return r
+}
+
+// oneRow is unit uid's one row as a JSON line without its newline, and
+// its digest: the row unitContent makes of it (a broker or MQTT source's
+// unit is one plain row), without building the batch.
+func (s *source) oneRow(uid UID) ([]byte, RowDigest) {
+	if unitRows(s.spec, uid) != 1 || !shapeOf(s.spec, uid).plain() {
+		panic(fmt.Sprintf("sim: source %s: unit %s is not one plain row", s.spec.Name, uid))
+	}
+	payload := payloadWindow(s.spec, uid, 1, false).payload(0)
+	var buf bytes.Buffer
+	writeRecord(&buf, objJSONL, uid, 0, payload)
+	var d RowDigest
+	d.AddRow(int64(uid), 0, payload)
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), d
 }
 
 func offsetsEqual(a, b segment.Offsets) bool {
@@ -326,13 +336,9 @@ func (d *RowDigest) addMeta(tag, v uint64) {
 // recordEpoch is when the world's records begin to be produced.
 var recordEpoch = time.Date(2026, 8, 1, 0, 0, 0, 0, time.UTC)
 
-// codecDigest is the digest of record r's row, batch b (one row), with
-// the metadata the codec's source adds.
-func (s *source) codecDigest(b arrow.RecordBatch, r BrokerRecord) RowDigest {
-	var d RowDigest
-	if err := d.AddBatch(b, nil); err != nil {
-		panic(fmt.Sprintf("sim: record %d/%d: %v", r.Partition, r.Offset, err))
-	}
+// codecDigest is the digest of record r's row, d, with the metadata the
+// codec's source adds.
+func (s *source) codecDigest(d RowDigest, r BrokerRecord) RowDigest {
 	if s.spec.Codec == CodecNATS {
 		d.addMeta(digestSequence, uint64(r.Offset))
 		return d

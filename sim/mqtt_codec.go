@@ -1,11 +1,7 @@
 package sim
 
 import (
-	"bytes"
-	"fmt"
 	"strconv"
-
-	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/skipprd/skipprd/engine"
 )
@@ -67,18 +63,9 @@ func (s *source) mqttTopic() string { return "sim/" + s.spec.Name }
 // mqttUnit is message uid's unit as the MQTT source makes it; the
 // oracle learns its row as it is made.
 func (s *source) mqttUnit(uid UID) (engine.Unit, bool) {
-	b, _ := unitContent(s.spec, uid)
-	defer b.Release()
-	body, err := jsonBody(engine.Unit{Batches: []arrow.RecordBatch{b}})
-	if err != nil || bytes.Count(body, []byte{'\n'}) != 1 {
-		panic(fmt.Sprintf("sim: message %s is not one JSON line (%v): %q", uid, err, body))
-	}
-	var d RowDigest
-	if err := d.AddBatch(b, nil); err != nil {
-		panic(fmt.Sprintf("sim: message %s: %v", uid, err))
-	}
+	value, d := s.oneRow(uid)
 	s.w.oracle.producedDigest(uid, d)
-	u, err := s.mqtt.Unit(s.mqttTopic(), bytes.TrimSuffix(body, []byte{'\n'}))
+	u, err := s.mqtt.Unit(s.mqttTopic(), value)
 	if err != nil {
 		s.w.oracle.fail("source %s: message %s makes no unit: %v", s.spec.Name, uid, err)
 		return engine.Unit{}, false
