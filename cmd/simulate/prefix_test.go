@@ -92,6 +92,28 @@ func TestPrefixSourceResumes(t *testing.T) {
 	}
 }
 
+// With a floor (order keys), several objects in flight and objects it
+// cannot read, the floor rises over the ones it skipped, and the world
+// passes: the sweep's worlds meet that too rarely to require it.
+func TestPrefixFloorOverSkippedObjects(t *testing.T) {
+	t.Parallel() // one single-threaded world: runs beside the others once TestSweep is done
+	j := prefixWorld(t, "crash", 60000, false)
+	for i := range j.spec.Sources {
+		if s := &j.spec.Sources[i]; s.Prefix {
+			s.OrderKeys, s.Settle, s.InFlight = true, 100*time.Millisecond, 4
+		}
+	}
+	res := runPrefixWorld(j, prefixSource)
+	if res.Err() != nil {
+		t.Fatal(res.Err())
+	}
+	for _, m := range []string{sim.MarkPrefixFloor, sim.MarkPrefixFloorSkipped, sim.MarkPrefixParallel} {
+		if res.WorldMarks[m] == 0 {
+			t.Errorf("mark %s not reached: %v", m, res.WorldMarks)
+		}
+	}
+}
+
 // hiding is a store that never lists the objects named from.
 type hiding struct {
 	objects.Store

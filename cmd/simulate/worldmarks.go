@@ -63,6 +63,12 @@ var optionalWorldMarks = map[string]string{
 		"then fetched again in the same run — 10 of 32 retention worlds of 200 seeds; sim TestBrokerFetchGap forces it",
 	sim.MarkBrokerStartRemoved: "records of a partition read but never committed, then removed before any of it was: 5 of 32 " +
 		"retention worlds of 200 seeds; sim TestBrokerWorld reaches it",
+	sim.MarkCodecGap: "as broker-gap-stopped, for a source run by a real codec: 20 of 25 worlds that can of 200 seeds, " +
+		"none of the 3 in the sweep's 24 at 60,000 steps; TestCodecWorlds forces it for Kafka and NATS, stop and skip",
+	sim.MarkPrefixFloorSkipped: "a floor rising over an object the source skipped needs a floor, unreadable objects and " +
+		"a listing settle after one: 7 of 23 worlds that can of 200 seeds, " +
+		"none of the 3 in the sweep's 24 at 60,000 steps; " +
+		"TestPrefixFloorOverSkippedObjects forces it",
 }
 
 // worldMark is a world mark and the sources that can reach it (any
