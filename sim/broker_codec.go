@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -207,7 +208,7 @@ func (s *source) codecUnit(p int, first, last uint64) (engine.Unit, uint64, bool
 		last = first + uint64(n) - 1
 	}
 	want := segment.Offsets{{Key: s.keyOf(p), Value: uint64(s.pos(last) + 1)}}
-	if !offsetsEqual(u.Offsets, want) {
+	if !slices.Equal(u.Offsets, want) {
 		s.w.oracle.fail("source %s partition %d: the unit of records %d..%d has offsets %v, want %v", s.spec.Name, p, first, last, u.Offsets, want)
 	}
 	return u, last, true
@@ -241,18 +242,6 @@ func (s *source) oneRow(uid UID) ([]byte, RowDigest) {
 	var d RowDigest
 	d.AddRow(int64(uid), 0, payload)
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), d
-}
-
-func offsetsEqual(a, b segment.Offsets) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // recordMeta are the metadata columns a codec's source adds to each
