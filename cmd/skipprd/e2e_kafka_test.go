@@ -50,10 +50,14 @@ func testKafkaKill(t *testing.T, newHost, group bool) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	var fetches atomic.Int64
+	// Fetches fail now and then, from the second on: the records are all
+	// produced before the daemon starts, so a run may need only a few
+	// fetches (each brings many records), and the fault must meet one.
+	var fetches, injected atomic.Int64
 	c.ControlKey(int16(kmsg.Fetch), func(kmsg.Request) (kmsg.Response, error, bool) {
 		c.KeepControl()
-		if n := fetches.Add(1); n%50 == 7 && n < 400 {
+		if n := fetches.Add(1); n%50 == 2 && n < 400 {
+			injected.Add(1)
 			return nil, errors.New("injected: the broker drops the connection"), true
 		}
 		return nil, nil, false
@@ -130,7 +134,7 @@ func testKafkaKill(t *testing.T, newHost, group bool) {
 	if got := lakeIDs(t, lake)["shop_orders"]; !slices.Equal(got, want) {
 		t.Fatalf("lake holds %d rows, the topic %d records: %s", len(got), len(want), firstDiff(got, want))
 	}
-	if fetches.Load() < 8 {
+	if injected.Load() == 0 {
 		t.Errorf("only %d fetches reached the cluster: no fault was injected", fetches.Load())
 	}
 }

@@ -51,9 +51,23 @@ func testNATSKill(t *testing.T, newHost bool) {
 	}
 	defer func() { _ = js.DeleteStream(context.Background(), stream) }()
 	var want []string
+	published := func() {
+		t.Helper()
+		select {
+		case <-js.PublishAsyncComplete():
+		case <-ctx.Done():
+			t.Fatal("publishing did not complete")
+		}
+	}
+	// Published in runs of 1,000, each acknowledged before the next: the
+	// client's window of unacknowledged messages (4,000) is never full,
+	// however slow a server shared with other tests is.
 	publishClicks := func(from, to int) {
 		t.Helper()
 		for i := from; i < to; i++ {
+			if i > from && i%1000 == 0 {
+				published()
+			}
 			id := fmt.Sprintf("c%06d", i)
 			want = append(want, id)
 			if _, err := js.PublishAsync(stream+".clicks", fmt.Appendf(nil, `{"aid": %q, "page": "/p/%d"}`, id, i%97)); err != nil {
@@ -65,11 +79,7 @@ func testNATSKill(t *testing.T, newHost bool) {
 				}
 			}
 		}
-		select {
-		case <-js.PublishAsyncComplete():
-		case <-ctx.Done():
-			t.Fatal("publishing did not complete")
-		}
+		published()
 	}
 	publishClicks(0, 20_000)
 	bin := buildDaemon(t)
