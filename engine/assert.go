@@ -96,8 +96,7 @@ import (
 //     expire); a part's order sorted (snapshot); a key's bucket exists
 //     (durable). One checkpoint round, and one write per object, at a
 //     time (writeCheckpoint, writePart).
-//   - answering ≥ the answers queued, and a delivery only of a
-//     non-empty queue: deliverAnswers.
+//   - a delivery only of a non-empty queue of answers: deliverAnswers.
 //   - the accumulator: a part all CDC or all plain, its sidecar a row per
 //     row (batchSet.accepts): every unit joining live or a replayed
 //     generation; each part at its index, rows and bytes the sums of

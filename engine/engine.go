@@ -93,11 +93,10 @@ type Engine struct {
 	ckptScheduled bool
 	ckptWaiters   []checkpointWaiter
 
-	// answering counts unit answers given and not yet delivered; answers
-	// are those of them not taken by a delivery yet, in order.
-	// INVARIANT: answering ≥ len(answers) ≥ 0, and answers is not empty
-	// exactly while a delivery is scheduled (deliverAnswers).
-	answering      int
+	// answers are the answers given and not delivered yet, in order:
+	// units', and Close's, which comes after every unit's it follows.
+	// INVARIANT: answers is not empty exactly while a delivery is
+	// scheduled (deliverAnswers).
 	answers        []dueAnswer
 	alerts         []Alert  // the alert queue, oldest first; INVARIANT: len ≤ AlertsMax (alerts.go)
 	trouble        troubles // what is failing and being retried (trouble.go)
@@ -240,13 +239,13 @@ func (e *Engine) Memory() (held, admission, cached, cache int64) {
 // later runs fn on the loop after the current callback returns.
 func (e *Engine) later(fn func()) { e.p.Timers.AfterFunc(0, fn) }
 
-// answer tells a submitter err, later on the loop: answers wait in a
-// queue, in the order they were given, and one timer delivers all that
-// came due in a callback (deliverAnswers) — not a timer each, whose
-// order at one instant no one sets. A graceful close waits for every
-// answer on its way (answering), so that its done comes after them.
+// answer tells a submitter (or Close's caller) err, later on the loop:
+// answers wait in a queue, in the order they were given, and one timer
+// delivers all that came due in a callback (deliverAnswers) — not a
+// timer each, whose order at one instant no one sets. So Close's done,
+// given once nothing is held, comes after every unit's answer: its
+// caller needs no count of answers still on their way.
 func (e *Engine) answer(done func(error), err error) {
-	e.answering++
 	e.answers = append(e.answers, dueAnswer{done, err})
 	if len(e.answers) == 1 {
 		e.p.Timers.AfterFunc(0, e.deliverAnswers)
@@ -265,12 +264,11 @@ type dueAnswer struct {
 func (e *Engine) deliverAnswers() {
 	due := e.answers
 	e.answers = nil
-	if len(due) == 0 || e.answering < len(due) {
-		e.broken("answering counts the answers queued: %d queued, answering %d", len(due), e.answering)
+	if len(due) == 0 {
+		e.broken("a delivery runs only for answers queued: a delivery of none")
 		return
 	}
 	for _, a := range due {
-		e.answering--
 		a.done(a.err)
 	}
 	e.checkClosed()
@@ -308,8 +306,8 @@ func (e *Engine) failClosed(err error) {
 	}
 	e.dlog.failAll(err)
 	if e.closeDone != nil {
-		done := e.closeDone
-		e.later(func() { done(err) })
+		e.answer(e.closeDone, err)
+		e.closeDone = nil
 	}
 }
 
@@ -324,15 +322,15 @@ func (e *Engine) failClosed(err error) {
 func (e *Engine) Close(done func(error)) {
 	switch e.state {
 	case stateFailed:
-		e.later(func() { done(e.err) })
+		e.answer(done, e.err)
 		return
 	case stateReady:
 	case stateNew, stateRecovering:
 		e.state = stateClosed // recovery, if running, will not open ingest
-		e.later(func() { done(nil) })
+		e.answer(done, nil)
 		return
 	default:
-		e.later(func() { done(ErrClosed) })
+		e.answer(done, ErrClosed)
 		return
 	}
 	e.state = stateClosing
@@ -348,10 +346,10 @@ func (e *Engine) Close(done func(error)) {
 }
 
 func (e *Engine) checkClosed() {
-	if e.state == stateClosing && e.closeDone != nil && e.Idle() && e.answering == 0 && len(e.lookups) == 0 && !e.drainPending() {
+	if e.state == stateClosing && e.closeDone != nil && e.Idle() && len(e.lookups) == 0 && !e.drainPending() {
 		done := e.closeDone
 		e.closeDone = nil
-		e.later(func() { done(nil) })
+		e.answer(done, nil)
 	}
 }
 

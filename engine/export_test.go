@@ -21,8 +21,8 @@ func (e *Engine) BreakLastCommit(seq uint64) { e.lastCommit = SnapshotID{Epoch: 
 // BreakRunning adds delta to the jobs counted in flight.
 func (e *Engine) BreakRunning(delta int) { e.running += delta }
 
-// BreakAnswering adds delta to the answers counted in flight.
-func (e *Engine) BreakAnswering(delta int) { e.answering += delta }
+// BreakAnswers schedules a delivery of answers with none queued.
+func (e *Engine) BreakAnswers() { e.p.Timers.AfterFunc(0, e.deliverAnswers) }
 
 // BreakPending takes the first owned segment's first waiting job for
 // applied, without setting its bits, and reclaims the segment.

@@ -43,13 +43,6 @@ type Host struct {
 
 	stopOnce sync.Once
 	exited   chan struct{} // closed when the loop goroutine has returned
-
-	// Loop-only. The engine answers some units through a zero-delay
-	// timer, and zero-delay timers are not ordered with each other, so
-	// Close's own answer may arrive before theirs; Close waits for taken
-	// to drain before it stops the loop, or those answers would be lost.
-	taken   int    // units the engine took and has not answered yet
-	drained func() // set by Close while taken > 0
 }
 
 // HostPorts are the ports a Host adds to its loop's own (clock, rand,
@@ -179,16 +172,7 @@ func (h *Host) Ingest(ctx context.Context, u engine.Unit) error {
 		}
 	}
 	answer, err := callLoop(ctx, h.loop, func(done func(error)) {
-		h.taken++
-		h.eng.Submit(u, func(err error) { // retains the batches it accepts
-			h.taken--
-			done(err)
-			if h.taken == 0 && h.drained != nil {
-				drained := h.drained
-				h.drained = nil
-				drained()
-			}
-		})
+		h.eng.Submit(u, done) // retains the batches it accepts
 		release()
 	}, release)
 	if err != nil {
@@ -394,18 +378,9 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	}
 	var closeErr error
+	// The engine answers Close once it holds nothing, after every answer
+	// to a unit it took (engine.answer keeps them in order).
 	answer, err := callLoop(ctx, h.loop, func(done func(error)) { h.eng.Close(done) }, nil)
-	if err == nil {
-		// The engine holds nothing now; answers it has already decided
-		// may still be on their way to the loop.
-		_, err = callLoop(ctx, h.loop, func(done func(struct{})) {
-			if h.taken == 0 {
-				done(struct{}{})
-				return
-			}
-			h.drained = func() { done(struct{}{}) }
-		}, nil)
-	}
 	switch {
 	case ctx.Err() != nil && err != nil:
 		closeErr = fmt.Errorf("storage: host close: %w", ctx.Err())

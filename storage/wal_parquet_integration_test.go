@@ -397,15 +397,15 @@ func (w *pqWorld) killPhase(phase int, kp pqKillPoint) {
 	}
 }
 
-// awaitTaken waits until h's engine holds a unit it has not answered
-// (Host.taken, read on the loop), or pqTakenWait has passed.
+// awaitTaken waits until h's engine holds a unit (it is not idle, read
+// on the loop), or pqTakenWait has passed.
 func (w *pqWorld) awaitTaken(h *Host) bool {
 	for deadline := time.Now().Add(pqTakenWait); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		taken, err := query(w.ctx, h, func() int { return h.taken })
+		holds, err := query(w.ctx, h, func() bool { return !h.eng.Idle() })
 		if err != nil {
 			w.t.Fatal(err)
 		}
-		if taken > 0 {
+		if holds {
 			return true
 		}
 	}
