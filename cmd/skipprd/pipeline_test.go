@@ -762,3 +762,25 @@ func TestPipelineKafkaTopicRegexAndGroup(t *testing.T) {
 		t.Fatalf("kafka spec %+v: want topic_regex shop\\..* and group skipprd-shop, no topics", k)
 	}
 }
+
+// TestREADMESourceExamples: the README's file of one source of each other
+// kind loads as it stands — its lines are what a user copies.
+func TestREADMESourceExamples(t *testing.T) {
+	readme := readRepoFile(t, "README.md")
+	_, section, _ := strings.Cut(readme, "## Your own data")
+	blocks := strings.Split(section, "```yaml\n")
+	if len(blocks) < 3 {
+		t.Fatal("README: no second yaml block under \"## Your own data\"")
+	}
+	block, _, _ := strings.Cut(blocks[2], "```")
+	p := mustLoad(t, writePipeline(t, block))
+	kinds := map[string]bool{}
+	for _, s := range p.Sources {
+		kinds[s.Kind] = true
+	}
+	for _, k := range []string{"kafka", "nats", "mqtt", "objects", "postgres-cdc"} {
+		if !kinds[k] {
+			t.Errorf("the README's examples have no %s source (kinds %v)", k, kinds)
+		}
+	}
+}
