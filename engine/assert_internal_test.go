@@ -270,13 +270,18 @@ func TestInvariantLogSegDeleted(t *testing.T) {
 		del  int
 		want string
 	}{
-		"not the oldest": {[]*logSeg{{num: 1}, {num: 2}, {num: 3}}, 1, "log segments are deleted oldest first: partition 0 deleted segment 2, its oldest is [1]"},
+		"not the oldest": {[]*logSeg{{num: 1}, {num: 2}, {num: 3}}, 1, "log segments are deleted oldest first: partition 0 deleted segment 2, its oldest is 1"},
 		"dirty":          {[]*logSeg{{num: 1, dirty: map[uint64]uint64{7: 40}}, {num: 2}}, 0, "nothing unflushed is in it: partition 0 segment 1 holds generations map[7:40]"},
 		"target":         {[]*logSeg{{num: 5}}, 0, "the append target is never deleted: partition 0 segment 5"},
+		"none left":      {nil, -1, "log segments are deleted oldest first: partition 0 deleted segment 9, it holds none"},
 	} {
 		e := bare()
 		p := &logPart{l: &diskLog{e: e}, segs: c.segs}
-		if p.checkSegDeleted(c.segs[c.del]) {
+		del := &logSeg{num: 9}
+		if c.del >= 0 {
+			del = c.segs[c.del]
+		}
+		if p.checkSegDeleted(del) {
 			t.Fatalf("%s: passed", name)
 		}
 		wantFailed(t, e, c.want)

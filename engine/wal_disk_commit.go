@@ -489,8 +489,10 @@ func (p *logPart) collect() {
 func (p *logPart) checkSegDeleted(s *logSeg) bool {
 	e := p.l.e
 	switch {
-	case len(p.segs) == 0 || p.segs[0] != s:
-		e.broken("log segments are deleted oldest first: partition %d deleted segment %d, its oldest is %v", p.id, s.num, segNums(p.segs[:min(1, len(p.segs))]))
+	case len(p.segs) == 0:
+		e.broken("log segments are deleted oldest first: partition %d deleted segment %d, it holds none", p.id, s.num)
+	case p.segs[0] != s:
+		e.broken("log segments are deleted oldest first: partition %d deleted segment %d, its oldest is %d", p.id, s.num, p.segs[0].num)
 	case len(s.dirty) > 0:
 		e.broken("a log segment is deleted only when nothing unflushed is in it: partition %d segment %d holds generations %v", p.id, s.num, s.dirty)
 	case s == p.target():
@@ -499,15 +501,6 @@ func (p *logPart) checkSegDeleted(s *logSeg) bool {
 		return true
 	}
 	return false
-}
-
-// segNums are the segments' numbers.
-func segNums(segs []*logSeg) []uint64 {
-	out := make([]uint64, len(segs))
-	for i, s := range segs {
-		out[i] = s.num
-	}
-	return out
 }
 
 // pendingWrites returns the writes queued or in the batch in flight.

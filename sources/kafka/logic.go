@@ -27,9 +27,8 @@ func (s *Source) OffsetKey(topic string, partition int32) string {
 // partition resumes: the offset of its next record; ok false when view
 // holds none.
 func (s *Source) Recovered(view segment.Offsets, topic string, partition int32) (next int64, ok bool) {
-	p := tp{topic, partition}
-	at, ok := resumeAt(view, s.cfg.Name, []tp{p})[p]
-	return at, ok
+	v, ok := view.Get(s.OffsetKey(topic, partition))
+	return int64(v), ok
 }
 
 // Resume is where topic's partition goes on when the source expects its
