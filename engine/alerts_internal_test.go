@@ -115,3 +115,11 @@ func TestHistogramBuckets(t *testing.T) {
 		t.Fatalf("buckets %v count %d", h.Buckets, h.Count)
 	}
 }
+
+// heldTimers is a Timers that keeps the functions it is given, unrun.
+type heldTimers struct{ fns []func() }
+
+func (h *heldTimers) AfterFunc(_ time.Duration, fn func()) func() {
+	h.fns = append(h.fns, fn)
+	return func() {}
+}

@@ -83,6 +83,10 @@ func (e *Engine) unreserve(j *job) {
 // it touched. A job of one segment reads in place and keeps the body
 // pinned until the sink answers.
 func (e *Engine) gather(j *job, i int, got []*segment.Slice, releases []func()) {
+	if i < 0 || i > len(j.pieces) || len(releases) > i {
+		e.broken("a job gathers its pieces in order, one release per body held: piece %d of %d, %d releases", i, len(j.pieces), len(releases))
+		return
+	}
 	releaseAll := func() {
 		for _, s := range got {
 			s.Release()

@@ -104,6 +104,11 @@ import (
 //   - the disk WAL: a log segment deleted only when nothing unflushed is
 //     in it, not the append target, oldest first (checkSegDeleted):
 //     collect.
+//   - staged procedures: a recovery round (recovery), a snapshot's commit
+//     protocol (snapshot.stage), a log segment's creation (logOpen) and a
+//     multipart upload (multipart) each keep the stage they are in; every
+//     step asserts on entry the stage it completes, so a callback that
+//     arrives twice or out of order fails closed (checkStage).
 
 // invariantError is the error of a broken invariant: ErrInvariant and the
 // message.

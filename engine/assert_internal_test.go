@@ -292,3 +292,130 @@ func TestInvariantLogSegDeleted(t *testing.T) {
 		t.Fatalf("the oldest clean segment: %v", e.err)
 	}
 }
+
+// TestInvariantStages: a step's callback that arrives in another stage —
+// twice, or out of order — fails closed, for each staged procedure.
+func TestInvariantStages(t *testing.T) {
+	t.Run("recovery", func(t *testing.T) {
+		e := bare()
+		var got error
+		r := &recovery{e: e, done: func(err error) { got = err }}
+		r.fenceWaited() // the claim has not answered
+		wantFailed(t, e, "a recovery step completes the stage it started")
+		if got != nil || r.stage != recoveryClaiming {
+			t.Fatalf("done(%v), stage %s: a rejected step must not move the round", got, r.stage)
+		}
+	})
+	t.Run("recovery-bitmaps", func(t *testing.T) {
+		e := bare()
+		var got error
+		r := &recovery{e: e, stage: recoveryReadingBitmaps, owned: make([]Segment, 2), done: func(err error) { got = err }}
+		r.bitmapsRead(make([]*segment.Bitmap, 1), make([]string, 2), nil)
+		wantFailed(t, e, "one bitmap per owned segment")
+		if !errors.Is(got, ErrInvariant) {
+			t.Fatalf("done(%v); want the invariant's error", got)
+		}
+	})
+	t.Run("log-open", func(t *testing.T) {
+		e := bare()
+		o := &logOpen{p: &logPart{l: &diskLog{e: e}}, seg: &logSeg{path: "wal/p000/s1"}, stage: openAllocating}
+		o.headerWritten(nil)
+		wantFailed(t, e, "a header write completes before its fsync")
+		e = bare()
+		o = &logOpen{p: &logPart{l: &diskLog{e: e}}, seg: &logSeg{path: "wal/p000/s1"}, stage: openFinished}
+		o.dirSynced(nil) // twice
+		wantFailed(t, e, "in stage finished, a callback of syncing-dir")
+	})
+	t.Run("multipart", func(t *testing.T) {
+		e := bare()
+		m := &multipart{e: e, s: &snapshot{}, key: "k", stage: uploadParts}
+		m.partDone(nil, false) // none in flight
+		wantFailed(t, e, "a part completes while parts are in flight")
+		e = bare()
+		m = &multipart{e: e, s: &snapshot{}, key: "k", stage: uploadCompleting}
+		m.headed(nil, false)
+		wantFailed(t, e, "in stage completing, a callback of heading")
+	})
+	t.Run("persist", func(t *testing.T) {
+		e := bare()
+		s := &snapshot{id: SnapshotID{1, 1}, stage: persistCommitted}
+		e.persistFailed(s, errors.New("late")) // a committed snapshot never fails
+		wantFailed(t, e, "in stage committed, entering failed")
+		e = bare()
+		s = &snapshot{id: SnapshotID{1, 2}, stage: persistBody}
+		e.commit(s) // before its marker and fence
+		wantFailed(t, e, "in stage body, entering committed")
+	})
+}
+
+// TestInvariantPreconditions breaks, one by one, the pre- and
+// postconditions of the engine's long functions that a test can reach
+// without ports.
+func TestInvariantPreconditions(t *testing.T) {
+	cases := []struct {
+		name   string
+		want   string
+		break_ func(e *Engine)
+	}{
+		{"fence-read-twice", "one fence read at a time", func(e *Engine) {
+			e.fence.reading = true
+			e.readFence()
+		}},
+		{"gather-past-pieces", "a job gathers its pieces in order", func(e *Engine) {
+			e.gather(&job{}, 1, nil, nil)
+		}},
+		{"cuts-of-a-queued-snapshot", "cuts are decided for the active snapshot", func(e *Engine) {
+			e.active = &snapshot{id: SnapshotID{1, 2}, content: newBatchSet()}
+			e.decideCuts(&snapshot{id: SnapshotID{1, 3}})
+		}},
+		{"cuts-below-last-commit", "every earlier one committed", func(e *Engine) {
+			e.active, e.lastCommit = &snapshot{id: SnapshotID{1, 2}, content: newBatchSet()}, SnapshotID{1, 2}
+			e.decideCuts(e.active)
+		}},
+		{"body-prepared-twice", "a snapshot's body is prepared once", func(e *Engine) {
+			e.prepare(&snapshot{id: SnapshotID{1, 1}, ahead: &bodyAhead{}})
+		}},
+		{"join-other-offsets", "a unit joins a pending one only with the same offsets", func(e *Engine) {
+			e.p.Timers = &heldTimers{}
+			e.offsetPending = map[string]*unit{"k": {offsets: segment.Offsets{{Key: "k", Value: 1}}}}
+			e.joinDuplicate(Unit{Offsets: segment.Offsets{{Key: "k", Value: 2}}}, func(error) {})
+			if len(e.answers) != 1 {
+				t.Errorf("%d answers due; the joining unit is answered too", len(e.answers))
+			}
+		}},
+		{"bucket-read-unbounded", "a key bucket is read at most AttemptsMax times", func(e *Engine) {
+			e.readBucketTry(nil, &keyBucket{num: 3}, AttemptsMax, func(error) {})
+		}},
+		{"manifest-runs-unbounded", "a manifest lists at most KeyManifestRunsMax runs", func(e *Engine) {
+			e.loadRuns(&keyBucket{num: 3}, make([]segment.KeyRunRef, segment.KeyManifestRunsMax+1), func([]*keyRun, bool, error) {})
+		}},
+		{"flushed-mask-past-partitions", "partition mask names partitions of the log", func(e *Engine) {
+			l := &diskLog{e: e, parts: []*logPart{{}, {}}}
+			l.recordFlushed(SnapshotID{1, 1}, 1<<2, 1, nil)
+		}},
+		{"roll-negative-entry", "a new log segment holds its header and the entry", func(e *Engine) {
+			p := &logPart{l: &diskLog{e: e, cfg: DiskWAL{SegmentBytes: 1 << 20}}}
+			p.roll(-1 << 30)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := bare()
+			c.break_(e)
+			wantFailed(t, e, c.want)
+		})
+	}
+}
+
+// TestInvariantCommitAfterLast: a snapshot that reaches its commit with
+// an id at or below the last commit fails closed before anything is acked.
+func TestInvariantCommitAfterLast(t *testing.T) {
+	e := bare()
+	s := &snapshot{id: SnapshotID{1, 5}, stage: persistFencing, content: newBatchSet()}
+	e.epoch, e.active, e.lastCommit = 1, s, SnapshotID{1, 7}
+	e.commit(s)
+	wantFailed(t, e, "commits in snapshot-id order")
+	if s.stage != persistCommitted || e.lastCommit != (SnapshotID{1, 7}) {
+		t.Fatalf("stage %s, last commit %s: the refused commit must not move the last commit", s.stage, e.lastCommit)
+	}
+}

@@ -90,9 +90,12 @@ func TestInvariantCommitOrder(t *testing.T) {
 	r.start()
 	res := r.submit(unit("events", make([]int64, 10_000)...)) // sealed and persisting
 	r.eng.BreakLastCommit(1000)
-	v := wantInvariant(t, r, "commits in snapshot-id order", `commit \d+-0*(\d+), active \d+-0*(\d+), last committed \d+-0*(\d+)`)
-	if v[0] != 1 || v[2] != 1000 {
-		t.Fatalf("values %v: want commit 1 after 1000", v)
+	// Caught before the marker: its cuts are decided only once every
+	// earlier snapshot is committed (checkCommit, at the commit itself,
+	// is broken in TestInvariantCommitAfterLast).
+	v := wantInvariant(t, r, "cuts are decided for the active snapshot, every earlier one committed", `snapshot \d+-0*(\d+), last commit \d+-0*(\d+)`)
+	if v[0] != 1 || v[1] != 1000 {
+		t.Fatalf("values %v: want snapshot 1 after 1000", v)
 	}
 	r.until(func() bool { return res.done }, "the answer")
 	if !errors.Is(res.err, engine.ErrClosed) || len(r.eng.Segments()) != 0 {

@@ -184,6 +184,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: config: recovery give-up %v is negative", c.RecoveryGiveUp)
 	case c.RecoveryConcurrency <= 0:
 		return fmt.Errorf("engine: config: recovery concurrency %d must be positive", c.RecoveryConcurrency)
+	}
+	return c.validateParts()
+}
+
+// validateParts checks the valve, the offsets view, the lanes' limits and
+// the disk WAL's settings.
+func (c Config) validateParts() error {
+	switch {
 	case c.ValveSegments < 0 || c.ValveSegments > c.LiveSegmentsMax || c.ValveBytes < 0:
 		return fmt.Errorf("engine: config: valve at %d segments (live segments max %d) or %d bytes", c.ValveSegments, c.LiveSegmentsMax, c.ValveBytes)
 	case c.OffsetsViewMax < 0 || c.OffsetsViewMax > segment.CheckpointEntriesMax:

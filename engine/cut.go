@@ -34,6 +34,10 @@ import (
 // decideCuts returns the cuts of snapshot s, whose index is encoded: the
 // lanes' open jobs it ends, in canonical order.
 func (e *Engine) decideCuts(s *snapshot) []segment.Cut {
+	if s != e.active || e.lastCommit.Compare(s.id) >= 0 {
+		e.broken("cuts are decided for the active snapshot, every earlier one committed: snapshot %s, last commit %s", s.id, e.lastCommit)
+		return nil
+	}
 	now := e.now()
 	groups, pieces := indexPieces(s.index)
 	valveBefore, valve := e.valveBoundary()

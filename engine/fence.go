@@ -36,6 +36,10 @@ type fenceState struct {
 }
 
 func (e *Engine) readFence() {
+	if e.fence.reading {
+		e.broken("one fence read at a time: a read started while one is in flight (%d waiting)", len(e.fence.waiters))
+		return
+	}
 	e.fence.reading = true
 	e.stats.FenceChecks++
 	waiting := e.fence.waiters

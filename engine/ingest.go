@@ -63,6 +63,9 @@ func (e *Engine) Submit(in Unit, done func(error)) {
 // submit is Submit once counted; looked reports that the key store has
 // already been searched for the unit's idempotency key (keystore_lookup.go).
 func (e *Engine) submit(in Unit, done func(error), looked bool) {
+	if done == nil {
+		panic("engine: a unit submitted without its answer") // a caller's contract: every unit is answered
+	}
 	if err := e.admit(in); err != nil {
 		e.stats.UnitsRejected++
 		e.answer(done, err)
@@ -271,6 +274,11 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 		return true
 	}
 	if u := e.offsetPending[pendingKeys(in.Offsets)[0].Key]; u != nil {
+		if !slices.Equal(u.offsets, in.Offsets) {
+			e.broken("a unit joins a pending one only with the same offsets (admit): pending %v, joining %v", u.offsets, in.Offsets)
+			e.answer(done, e.err) // failing closed answered what it holds: this one too
+			return true
+		}
 		e.mark(MarkDuplicateJoined)
 		u.dones = append(u.dones, done) // admit checked: the same offsets
 		return true

@@ -171,6 +171,11 @@ func (e *Engine) readBucket(s *keyStore, b *keyBucket, done func(error)) {
 }
 
 func (e *Engine) readBucketTry(s *keyStore, b *keyBucket, attempt int, done func(error)) {
+	if attempt >= AttemptsMax {
+		e.broken("a key bucket is read at most AttemptsMax times: bucket %d, attempt %d, limit %d", b.num, attempt, AttemptsMax)
+		done(e.err)
+		return
+	}
 	key := e.layout.IdemBucketKey(b.num)
 	var refs []segment.KeyRunRef
 	var legacy segment.Offsets
@@ -228,6 +233,11 @@ func addLegacyKeys(s *keyStore, o segment.Offsets) {
 // the others', RecoveryConcurrency at a time. lost reports runs dropped
 // because their object is missing.
 func (e *Engine) loadRuns(b *keyBucket, refs []segment.KeyRunRef, done func(runs []*keyRun, lost bool, err error)) {
+	if len(refs) > segment.KeyManifestRunsMax {
+		e.broken("a manifest lists at most KeyManifestRunsMax runs (its decoder's bound): bucket %d, %d runs, limit %d", b.num, len(refs), segment.KeyManifestRunsMax)
+		done(nil, false, e.err)
+		return
+	}
 	runs := make([]*keyRun, len(refs))
 	var missing []int
 	for i, ref := range refs {

@@ -90,6 +90,11 @@ func (e *Engine) mergeKeys(done func()) {
 		done()
 		return
 	}
+	if b.busy {
+		e.broken("one merge per key bucket at a time: bucket %d planned while busy", b.num)
+		done()
+		return
+	}
 	b.busy = true
 	lists := make([][]segment.KeyEntry, len(ins))
 	e.forEach(len(ins), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {

@@ -38,6 +38,44 @@ type snapshot struct {
 	replayed bool
 	// ahead is its body's state once prepare started it (nil before).
 	ahead *bodyAhead
+	// stage is where its commit protocol is: each step asserts it on
+	// entry (checkStage).
+	stage persistStage
+}
+
+// persistStage is the step of the commit protocol a snapshot is in: body
+// (bodyAhead), marker, fence, commit.
+type persistStage uint8
+
+const (
+	persistQueued    persistStage = iota // sealed; persist not yet called
+	persistBody                          // waiting for its body (bodyAhead)
+	persistMarker                        // its marker PUT in flight
+	persistSettling                      // the marker's outcome unknown: reading the key
+	persistFencing                       // the marker exists: checking the epoch is still ours
+	persistCommitted                     // acked; a segment
+	persistFailed                        // known not committed; its units back in live
+)
+
+var persistStageNames = [...]string{"queued", "body", "marker", "settling", "fencing", "committed", "failed"}
+
+func (s persistStage) String() string { return persistStageNames[s] }
+
+// checkStage moves s to stage next from one of the stages it may come from. A
+// step run in any other stage — a callback arriving twice, a commit of a
+// snapshot that failed — is a broken invariant: false, and the caller
+// returns.
+func (e *Engine) checkStage(s *snapshot, next persistStage, from ...persistStage) bool {
+	for _, f := range from {
+		if s.stage == f {
+			s.stage = next
+			return true
+		}
+	}
+	if e.state != stateFailed {
+		e.broken("a snapshot's commit protocol runs its steps in order: snapshot %s in stage %s, entering %s", s.id, s.stage, next)
+	}
+	return false
 }
 
 func (e *Engine) key(s *snapshot, kind ObjectKind) string { return e.layout.Key(s.dir, s.id, kind) }
@@ -53,6 +91,9 @@ func (e *Engine) key(s *snapshot, kind ObjectKind) string { return e.layout.Key(
 // while the active one's marker lands, and persist then only waits for
 // it. Markers stay in id order, one writer, one active snapshot.
 func (e *Engine) persist(s *snapshot) {
+	if !e.checkStage(s, persistBody, persistQueued) {
+		return
+	}
 	s.startedAt = e.now() // the writer's time on it: a body made ahead is off its path
 	if s.ahead == nil {
 		e.prepare(s)
@@ -109,6 +150,10 @@ func (e *Engine) prepareAhead() {
 // its own references to the batches: a failed persist may move them back
 // into the accumulator (and a later commit release them) while it runs.
 func (e *Engine) prepare(s *snapshot) {
+	if s.ahead != nil || s.stage > persistBody {
+		e.broken("a snapshot's body is prepared once, before its marker: snapshot %s in stage %s, prepared %t", s.id, s.stage, s.ahead != nil)
+		return
+	}
 	a := &bodyAhead{}
 	s.ahead = a
 	parts := s.content.encodeParts()
@@ -170,6 +215,9 @@ func (e *Engine) prepare(s *snapshot) {
 // putMarkerOf decides s's cuts, now that every earlier snapshot is
 // committed (cut.go), encodes its marker and puts it.
 func (e *Engine) putMarkerOf(s *snapshot) {
+	if !e.checkStage(s, persistMarker, persistBody) {
+		return
+	}
 	origin := e.origin
 	if origin.IsZero() {
 		e.broken("every marker carries the log's identity: snapshot %s persisted with none (epoch %d)", s.id, e.epoch)
@@ -177,6 +225,9 @@ func (e *Engine) putMarkerOf(s *snapshot) {
 	}
 	s.index.Origin, s.index.Spanning = origin, true
 	s.index.Cuts = e.decideCuts(s)
+	if e.state == stateFailed {
+		return // a check in decideCuts failed: no marker on a state it could not trust
+	}
 	var err error
 	if s.marker, err = segment.EncodeMarker(s.index); err != nil {
 		e.failClosed(fmt.Errorf("encode the marker of snapshot %s: %w", s.id, err))
@@ -225,98 +276,170 @@ func (e *Engine) uploadBody(s *snapshot, done func(error)) {
 		return
 	}
 	e.mark(MarkMultipart)
+	size := int64(len(s.body))
+	m := &multipart{e: e, s: s, key: key, done: done}
+	m.parts = make([]CompletedPart, int((size+e.cfg.PartBytes-1)/e.cfg.PartBytes))
+	e.retry(m.create, m.created)
+}
+
+// uploadStage is the step a multipart upload is in.
+type uploadStage uint8
+
+const (
+	uploadCreating   uploadStage = iota
+	uploadParts                  // PartConcurrency parts in flight at most
+	uploadCompleting             // CompleteMultipartUpload
+	uploadHeading                // an ambiguous completion settled by a HEAD of the body
+	uploadFinished
+)
+
+var uploadStageNames = [...]string{"creating", "parts", "completing", "heading", "finished"}
+
+func (s uploadStage) String() string { return uploadStageNames[s] }
+
+// multipart is one body's multipart upload: create, the parts, complete
+// (and, if a completion was ambiguous, a HEAD). Each step's callback
+// asserts the stage it completes. The upload id lives on the snapshot, so
+// that a failed persist or a dropped body aborts it.
+type multipart struct {
+	e        *Engine
+	s        *snapshot
+	key      string
+	stage    uploadStage
+	parts    []CompletedPart // one per part, filled as each lands
+	next     int             // the next part to start
+	inFlight int             // ≤ PartConcurrency
+	failed   error           // the first part that failed: no more start
+	done     func(error)
+}
+
+// checkStage asserts the stage a callback completes and moves to the next.
+func (m *multipart) checkStage(want, next uploadStage) bool {
+	if m.stage != want {
+		m.e.broken("a multipart upload completes the step it started: %s in stage %s, a callback of %s arrived", m.key, m.stage, want)
+		return false
+	}
+	m.stage = next
+	return true
+}
+
+func (m *multipart) finish(err error) {
+	m.stage = uploadFinished
+	m.done(err)
+}
+
+func (m *multipart) create(d func(error)) {
+	m.e.p.Store.CreateMultipartUpload(m.key, func(id string, err error) {
+		if err == nil {
+			m.s.uploadID = id
+		}
+		d(err)
+	})
+}
+
+func (m *multipart) created(err error, _ bool) {
+	if !m.checkStage(uploadCreating, uploadParts) {
+		return
+	}
+	if err != nil {
+		m.finish(err)
+		return
+	}
+	m.launch()
+}
+
+// launch starts parts while fewer than PartConcurrency are in flight.
+func (m *multipart) launch() {
+	for m.inFlight < m.e.cfg.PartConcurrency && m.next < len(m.parts) && m.failed == nil {
+		i := m.next
+		m.next++
+		m.inFlight++
+		m.uploadPart(i)
+	}
+}
+
+// uploadPart uploads part i (numbered i+1), retried.
+func (m *multipart) uploadPart(i int) {
+	e, size := m.e, int64(len(m.s.body))
+	chunk := m.s.body[int64(i)*e.cfg.PartBytes : min(int64(i+1)*e.cfg.PartBytes, size)]
+	tries := 0
 	e.retry(func(d func(error)) {
-		e.p.Store.CreateMultipartUpload(key, func(id string, err error) {
-			if err == nil {
-				s.uploadID = id
-			}
+		if tries++; tries > 1 {
+			e.mark(MarkPartRetry)
+		}
+		e.p.Store.UploadPart(m.key, m.s.uploadID, int32(i+1), chunk, func(etag string, err error) {
+			m.parts[i] = CompletedPart{Number: int32(i + 1), ETag: etag}
 			d(err)
 		})
-	}, func(err error, _ bool) {
-		if err != nil {
-			done(err)
-			return
-		}
-		e.uploadParts(s, done)
-	})
+	}, m.partDone)
 }
 
-// uploadParts uploads every part, PartConcurrency at a time, then
-// completes the upload.
-func (e *Engine) uploadParts(s *snapshot, done func(error)) {
-	key, size := e.key(s, KindBody), int64(len(s.body))
-	n := int((size + e.cfg.PartBytes - 1) / e.cfg.PartBytes)
-	parts := make([]CompletedPart, n)
-	next, inFlight := 0, 0
-	var failed error
-	var launch func()
-	launch = func() {
-		for inFlight < e.cfg.PartConcurrency && next < n && failed == nil {
-			i := next
-			next++
-			inFlight++
-			chunk := s.body[int64(i)*e.cfg.PartBytes : min(int64(i+1)*e.cfg.PartBytes, size)]
-			tries := 0
-			e.retry(func(d func(error)) {
-				if tries++; tries > 1 {
-					e.mark(MarkPartRetry)
-				}
-				e.p.Store.UploadPart(key, s.uploadID, int32(i+1), chunk, func(etag string, err error) {
-					parts[i] = CompletedPart{Number: int32(i + 1), ETag: etag}
-					d(err)
-				})
-			}, func(err error, _ bool) {
-				inFlight--
-				if err != nil && failed == nil {
-					failed = err
-				}
-				switch {
-				case inFlight > 0:
-				case failed != nil:
-					done(failed)
-				case next == n:
-					e.completeUpload(s, parts, done)
-				}
-				launch()
-			})
-		}
+// partDone: one part landed or failed for good. Once none is in flight,
+// the upload completes, or fails with the first part that failed.
+func (m *multipart) partDone(err error, _ bool) {
+	if m.stage != uploadParts || m.inFlight <= 0 {
+		m.e.broken("a part completes while parts are in flight: %s in stage %s, %d in flight", m.key, m.stage, m.inFlight)
+		return
 	}
-	launch()
+	m.inFlight--
+	if err != nil && m.failed == nil {
+		m.failed = err
+	}
+	switch {
+	case m.inFlight > 0:
+	case m.failed != nil:
+		m.finish(m.failed)
+	case m.next == len(m.parts):
+		m.stage = uploadCompleting
+		m.e.retry(m.complete, m.completed)
+	}
+	m.launch()
 }
 
-// completeUpload completes the upload. If a completion attempt was
-// ambiguous, a later "no such upload" may mean the earlier one worked: a
-// HEAD of the body settles it.
-func (e *Engine) completeUpload(s *snapshot, parts []CompletedPart, done func(error)) {
-	key := e.key(s, KindBody)
-	e.retry(func(d func(error)) {
-		e.p.Store.CompleteMultipartUpload(key, s.uploadID, parts, d)
-	}, func(err error, ambiguous bool) {
-		if err == nil || !ambiguous || !errors.Is(err, ErrNoSuchUpload) {
-			if err == nil {
-				s.uploadID = ""
-				if len(parts) >= 3 {
-					e.mark(MarkMultipart3)
-				}
-			}
-			done(err)
+func (m *multipart) complete(d func(error)) {
+	m.e.p.Store.CompleteMultipartUpload(m.key, m.s.uploadID, m.parts, d)
+}
+
+// completed: if a completion attempt was ambiguous, a later "no such
+// upload" may mean the earlier one worked: a HEAD of the body settles it.
+func (m *multipart) completed(err error, ambiguous bool) {
+	if err == nil || !ambiguous || !errors.Is(err, ErrNoSuchUpload) {
+		if !m.checkStage(uploadCompleting, uploadFinished) {
 			return
 		}
-		e.mark(MarkCompleteSettledByHead)
-		e.retry(func(d func(error)) {
-			e.p.Store.HeadObject(key, func(info ObjectInfo, err error) {
-				if err == nil && info.Size != int64(len(s.body)) {
-					err = fmt.Errorf("body %s has %d bytes, uploaded %d", key, info.Size, len(s.body))
-				}
-				d(err)
-			})
-		}, func(err error, _ bool) {
-			if err == nil {
-				s.uploadID = ""
+		if err == nil {
+			m.s.uploadID = ""
+			if len(m.parts) >= 3 {
+				m.e.mark(MarkMultipart3)
 			}
-			done(err)
-		})
+		}
+		m.done(err)
+		return
+	}
+	if !m.checkStage(uploadCompleting, uploadHeading) {
+		return
+	}
+	m.e.mark(MarkCompleteSettledByHead)
+	m.e.retry(m.head, m.headed)
+}
+
+func (m *multipart) head(d func(error)) {
+	m.e.p.Store.HeadObject(m.key, func(info ObjectInfo, err error) {
+		if err == nil && info.Size != int64(len(m.s.body)) {
+			err = fmt.Errorf("body %s has %d bytes, uploaded %d", m.key, info.Size, len(m.s.body))
+		}
+		d(err)
 	})
+}
+
+func (m *multipart) headed(err error, _ bool) {
+	if !m.checkStage(uploadHeading, uploadFinished) {
+		return
+	}
+	if err == nil {
+		m.s.uploadID = ""
+	}
+	m.done(err)
 }
 
 // putMarker writes the commit marker. Create-only: if the key exists, an
@@ -333,6 +456,10 @@ func (e *Engine) putMarker(s *snapshot) {
 		in := PutObjectInput{Key: e.key(s, KindMarker), Body: s.marker, IfNoneMatch: true}
 		e.p.Store.PutObject(in, func(_ string, err error) { d(err) })
 	}, isAmbiguous, func(err error, ambiguous bool) {
+		if s.stage != persistMarker {
+			e.broken("a marker PUT answers while its snapshot waits for it: snapshot %s in stage %s", s.id, s.stage)
+			return
+		}
 		if ambiguous {
 			// An earlier attempt may still land: the marker must not be
 			// deleted (reclaim) before the store's request lifetime is over,
@@ -363,6 +490,9 @@ func (e *Engine) putMarker(s *snapshot) {
 // marker PUT may still be in flight, so an absent key is read again after
 // FenceWait before it counts as absent.
 func (e *Engine) settle(s *snapshot, early bool) {
+	if !e.checkStage(s, persistSettling, persistMarker, persistSettling) {
+		return
+	}
 	key := e.key(s, KindMarker)
 	in := GetObjectInput{Key: key, Limit: markerReadLimit}
 	check := func(b []byte, _ ObjectInfo) error { _, err := segment.DecodeMarker(key, b); return err }
@@ -391,6 +521,9 @@ func (e *Engine) settle(s *snapshot, early bool) {
 // the marker may be beyond that writer's seal (writer.go), so nothing may
 // be acked — the engine fails closed and the sources retry elsewhere.
 func (e *Engine) fenceThenCommit(s *snapshot) {
+	if !e.checkStage(s, persistFencing, persistMarker, persistSettling, persistFencing) {
+		return
+	}
 	e.readWriter(func(cur writerRecord, _ ObjectInfo, err error) {
 		switch {
 		case err == nil && cur.epoch == e.epoch && cur.nonce == e.writerNonce:
@@ -414,7 +547,7 @@ func (e *Engine) commit(s *snapshot) {
 	if e.state == stateFailed {
 		return // its units were answered ErrClosed; recovery will find the segment
 	}
-	if !e.checkCommit(s) {
+	if !e.checkStage(s, persistCommitted, persistFencing) || !e.checkCommit(s) {
 		return // failing closed answered its units
 	}
 	e.lastCommit = s.id
@@ -477,6 +610,9 @@ func (e *Engine) commit(s *snapshot) {
 // orphan to the next recovery.
 func (e *Engine) persistFailed(s *snapshot, err error) {
 	if e.state == stateFailed {
+		return
+	}
+	if !e.checkStage(s, persistFailed, persistBody, persistMarker, persistSettling) {
 		return
 	}
 	e.stats.PersistFailures++

@@ -50,10 +50,6 @@ func (e *Engine) Start(done func(error)) {
 		panic(fmt.Sprintf("engine: Start in state %d", e.state))
 	}
 	e.state = stateRecovering
-	if e.cfg.Disk == nil {
-		e.recover(0, done)
-		return
-	}
 	e.dlog.recoverLog(0, func(err error) {
 		if err != nil {
 			err = fmt.Errorf("recovery: disk WAL: %w", err)
@@ -65,57 +61,171 @@ func (e *Engine) Start(done func(error)) {
 	})
 }
 
+// recoveryStage is the step a recovery round is in: each step's callback
+// asserts it on entry and moves it on, so the procedure above is a
+// sequence of named methods rather than nested closures.
+type recoveryStage uint8
+
+const (
+	recoveryClaiming recoveryStage = iota
+	recoveryFenceWaiting
+	recoveryListing
+	recoverySealing
+	recoveryReadingMarkers
+	recoveryReadingBitmaps
+	recoveryReadingCheckpoint
+	recoveryFinished // done was called, or the round failed and another may start
+)
+
+var recoveryStageNames = [...]string{"claiming", "fence-waiting", "listing", "sealing",
+	"reading-markers", "reading-bitmaps", "reading-checkpoint", "finished"}
+
+func (s recoveryStage) String() string { return recoveryStageNames[s] }
+
+// recovery is one round of the procedure: what each step read, for the
+// next. A failed round ends (finished) and a new one starts after a
+// backoff; nothing is shared between rounds.
+type recovery struct {
+	e     *Engine
+	round int
+	stage recoveryStage
+	done  func(error)
+	start uint64 // e.stats.Requests when the round began
+
+	claim   writerRecord // the writer record as claimed (step 1)
+	etag    string       // its version, for the seals' If-Match
+	listing []*listedSegment
+	sealed  writerRecord // the record after the seals (step 4)
+	owned   []Segment
+	bitmaps []*segment.Bitmap
+	etags   []string
+}
+
 func (e *Engine) recover(round int, done func(error)) {
 	e.stats.RecoveryRuns++
-	start := e.stats.Requests
-	fail := func(err error) { e.recoveryFailed(round, err, done) }
-	e.claimEpoch(func(rec writerRecord, etag string, err error) {
-		if err != nil {
-			fail(err)
-			return
-		}
-		e.epoch, e.writerNonce, e.nextSeq = rec.epoch, rec.nonce, 1
-		e.origin = segment.Origin{WAL: rec.wal, Pipeline: e.cfg.Pipeline}
-		if err := e.origin.Validate(); err != nil {
-			e.broken("a claimed epoch has the log's identity: epoch %d: %v", rec.epoch, err)
-			done(e.err)
-			return
-		}
-		e.p.Timers.AfterFunc(e.cfg.FenceWait, func() {
-			e.listSegments(func(listing []*listedSegment, err error) {
-				if err != nil {
-					fail(err)
-					return
-				}
-				e.sealEpochs(rec, etag, listing, func(sealed writerRecord, err error) {
-					if err != nil {
-						fail(err)
-						return
-					}
-					e.readMarkers(validMarkers(listing, sealed), func(owned []Segment, err error) {
-						if err != nil {
-							fail(err)
-							return
-						}
-						e.readBitmaps(owned, listing, func(bitmaps []*segment.Bitmap, etags []string, err error) {
-							if err != nil {
-								fail(err)
-								return
-							}
-							e.readCheckpoint(func(view *offsetsView, keys *keyStore, err error) {
-								if err != nil {
-									fail(err)
-									return
-								}
-								r := recovered{owned: owned, bitmaps: bitmaps, bitmapETags: etags, view: view, keys: keys}
-								e.finishRecovery(r, listing, sealed, e.stats.Requests-start, done)
-							})
-						})
-					})
-				})
-			})
-		})
-	})
+	r := &recovery{e: e, round: round, done: done, start: e.stats.Requests}
+	e.claimEpoch(r.claimed)
+}
+
+// checkStage asserts the stage a step's callback completes, and moves the round
+// to the next. A round is never in two steps at once: a callback that
+// arrives in another stage is a broken invariant.
+func (r *recovery) checkStage(want, next recoveryStage) bool {
+	if r.stage != want {
+		r.e.broken("a recovery step completes the stage it started: round %d in stage %s, a callback of %s arrived", r.round, r.stage, want)
+		return false
+	}
+	r.stage = next
+	return true
+}
+
+// fail ends the round: recoveryFailed retries or fails closed.
+func (r *recovery) fail(err error) {
+	r.stage = recoveryFinished
+	r.e.recoveryFailed(r.round, err, r.done)
+}
+
+// claimed completes step 1 (claimEpoch) and waits FenceWait (step 2).
+func (r *recovery) claimed(rec writerRecord, etag string, err error) {
+	if !r.checkStage(recoveryClaiming, recoveryFenceWaiting) {
+		return
+	}
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	e := r.e
+	r.claim, r.etag = rec, etag
+	e.epoch, e.writerNonce, e.nextSeq = rec.epoch, rec.nonce, 1
+	e.origin = segment.Origin{WAL: rec.wal, Pipeline: e.cfg.Pipeline}
+	if err := e.origin.Validate(); err != nil {
+		e.broken("a claimed epoch has the log's identity: epoch %d: %v", rec.epoch, err)
+		r.stage = recoveryFinished
+		r.done(e.err)
+		return
+	}
+	e.p.Timers.AfterFunc(e.cfg.FenceWait, r.fenceWaited)
+}
+
+// fenceWaited completes step 2 and lists the segments (step 3).
+func (r *recovery) fenceWaited() {
+	if r.checkStage(recoveryFenceWaiting, recoveryListing) {
+		r.e.listSegments(r.listed)
+	}
+}
+
+// listed completes step 3 and seals the older epochs (step 4).
+func (r *recovery) listed(listing []*listedSegment, err error) {
+	if !r.checkStage(recoveryListing, recoverySealing) {
+		return
+	}
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.listing = listing
+	r.e.sealEpochs(r.claim, r.etag, listing, r.sealedEpochs)
+}
+
+// sealedEpochs completes step 4 and reads the markers that count (step 5).
+func (r *recovery) sealedEpochs(sealed writerRecord, err error) {
+	if !r.checkStage(recoverySealing, recoveryReadingMarkers) {
+		return
+	}
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.sealed = sealed
+	r.e.readMarkers(validMarkers(r.listing, sealed), r.markersRead)
+}
+
+// markersRead completes step 5 and reads the owned segments' bitmaps
+// (step 6).
+func (r *recovery) markersRead(owned []Segment, err error) {
+	if !r.checkStage(recoveryReadingMarkers, recoveryReadingBitmaps) {
+		return
+	}
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	r.owned = owned
+	r.e.readBitmaps(owned, r.listing, r.bitmapsRead)
+}
+
+// bitmapsRead reads the offsets checkpoint (step 6, continued).
+func (r *recovery) bitmapsRead(bitmaps []*segment.Bitmap, etags []string, err error) {
+	if !r.checkStage(recoveryReadingBitmaps, recoveryReadingCheckpoint) {
+		return
+	}
+	if err != nil {
+		r.fail(err)
+		return
+	}
+	if len(bitmaps) != len(r.owned) || len(etags) != len(r.owned) {
+		r.e.broken("recovery reads one bitmap per owned segment: %d owned, %d bitmaps, %d versions", len(r.owned), len(bitmaps), len(etags))
+		r.stage = recoveryFinished
+		r.done(r.e.err)
+		return
+	}
+	r.bitmaps, r.etags = bitmaps, etags
+	r.e.readCheckpoint(r.checkpointRead)
+}
+
+// checkpointRead completes the reads: the engine registers what they
+// found and opens (finishRecovery).
+func (r *recovery) checkpointRead(view *offsetsView, keys *keyStore, err error) {
+	if !r.checkStage(recoveryReadingCheckpoint, recoveryFinished) {
+		return
+	}
+	if err != nil {
+		r.e.recoveryFailed(r.round, err, r.done)
+		return
+	}
+	e := r.e
+	rec := recovered{owned: r.owned, bitmaps: r.bitmaps, bitmapETags: r.etags, view: view, keys: keys}
+	e.finishRecovery(rec, r.listing, r.sealed, e.stats.Requests-r.start, r.done)
 }
 
 // recovered is what recovery read: the owned segments, their bitmaps

@@ -58,9 +58,15 @@ func (e *Engine) streamOnce(p piece, prev []uint32, done func(*segment.Body, []u
 		windows[i] = segment.Window{Off: off, Bytes: make([]byte, 0, n)}
 	}
 	chunk := max(e.cfg.StreamChunkBytes, 1)
+	chunks := int((st.Index.BodyBytes + chunk - 1) / chunk) // the loop's limit
 	var sums []uint32
 	var next func(at int64)
 	next = func(at int64) {
+		if len(sums) > chunks {
+			e.broken("a stream reads its body in at most ceil(body/chunk) reads: %s, %d reads, body %d, chunk %d", key, len(sums), st.Index.BodyBytes, chunk)
+			done(nil, sums, e.err)
+			return
+		}
 		if at >= st.Index.BodyBytes {
 			if err := check.Done(); err != nil {
 				done(nil, sums, err)

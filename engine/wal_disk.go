@@ -350,6 +350,10 @@ func (l *diskLog) committed(s *snapshot, st *segState) {
 // in a halted partition cannot be forgotten there, so its segment is kept
 // for good (the halt was alerted).
 func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
+	if mask>>len(l.parts) != 0 {
+		l.e.broken("a generation's partition mask names partitions of the log: snapshot %s, mask %#x, %d partitions", id, mask, len(l.parts))
+		return
+	}
 	var parts []*logPart
 	for _, p := range l.parts {
 		if mask&(1<<p.id) == 0 {

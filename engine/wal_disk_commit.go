@@ -159,6 +159,10 @@ func (p *logPart) kick() {
 		p.roll(int64(p.queue[0].size))
 		return
 	}
+	if b.seg != seg || b.end > seg.size || b.first != p.nextSeq {
+		e.broken("a batch fits its segment and continues the sequence: %s batch ends at %d, segment %d bytes, first %d, next %d", seg.path, b.end, seg.size, b.first, p.nextSeq)
+		return
+	}
 	p.syncDue = false
 	p.write(b)
 }
@@ -312,8 +316,13 @@ func (p *logPart) roll(need int64) {
 	p.opening = true
 	seg := &logSeg{num: p.nextNum, path: wal.SegmentPath(p.id, p.nextNum), size: p.l.cfg.SegmentBytes, dirty: map[uint64]uint64{}}
 	p.nextNum++
-	if hdr := int64(wal.EntryBytes(wal.HeaderBytes)); need+hdr+DirectAlign > seg.size {
+	hdr := int64(wal.EntryBytes(wal.HeaderBytes))
+	if need+hdr+DirectAlign > seg.size {
 		seg.size = alignUp(need + hdr + DirectAlign)
+	}
+	if need < 0 || seg.size < need+hdr || seg.size%DirectAlign != 0 {
+		e.broken("a new log segment holds its header and the entry it is rolled for, in whole blocks: %s, %d bytes, entry %d, header %d", seg.path, seg.size, need, hdr)
+		return
 	}
 	p.create(seg, func(err error, exists bool) {
 		if err != nil && exists {
@@ -348,60 +357,144 @@ func (p *logPart) roll(need int64) {
 	})
 }
 
+// openStage is the step a log segment's creation is in (logOpen).
+type openStage uint8
+
+const (
+	openMakingDir openStage = iota
+	openCreating
+	openAllocating
+	openWritingHeader // the header's write and its fsync are issued together
+	openSyncingDir
+	openFinished
+)
+
+var openStageNames = [...]string{"making-dir", "creating", "allocating", "writing-header", "syncing-dir", "finished"}
+
+func (s openStage) String() string { return openStageNames[s] }
+
+// logOpen is the creation of one segment file: its directory, the file,
+// its preallocation, its header written and fsynced, its directory entry
+// durable. Each step's callback asserts the stage it completes.
+type logOpen struct {
+	p     *logPart
+	seg   *logSeg
+	stage openStage
+	f     File   // open from openAllocating on
+	head  []byte // the header entry: seg's first bytes and tail
+	buf   []byte // head padded to DirectAlign
+	werr  error  // the header write's error, read at its fsync
+	done  func(err error, exists bool)
+}
+
 // create makes seg's file and its durable header (the partition, the
 // number and the first sequence number it continues from). exists: the
 // file was created though a later step failed.
 func (p *logPart) create(seg *logSeg, done func(err error, exists bool)) {
-	d := p.l.e.p.Disk
 	h := wal.Header{Partition: p.id, Segment: seg.num, FirstSeq: p.nextSeq, SegmentBytes: uint64(seg.size)}
 	payload, err := wal.AppendHeader(nil, h)
 	if err != nil {
 		p.l.e.broken("a segment header encodes: %v", err)
 		return
 	}
-	head := wal.AppendEntry(nil, payload)
-	buf := append(append([]byte(nil), head...), make([]byte, alignUp(int64(len(head)))-int64(len(head)))...)
-	p.makeDir(func(err error) {
-		if err != nil {
-			done(fmt.Errorf("make directory for %s: %w", seg.path, err), false)
-			return
-		}
-		d.Open(seg.path, OpenMode{Create: true, Write: true, Direct: true}, func(f File, err error) {
-			if err != nil {
-				// A failed create may have left the entry: retire it too.
-				done(fmt.Errorf("create %s: %w", seg.path, err), !errors.Is(err, ErrExists) && !errors.Is(err, ErrNotFound))
-				return
-			}
-			fail := func(step string, err error) {
-				f.Close(func(error) { done(fmt.Errorf("%s %s: %w", step, seg.path, err), true) })
-			}
-			f.Allocate(seg.size, func(err error) {
-				if err != nil {
-					fail("preallocate", err)
-					return
-				}
-				var werr error
-				f.WriteAt(buf, 0, func(err error) { werr = err })
-				f.Sync(func(err error) {
-					if err == nil {
-						err = werr
-					}
-					if err != nil {
-						fail("write the header of", err)
-						return
-					}
-					d.SyncDir(wal.PartitionDir(p.id), func(err error) {
-						if err != nil {
-							fail("sync the directory of", err)
-							return
-						}
-						seg.f, seg.end, seg.tail = f, int64(len(head)), head
-						done(nil, true)
-					})
-				})
-			})
-		})
-	})
+	o := &logOpen{p: p, seg: seg, done: done}
+	o.head = wal.AppendEntry(nil, payload)
+	o.buf = append(append([]byte(nil), o.head...), make([]byte, alignUp(int64(len(o.head)))-int64(len(o.head)))...)
+	if int64(len(o.buf)) > seg.size {
+		p.l.e.broken("a segment holds its header: header %d bytes, segment %d", len(o.buf), seg.size)
+		return
+	}
+	p.makeDir(o.dirMade)
+}
+
+// checkStage asserts the stage a callback completes and moves to the next.
+func (o *logOpen) checkStage(want, next openStage) bool {
+	if o.stage != want {
+		o.p.l.e.broken("a log segment's creation completes the step it started: %s in stage %s, a callback of %s arrived", o.seg.path, o.stage, want)
+		return false
+	}
+	o.stage = next
+	return true
+}
+
+func (o *logOpen) dirMade(err error) {
+	if !o.checkStage(openMakingDir, openCreating) {
+		return
+	}
+	if err != nil {
+		o.stage = openFinished
+		o.done(fmt.Errorf("make directory for %s: %w", o.seg.path, err), false)
+		return
+	}
+	o.p.l.e.p.Disk.Open(o.seg.path, OpenMode{Create: true, Write: true, Direct: true}, o.opened)
+}
+
+func (o *logOpen) opened(f File, err error) {
+	if !o.checkStage(openCreating, openAllocating) {
+		return
+	}
+	if err != nil {
+		// A failed create may have left the entry: retire it too.
+		o.stage = openFinished
+		o.done(fmt.Errorf("create %s: %w", o.seg.path, err), !errors.Is(err, ErrExists) && !errors.Is(err, ErrNotFound))
+		return
+	}
+	o.f = f
+	f.Allocate(o.seg.size, o.allocated)
+}
+
+func (o *logOpen) allocated(err error) {
+	if !o.checkStage(openAllocating, openWritingHeader) {
+		return
+	}
+	if err != nil {
+		o.fail("preallocate", err)
+		return
+	}
+	o.f.WriteAt(o.buf, 0, o.headerWritten)
+	o.f.Sync(o.headerSynced)
+}
+
+// headerWritten keeps the write's error for its fsync's callback (calls
+// on one file complete in order).
+func (o *logOpen) headerWritten(err error) {
+	if o.stage != openWritingHeader {
+		o.p.l.e.broken("a header write completes before its fsync: %s in stage %s", o.seg.path, o.stage)
+		return
+	}
+	o.werr = err
+}
+
+func (o *logOpen) headerSynced(err error) {
+	if !o.checkStage(openWritingHeader, openSyncingDir) {
+		return
+	}
+	if err == nil {
+		err = o.werr
+	}
+	if err != nil {
+		o.fail("write the header of", err)
+		return
+	}
+	o.p.l.e.p.Disk.SyncDir(wal.PartitionDir(o.p.id), o.dirSynced)
+}
+
+func (o *logOpen) dirSynced(err error) {
+	if !o.checkStage(openSyncingDir, openFinished) {
+		return
+	}
+	if err != nil {
+		o.fail("sync the directory of", err)
+		return
+	}
+	o.seg.f, o.seg.end, o.seg.tail = o.f, int64(len(o.head)), o.head
+	o.done(nil, true)
+}
+
+// fail closes the file a later step failed on; done reports it created.
+func (o *logOpen) fail(step string, err error) {
+	o.stage = openFinished
+	o.f.Close(func(error) { o.done(fmt.Errorf("%s %s: %w", step, o.seg.path, err), true) })
 }
 
 // makeDir creates the partition's directory and makes it durable (its

@@ -234,6 +234,11 @@ func (l *diskLog) readOpen(name string, f File, tries int, best []byte, done fun
 		}
 		buf := make([]byte, size)
 		f.ReadAt(buf, 0, func(n int, err error) {
+			if n < 0 || n > len(buf) {
+				e.broken("a read returns at most the bytes asked: %s read %d of %d", name, n, len(buf))
+				f.Close(func(error) { done(nil, 0, e.err) })
+				return
+			}
 			f.Close(func(error) {
 				if err != nil {
 					done(nil, 0, fmt.Errorf("read %s: %w", name, err))

@@ -60,26 +60,39 @@ func (s *Store) createUpload(key string, attempt int, done func(id string, err e
 				finish(err)
 				return
 			}
-			s.disk.MkdirAll(updir, func(err error) {
-				if err != nil {
-					finish(diskErr("mkdir", updir, err))
-					return
+			s.makeUploadDir(key, updir, func(taken bool, err error) {
+				switch {
+				case taken && attempt+1 < idAttempts:
+					// The id is taken (or its leftovers are there).
+					s.locks.release(name)
+					s.createUpload(key, attempt+1, done)
+				case taken:
+					finish(fmt.Errorf("diskstore: %d upload ids in a row were taken", idAttempts))
+				default:
+					finish(err)
 				}
-				s.disk.ReadDir(updir, func(names []string, err error) {
-					switch {
-					case err != nil:
-						finish(diskErr("readdir", updir, err))
-					case len(names) > 0 && attempt+1 < idAttempts:
-						// The id is taken (or its leftovers are there).
-						s.locks.release(name)
-						s.createUpload(key, attempt+1, done)
-					case len(names) > 0:
-						finish(fmt.Errorf("diskstore: %d upload ids in a row were taken", idAttempts))
-					default:
-						s.writeMeta(key, updir, finish)
-					}
-				})
 			})
+		})
+	})
+}
+
+// makeUploadDir makes the upload's directory and its metadata, unless the
+// directory holds something already (taken: its id is in use).
+func (s *Store) makeUploadDir(key, updir string, done func(taken bool, err error)) {
+	s.disk.MkdirAll(updir, func(err error) {
+		if err != nil {
+			done(false, diskErr("mkdir", updir, err))
+			return
+		}
+		s.disk.ReadDir(updir, func(names []string, err error) {
+			switch {
+			case err != nil:
+				done(false, diskErr("readdir", updir, err))
+			case len(names) > 0:
+				done(true, nil)
+			default:
+				s.writeMeta(key, updir, func(err error) { done(false, err) })
+			}
 		})
 	})
 }
@@ -201,45 +214,55 @@ func (s *Store) CompleteMultipartUpload(key, uploadID string, parts []engine.Com
 		return
 	}
 	s.withUpload(key, uploadID, exclusive, func(updir string, release func()) {
-		finish := func(err error) {
+		s.completeLocked(key, updir, parts, func(err error) {
 			release()
 			if err != nil {
 				err = fmt.Errorf("diskstore: complete upload %s of %s: %w", uploadID, key, err)
 			}
 			done(err)
-		}
-		name := "o" + key
-		dir, path := s.objectPath(key)
-		s.locks.acquire(name, exclusive, func() {
-			s.ensureDir(dir, func(err error) {
-				if err != nil {
-					s.locks.release(name)
-					finish(err)
-					return
-				}
-				hdrLen := header{key: key}.size()
-				var h header
-				fill := func(f engine.File, done func(error)) {
-					s.copyParts(f, path, updir, key, parts, hdrLen, func(bodyLen int64, digest [16]byte, err error) {
-						if err != nil {
-							done(err)
-							return
-						}
-						h = header{key: key, modifiedUnixMs: s.clock.WallUnixMs(), bodyLen: bodyLen, digest: digest}
-						writeChunks(f, path, [][]byte{encodeHeader(h)}, done)
-					})
-				}
-				s.writeAtomic(dir, path, true, fill, func(err error) {
-					s.locks.release(name)
-					if err != nil {
-						finish(err)
-						return
-					}
-					s.finishUpload(updir, finish)
-				})
-			})
 		})
 	}, done)
+}
+
+// completeLocked completes the upload under its lock: under the key's, the
+// object is written from the parts; then the upload's metadata goes.
+func (s *Store) completeLocked(key, updir string, parts []engine.CompletedPart, done func(error)) {
+	name := "o" + key
+	dir, path := s.objectPath(key)
+	s.locks.acquire(name, exclusive, func() {
+		s.ensureDir(dir, func(err error) {
+			if err != nil {
+				s.locks.release(name)
+				done(err)
+				return
+			}
+			s.writeCompleted(key, dir, path, updir, parts, func(err error) {
+				s.locks.release(name)
+				if err != nil {
+					done(err)
+					return
+				}
+				s.finishUpload(updir, done)
+			})
+		})
+	})
+}
+
+// writeCompleted writes the object of a completed upload: its parts'
+// bodies in order after room for the header, then the header.
+func (s *Store) writeCompleted(key, dir, path, updir string, parts []engine.CompletedPart, done func(error)) {
+	hdrLen := header{key: key}.size()
+	fill := func(f engine.File, done func(error)) {
+		s.copyParts(f, path, updir, key, parts, hdrLen, func(bodyLen int64, digest [16]byte, err error) {
+			if err != nil {
+				done(err)
+				return
+			}
+			h := header{key: key, modifiedUnixMs: s.clock.WallUnixMs(), bodyLen: bodyLen, digest: digest}
+			writeChunks(f, path, [][]byte{encodeHeader(h)}, done)
+		})
+	}
+	s.writeAtomic(dir, path, true, fill, done)
 }
 
 // checkParts checks a Complete's parts list before anything is read.
@@ -261,77 +284,112 @@ func checkParts(parts []engine.CompletedPart) error {
 // digest of what it wrote.
 func (s *Store) copyParts(f engine.File, fpath, updir, key string, parts []engine.CompletedPart, off int64,
 	done func(bodyLen int64, digest [16]byte, err error)) {
-	whole := xxh3.New128()
-	var buf []byte
-	total := int64(0)
-	var next func(i int)
-	next = func(i int) {
-		if i == len(parts) {
-			done(total, whole.Sum128().Bytes(), nil)
+	c := &partCopy{s: s, f: f, fpath: fpath, updir: updir, key: key, parts: parts, off: off, done: done, whole: xxh3.New128()}
+	c.next(0)
+}
+
+// partCopy is one copyParts: part by part, chunk by chunk, each chunk
+// read, hashed (into its part's digest and the whole body's) and written.
+type partCopy struct {
+	s     *Store
+	f     engine.File // the object's temp file
+	fpath string
+	updir string
+	key   string
+	parts []engine.CompletedPart
+	off   int64 // where the body starts in f
+	done  func(bodyLen int64, digest [16]byte, err error)
+	whole *xxh3.Hasher128
+	buf   []byte // the chunk buffer, reused
+	total int64  // body bytes written
+
+	// The part being copied.
+	i     int
+	ppath string
+	pf    engine.File
+	ph    header
+	part  *xxh3.Hasher128
+	at    int64  // body bytes of the part copied
+	chunk []byte // the chunk in flight
+}
+
+// next opens part i, or answers once every part is copied.
+func (c *partCopy) next(i int) {
+	if i == len(c.parts) {
+		c.done(c.total, c.whole.Sum128().Bytes(), nil)
+		return
+	}
+	c.i, c.ppath = i, c.updir+"/"+partName(c.parts[i].Number)
+	c.s.openChecked(c.ppath, c.key, c.opened)
+}
+
+func (c *partCopy) opened(pf engine.File, ph header, _ []byte, err error) {
+	cp := c.parts[c.i]
+	switch {
+	case errors.Is(err, engine.ErrNotFound):
+		c.done(0, [16]byte{}, fmt.Errorf("%w: part %d was not uploaded", ErrInvalidPart, cp.Number))
+		return
+	case errors.Is(err, engine.ErrCorrupt):
+		c.done(0, [16]byte{}, damagedPart(cp.Number, err))
+		return
+	case err != nil:
+		c.done(0, [16]byte{}, err)
+		return
+	}
+	c.pf, c.ph, c.part, c.at = pf, ph, xxh3.New128(), 0
+	if ph.etag() != cp.ETag {
+		c.fail(fmt.Errorf("%w: part %d has ETag %s, not %s", ErrInvalidPart, cp.Number, ph.etag(), cp.ETag))
+		return
+	}
+	c.step()
+}
+
+// step reads the part's next chunk, or checks its digest at its end.
+func (c *partCopy) step() {
+	if c.at == c.ph.bodyLen {
+		if c.part.Sum128().Bytes() != c.ph.digest {
+			c.fail(damagedPart(c.parts[c.i].Number, fmt.Errorf("%s: the body does not match its digest %s", c.ppath, c.ph.etag())))
 			return
 		}
-		cp := parts[i]
-		ppath := updir + "/" + partName(cp.Number)
-		s.openChecked(ppath, key, func(pf engine.File, ph header, _ []byte, err error) {
-			switch {
-			case errors.Is(err, engine.ErrNotFound):
-				done(0, [16]byte{}, fmt.Errorf("%w: part %d was not uploaded", ErrInvalidPart, cp.Number))
-				return
-			case errors.Is(err, engine.ErrCorrupt):
-				done(0, [16]byte{}, damagedPart(cp.Number, err))
-				return
-			case err != nil:
-				done(0, [16]byte{}, err)
-				return
-			case ph.etag() != cp.ETag:
-				pf.Close(func(error) {
-					done(0, [16]byte{}, fmt.Errorf("%w: part %d has ETag %s, not %s", ErrInvalidPart, cp.Number, ph.etag(), cp.ETag))
-				})
-				return
-			}
-			part := xxh3.New128()
-			fail := func(err error) { pf.Close(func(error) { done(0, [16]byte{}, err) }) }
-			var step func(at int64)
-			step = func(at int64) {
-				if at == ph.bodyLen {
-					if part.Sum128().Bytes() != ph.digest {
-						fail(damagedPart(cp.Number, fmt.Errorf("%s: the body does not match its digest %s", ppath, ph.etag())))
-						return
-					}
-					pf.Close(func(error) { next(i + 1) })
-					return
-				}
-				// Sized from a header checked against its file's size.
-				want := min(copyChunk, ph.bodyLen-at)
-				if int64(len(buf)) < want {
-					buf = make([]byte, want)
-				}
-				chunk := buf[:want]
-				pf.ReadAt(chunk, ph.size()+at, func(m int, err error) {
-					switch {
-					case err != nil:
-						fail(diskErr("read", ppath, err))
-						return
-					case m < len(chunk):
-						fail(damagedPart(cp.Number, fmt.Errorf("%s: read %d body bytes at %d, want %d", ppath, m, ph.size()+at, len(chunk))))
-						return
-					}
-					_, _ = part.Write(chunk)
-					_, _ = whole.Write(chunk)
-					f.WriteAt(chunk, off+total, func(err error) {
-						if err != nil {
-							fail(diskErr("write", fpath, err))
-							return
-						}
-						total += int64(len(chunk))
-						step(at + int64(len(chunk)))
-					})
-				})
-			}
-			step(0)
-		})
+		c.pf.Close(func(error) { c.next(c.i + 1) })
+		return
 	}
-	next(0)
+	// Sized from a header checked against its file's size.
+	want := min(copyChunk, c.ph.bodyLen-c.at)
+	if int64(len(c.buf)) < want {
+		c.buf = make([]byte, want)
+	}
+	c.chunk = c.buf[:want]
+	c.pf.ReadAt(c.chunk, c.ph.size()+c.at, c.read)
+}
+
+func (c *partCopy) read(m int, err error) {
+	switch {
+	case err != nil:
+		c.fail(diskErr("read", c.ppath, err))
+		return
+	case m < len(c.chunk):
+		c.fail(damagedPart(c.parts[c.i].Number, fmt.Errorf("%s: read %d body bytes at %d, want %d", c.ppath, m, c.ph.size()+c.at, len(c.chunk))))
+		return
+	}
+	_, _ = c.part.Write(c.chunk)
+	_, _ = c.whole.Write(c.chunk)
+	c.f.WriteAt(c.chunk, c.off+c.total, c.wrote)
+}
+
+func (c *partCopy) wrote(err error) {
+	if err != nil {
+		c.fail(diskErr("write", c.fpath, err))
+		return
+	}
+	c.total += int64(len(c.chunk))
+	c.at += int64(len(c.chunk))
+	c.step()
+}
+
+// fail closes the part and answers err.
+func (c *partCopy) fail(err error) {
+	c.pf.Close(func(error) { c.done(0, [16]byte{}, err) })
 }
 
 // damagedPart is the answer for a part that fails its checks. It is

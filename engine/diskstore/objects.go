@@ -36,20 +36,26 @@ func (s *Store) PutObject(in engine.PutObjectInput, done func(etag string, err e
 					finish("", err)
 					return
 				}
-				h := header{key: in.Key, modifiedUnixMs: s.clock.WallUnixMs(),
-					bodyLen: int64(len(in.Body)), digest: digestOf(in.Body)}
-				hdr := encodeHeader(h)
-				fill := func(f engine.File, done func(error)) {
-					chunks := [][]byte{hdr}
-					if len(in.Body) > 0 {
-						chunks = append(chunks, in.Body)
-					}
-					writeChunks(f, path, chunks, done)
-				}
-				s.writeAtomic(dir, path, true, fill, func(err error) { finish(h.etag(), err) })
+				s.putChecked(in, dir, path, finish)
 			})
 		})
 	})
+}
+
+// putChecked writes the object once the key's lock is held and checkPut
+// allowed it.
+func (s *Store) putChecked(in engine.PutObjectInput, dir, path string, done func(etag string, err error)) {
+	h := header{key: in.Key, modifiedUnixMs: s.clock.WallUnixMs(),
+		bodyLen: int64(len(in.Body)), digest: digestOf(in.Body)}
+	hdr := encodeHeader(h)
+	fill := func(f engine.File, done func(error)) {
+		chunks := [][]byte{hdr}
+		if len(in.Body) > 0 {
+			chunks = append(chunks, in.Body)
+		}
+		writeChunks(f, path, chunks, done)
+	}
+	s.writeAtomic(dir, path, true, fill, func(err error) { done(h.etag(), err) })
 }
 
 // checkPut checks in's conditions against the current object; without

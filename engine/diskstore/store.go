@@ -315,53 +315,76 @@ func (s *Store) syncUp(x string, done func(error)) {
 // Rename or SyncDir is ambiguous: the rename may have taken effect, or
 // may not survive a crash.
 func (s *Store) writeAtomic(dir, target string, durable bool, fill func(f engine.File, done func(error)), done func(error)) {
-	s.createTemp(dir, 0, func(tmp string, f engine.File, err error) {
-		if err != nil {
-			done(err)
-			return
-		}
-		abandon := func(err error, closed bool) {
-			remove := func() {
-				s.disk.Remove(tmp, func(error) {
-					delete(s.temps, tmp)
-					done(err)
-				})
-			}
-			if closed {
-				remove()
-				return
-			}
-			f.Close(func(error) { remove() })
-		}
-		fill(f, func(err error) {
-			if err != nil {
-				abandon(err, false)
-				return
-			}
-			closeAndRename := func() {
-				f.Close(func(err error) {
-					if err != nil {
-						abandon(diskErr("close", tmp, err), true)
-						return
-					}
-					s.renameInto(dir, tmp, target, durable, done)
-				})
-			}
-			if !durable {
-				closeAndRename()
-				return
-			}
-			f.Sync(func(err error) {
-				if err != nil {
-					// Never retried: after a failed fsync the file's
-					// contents are unknown.
-					abandon(diskErr("sync", tmp, err), false)
-					return
-				}
-				closeAndRename()
-			})
+	w := &atomicWrite{s: s, dir: dir, target: target, durable: durable, fill: fill, done: done}
+	s.createTemp(dir, 0, w.created)
+}
+
+// atomicWrite is one writeAtomic: a temp file created, filled, synced if
+// durable, closed and renamed onto the target; on any failure, closed and
+// removed. Its steps are the methods below, in that order.
+type atomicWrite struct {
+	s       *Store
+	dir     string
+	target  string
+	durable bool
+	fill    func(f engine.File, done func(error))
+	done    func(error)
+	tmp     string      // the temp file's path, once created
+	f       engine.File // the temp file, open until closed
+}
+
+func (w *atomicWrite) created(tmp string, f engine.File, err error) {
+	if err != nil {
+		w.done(err)
+		return
+	}
+	w.tmp, w.f = tmp, f
+	w.fill(f, w.filled)
+}
+
+func (w *atomicWrite) filled(err error) {
+	switch {
+	case err != nil:
+		w.abandon(err, false)
+	case w.durable:
+		w.f.Sync(w.synced)
+	default:
+		w.f.Close(w.closed)
+	}
+}
+
+func (w *atomicWrite) synced(err error) {
+	if err != nil {
+		// Never retried: after a failed fsync the file's contents are
+		// unknown.
+		w.abandon(diskErr("sync", w.tmp, err), false)
+		return
+	}
+	w.f.Close(w.closed)
+}
+
+func (w *atomicWrite) closed(err error) {
+	if err != nil {
+		w.abandon(diskErr("close", w.tmp, err), true)
+		return
+	}
+	w.s.renameInto(w.dir, w.tmp, w.target, w.durable, w.done)
+}
+
+// abandon closes (unless closed) and removes the temp file, then answers
+// err.
+func (w *atomicWrite) abandon(err error, closed bool) {
+	remove := func() {
+		w.s.disk.Remove(w.tmp, func(error) {
+			delete(w.s.temps, w.tmp)
+			w.done(err)
 		})
-	})
+	}
+	if closed {
+		remove()
+		return
+	}
+	w.f.Close(func(error) { remove() })
 }
 
 // createTemp creates a new temp file in dir, trying another name if one

@@ -1,0 +1,146 @@
+package engine
+
+import (
+	"fmt"
+	"go/ast"
+	"go/token"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/tools/go/packages"
+)
+
+// The engine's shape (STYLE.md): asynchronous steps are named methods of
+// a state record, not closure pyramids; a long function states what it
+// relies on. Checked on the source of every package under engine/.
+
+const (
+	// closureDepthMax: a callback inside a callback inside a callback, no
+	// deeper. A longer sequence is a staged record (recovery, logOpen,
+	// multipart, atomicWrite, partCopy).
+	closureDepthMax = 3
+	// longFunctionLines: a function longer than this asserts at least once
+	// (package engine: its invariants are the engine's).
+	longFunctionLines = 30
+	// assertionsPerFunctionMin is the floor the engine package's density
+	// of assertions may not fall below: raise it as checks are added.
+	assertionsPerFunctionMin = 0.33
+)
+
+func TestEngineShape(t *testing.T) {
+	for _, p := range loadPackages(t, "./...") {
+		s := shapeOf(p)
+		for _, v := range s.violations {
+			t.Errorf("%s", v)
+		}
+		if p.PkgPath == "github.com/skipprd/skipprd/engine" {
+			density := float64(s.asserts) / float64(s.functions)
+			t.Logf("package engine: %d functions, %d assertions (%.2f per function), %d over %d lines",
+				s.functions, s.asserts, density, s.long, longFunctionLines)
+			if density < assertionsPerFunctionMin {
+				t.Errorf("package engine has %.3f assertions per function, below the floor %.2f", density, assertionsPerFunctionMin)
+			}
+		}
+	}
+}
+
+// TestShapeCatchesViolations: each rule fires on internal/testdata/lintbad
+// (treated as package engine), and only where it should.
+func TestShapeCatchesViolations(t *testing.T) {
+	pkgs := loadPackages(t, "../internal/testdata/lintbad")
+	s := shapeOfAs(pkgs[0], true)
+	var rules []string
+	for _, v := range s.violations {
+		rules = append(rules, v.rule)
+	}
+	want := []string{
+		"long: 32 lines and no assertion",
+		"pyramid: closures nested 4 deep, limit 3",
+	}
+	slices.Sort(rules)
+	if !slices.Equal(rules, want) {
+		t.Errorf("fired %q; want exactly %q", rules, want)
+	}
+}
+
+type shape struct {
+	functions, asserts, long int
+	violations               []violation
+}
+
+func shapeOf(p *packages.Package) shape {
+	return shapeOfAs(p, p.PkgPath == "github.com/skipprd/skipprd/engine")
+}
+
+func shapeOfAs(p *packages.Package, core bool) shape {
+	var s shape
+	for _, f := range p.Syntax {
+		if strings.HasSuffix(p.Fset.Position(f.Pos()).Filename, "_test.go") {
+			continue
+		}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok && fd.Body != nil {
+				s.add(p.Fset, fd, core)
+			}
+		}
+	}
+	return s
+}
+
+func (s *shape) add(fset *token.FileSet, fd *ast.FuncDecl, core bool) {
+	pos := fset.Position(fd.Pos())
+	if d := closureDepth(fd.Body); d > closureDepthMax {
+		s.violations = append(s.violations, violation{pos, fmt.Sprintf("%s: closures nested %d deep, limit %d", fd.Name.Name, d, closureDepthMax)})
+	}
+	if !core {
+		return
+	}
+	n := assertions(fd.Body)
+	lines := fset.Position(fd.End()).Line - pos.Line + 1
+	s.functions++
+	s.asserts += n
+	if lines > longFunctionLines {
+		s.long++
+		if n == 0 {
+			s.violations = append(s.violations, violation{pos, fmt.Sprintf("%s: %d lines and no assertion", fd.Name.Name, lines)})
+		}
+	}
+}
+
+// closureDepth is the deepest nesting of function literals in n.
+func closureDepth(n ast.Node) int {
+	deepest := 0
+	ast.Inspect(n, func(m ast.Node) bool {
+		if fl, ok := m.(*ast.FuncLit); ok {
+			deepest = max(deepest, 1+closureDepth(fl.Body))
+			return false
+		}
+		return true
+	})
+	return deepest
+}
+
+// assertions counts the calls in n that check an invariant: broken,
+// invariantError, panic, and the check* methods (assert.go).
+func assertions(n ast.Node) int {
+	count := 0
+	ast.Inspect(n, func(m ast.Node) bool {
+		call, ok := m.(*ast.CallExpr)
+		if !ok {
+			return true
+		}
+		var name string
+		switch f := call.Fun.(type) {
+		case *ast.Ident:
+			name = f.Name
+		case *ast.SelectorExpr:
+			name = f.Sel.Name
+		}
+		if name == "broken" || name == "invariantError" || name == "panic" || strings.HasPrefix(name, "check") {
+			count++
+		}
+		return true
+	})
+	return count
+}
