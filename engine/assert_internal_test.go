@@ -39,7 +39,8 @@ func (c *capture) want(t *testing.T, name string) {
 // bare is an engine with no ports but a clock (failing closed raises an
 // alert, stamped with the time), enough for paths that only fail closed.
 func bare() *Engine {
-	e := &Engine{live: newBatchSet(), committed: newOffsetsView(), keys: newKeyStore(time.Hour), cache: newBodyCache(0, nil)}
+	e := &Engine{writing: writing{live: newBatchSet()}, admission: admission{committed: newOffsetsView(), keys: newKeyStore(time.Hour)},
+		compaction: compaction{cache: newBodyCache(0, nil)}}
 	e.p.Clock = &stepClock{}
 	e.dlog = s3Log{e}
 	return e
@@ -417,5 +418,44 @@ func TestInvariantCommitAfterLast(t *testing.T) {
 	wantFailed(t, e, "commits in snapshot-id order")
 	if s.stage != persistCommitted || e.lastCommit != (SnapshotID{1, 7}) {
 		t.Fatalf("stage %s, last commit %s: the refused commit must not move the last commit", s.stage, e.lastCommit)
+	}
+}
+
+// TestInvariantStageChecks breaks each stage's whole-state check.
+func TestInvariantStageChecks(t *testing.T) {
+	seg := func(seq uint64) *segState { return &segState{Segment: Segment{ID: SnapshotID{1, seq}}} }
+	cases := []struct {
+		name   string
+		want   string
+		break_ func(e *Engine)
+	}{
+		{"compaction-running", "0 ≤ running ≤ CompactionConcurrency: running 3, limit 2", func(e *Engine) {
+			e.cfg.CompactionConcurrency, e.running = 2, 3
+			e.checkCompaction()
+		}},
+		{"compaction-lane-order", "every lane is in the lane order once: 1 lanes, 0 in order", func(e *Engine) {
+			e.cfg.CompactionConcurrency = 1
+			e.lanes = map[laneKey]*lane{{}: {}}
+			e.checkCompaction()
+		}},
+		{"compaction-segment-order", "owned segments in id order", func(e *Engine) {
+			e.cfg.CompactionConcurrency = 1
+			e.segs = []*segState{seg(2), seg(1)}
+			e.checkCompaction()
+		}},
+		{"forget-unowned", "a reclaimed segment was owned", func(e *Engine) {
+			e.forget(seg(9))
+		}},
+		{"checkpoint-waiter-unserved", "a checkpoint waiter has a round running or scheduled: 1 waiting", func(e *Engine) {
+			e.ckptWaiters = []checkpointWaiter{{}}
+			e.checkCheckpointing()
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := bare()
+			c.break_(e)
+			wantFailed(t, e, c.want)
+		})
 	}
 }

@@ -9,6 +9,24 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
+// checkpointing is the offsets checkpoint's state; what is durable where
+// is in admission.committed and admission.keys.
+type checkpointing struct {
+	ckptWriting   bool // a write round is running; INVARIANT: one at a time (writeCheckpoint)
+	ckptScheduled bool
+	// ckptWaiters wait for the checkpoint to cover their offsets.
+	// INVARIANT: none waits with no round running or scheduled (check).
+	ckptWaiters []checkpointWaiter
+}
+
+// check: a waiter always has a round running or scheduled to answer it.
+func (c *checkpointing) check() error {
+	if len(c.ckptWaiters) > 0 && !c.ckptWriting && !c.ckptScheduled {
+		return invariantError("a checkpoint waiter has a round running or scheduled: %d waiting, none", len(c.ckptWaiters))
+	}
+	return nil
+}
+
 // The offsets checkpoint keeps committed progress durable once the
 // segments that committed it are reclaimed: a reclaim deletes a segment
 // only after the checkpoint covers its offsets (reclaim.go). It is two
@@ -61,6 +79,14 @@ func (e *Engine) ensureCheckpoint(want segment.Offsets, done func()) {
 	}
 	e.ckptWaiters = append(e.ckptWaiters, checkpointWaiter{want: want, done: done})
 	e.scheduleCheckpoint()
+	e.checkCheckpointing()
+}
+
+// checkCheckpointing runs the checkpoint stage's check.
+func (e *Engine) checkCheckpointing() {
+	if err := e.checkpointing.check(); err != nil {
+		e.failClosed(err)
+	}
 }
 
 // checkpointCovers reports whether every offset of want is durable: a
@@ -159,6 +185,7 @@ func (e *Engine) roundDone(attempt int, ok bool) {
 		e.ckptWriting = false
 		if len(e.ckptWaiters) > 0 && e.state != stateFailed {
 			e.scheduleCheckpoint()
+			e.checkCheckpointing()
 		}
 	})
 }

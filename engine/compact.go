@@ -7,6 +7,47 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
+// compaction is the compactor's state: the owned segments, the lanes and
+// their jobs, the cuts' timer, the body cache and the memory split, and
+// the fence check before deletes.
+type compaction struct {
+	segs      []*segState // INVARIANT: owned segments, in id order (checkSegAppend, check)
+	lanes     map[laneKey]*lane
+	laneOrder []*lane // lanes in creation order (deterministic scans); INVARIANT: each lane once (check)
+	running   int     // jobs in flight; INVARIANT: 0 ≤ running ≤ CompactionConcurrency (checkRunning)
+	// Cuts (cut.go): the timer of the earliest open job's flush interval,
+	// and whether a snapshot must be sealed to carry cuts.
+	cutTimer func()
+	cutAt    time.Duration
+	cutDue   bool
+	// recovered: the segments registering are recovery's (their lanes'
+	// waits are dated from the segments' creation).
+	recovered bool
+	cache     *bodyCache
+	budget    budget     // the memory pool's split (memory.go)
+	fence     fenceState // the coalesced fence check before deletes (fence.go)
+}
+
+// check is the compactor's whole-state check, run where segments join
+// and leave (register, reclaim): jobs within the concurrency, the lane
+// order one entry per lane, owned segments in id order. Its loop is
+// bounded by the owned segments (LiveSegmentsMax, and what recovery
+// found).
+func (c *compaction) check(concurrency int) error {
+	if c.running < 0 || c.running > concurrency {
+		return invariantError("0 ≤ running ≤ CompactionConcurrency: running %d, limit %d", c.running, concurrency)
+	}
+	if len(c.laneOrder) != len(c.lanes) {
+		return invariantError("every lane is in the lane order once: %d lanes, %d in order", len(c.lanes), len(c.laneOrder))
+	}
+	for i := 1; i < len(c.segs); i++ {
+		if c.segs[i-1].ID.Compare(c.segs[i].ID) >= 0 {
+			return invariantError("owned segments in id order: %s at %d after %s", c.segs[i].ID, i, c.segs[i-1].ID)
+		}
+	}
+	return nil
+}
+
 // Compaction (docs/DESIGN.md §8) applies committed segments to their sinks,
 // slice by slice, exactly once, then reclaims them.
 //
@@ -257,10 +298,22 @@ func (e *Engine) register(st *segState) {
 		}
 		e.checkOpen(groups)
 	}
+	if !e.checkCompaction() {
+		return
+	}
 	e.armInterval()
 	if st.pending() == 0 {
 		e.reclaim(st)
 	}
+}
+
+// checkCompaction runs the compactor's whole-state check.
+func (e *Engine) checkCompaction() bool {
+	if err := e.compaction.check(e.cfg.CompactionConcurrency); err != nil {
+		e.failClosed(err)
+		return false
+	}
+	return true
 }
 
 // legacyJob is the one job of group g in a segment committed before

@@ -117,7 +117,15 @@
 //
 // # Where things are
 //
-//   - engine.go: the Engine, New, its loop-facing methods and Close.
+//   - engine.go: the Engine, New, its loop-facing methods and Close. The
+//     Engine's state is split by stage, each a struct that owns its fields
+//     and their invariants, declared beside the code that runs it:
+//     admission (ingest.go), writing (flush.go), compaction (compact.go,
+//     with check), checkpointing (checkpoint.go, with check) and
+//     reporting (stats.go). Multi-step procedures are staged records
+//     whose every step asserts its stage: recovery (recovery.go), a
+//     snapshot's commit protocol (snapshot.stage, persist.go), a log
+//     segment's creation (logOpen) and a multipart upload (multipart).
 //   - ports.go, errors.go: the ports and their contracts; sentinels.
 //   - counting.go: the object-store port wrapped to count every request
 //     (retries included), so that recovery's cost can be stated.

@@ -31,80 +31,21 @@ type Engine struct {
 	state  lifecycle
 	err    error // why the engine failed closed
 
-	epoch       uint64 // this incarnation's writer epoch; 0 until claimed
-	writerNonce uint64 // the nonce of our claim in the writer object
-	// origin names the log this engine commits for: the WAL id of the
-	// writer object and the pipeline. INVARIANT: non-zero once the epoch
-	// is claimed (recover); every marker it writes carries it (persist).
-	origin  segment.Origin
-	writer  writerRecord // the writer object as recovery left it (seals)
-	nextSeq uint64       // next snapshot sequence within the epoch
-
-	live        *batchSet
-	liveSince   time.Duration // Monotonic time of the first append into live
-	flushCancel func()        // pending flush-delay timer, nil if none
-	flushDue    bool          // the delay fired (or live reached target)
-	// INVARIANT: len(queue) ≤ cfg.QueueCapacity; snapshots in id order,
-	// after active's (checkQueue).
-	queue   []*snapshot
-	active  *snapshot // being persisted; at most one, so commits happen in id order
-	cooling bool      // backing off after a persist failure
-	// INVARIANT: held = live.bytes + Σ queue bytes + active bytes
-	// (checkHeld).
-	held     int64
-	failures int // consecutive persist failures
-	// INVARIANT: lastCommit < every snapshot id queued or active; each
-	// commit is of a later id (checkCommit).
-	lastCommit SnapshotID
-
-	persistEMA  time.Duration // 0 until the first commit
-	ackDelayEMA time.Duration
-	rateEMA     float64 // ingest bytes per second, 0 until measured
-
-	schemas       []schemaFP                     // recent schemas' fingerprints (ingest.go)
-	idemPending   map[string]*unit               // idempotency keys held but not yet committed
-	offsetPending map[string]*unit               // offset key → its unanswered unit; INVARIANT: one per key (append)
-	committed     *offsetsView                   // source offsets: max over every commit (and the checkpoint)
-	keys          *keyStore                      // idempotency keys committed in the window (keystore.go)
-	keySeq        uint64                         // the next run number of this incarnation
-	lookups       map[segment.KeyHash]*keyLookup // keys being looked up in runs, with their waiting submissions
-
-	// Compaction (compact.go, apply.go, reclaim.go).
-	segs      []*segState // INVARIANT: owned segments, in id order (checkSegAppend)
-	lanes     map[laneKey]*lane
-	laneOrder []*lane // lanes in creation order (deterministic scans)
-	running   int     // jobs in flight; INVARIANT: 0 ≤ running ≤ CompactionConcurrency (checkRunning)
-	// Cuts (cut.go): the timer of the earliest open job's flush interval,
-	// and whether a snapshot must be sealed to carry cuts.
-	cutTimer func()
-	cutAt    time.Duration
-	cutDue   bool
-	// recovered: the segments registering are recovery's (their lanes'
-	// waits are dated from the segments' creation).
-	recovered bool
-	cache     *bodyCache
-	budget    budget // the memory pool's split (memory.go)
-
-	fence fenceState // the coalesced fence check before deletes (fence.go)
-
-	// Offsets checkpoint (checkpoint.go); what is durable where is in
-	// committed.
-	ckptWriting   bool // a write round is running; INVARIANT: one at a time (writeCheckpoint)
-	ckptScheduled bool
-	ckptWaiters   []checkpointWaiter
+	// The engine's stages, each owning its fields, their invariants and a
+	// check of them (same package, one loop; their methods are Engine's).
+	admission     // ingest.go: what is pending, committed and being looked up
+	writing       // flush.go, persist.go: the epoch, live, the queue, the active snapshot
+	compaction    // compact.go: owned segments, lanes, jobs, the body cache
+	checkpointing // checkpoint.go: the offsets checkpoint's rounds
+	reporting     // stats.go: alerts, troubles, marks, counters
 
 	// answers are the answers given and not delivered yet, in order:
 	// units', and Close's, which comes after every unit's it follows.
 	// INVARIANT: answers is not empty exactly while a delivery is
 	// scheduled (deliverAnswers).
 	answers        []dueAnswer
-	alerts         []Alert  // the alert queue, oldest first; INVARIANT: len ≤ AlertsMax (alerts.go)
-	trouble        troubles // what is failing and being retried (trouble.go)
-	marks          Marks    // coverage marks passed (coverage.go)
 	closeDone      func(error)
 	closeGraceOver bool // the close no longer waits for reclaims
-	stats          Stats
-	namespaces     map[string]*NamespaceStats // Stats.Namespaces; INVARIANT: len ≤ NamespacesTrackedMax (namespace)
 
 	// dlog decides when a unit is durable (durable.go): the S3 WAL's
 	// s3Log, or the local-disk WAL's diskLog.
@@ -138,9 +79,11 @@ func New(cfg Config, p Ports) (*Engine, error) {
 	}
 	e := &Engine{
 		cfg: cfg, p: p, layout: NewLayout(cfg.Prefix, cfg.Pipeline),
-		live: newBatchSet(), idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: newOffsetsView(),
-		keys: newKeyStore(cfg.IdempotencyWindow), lookups: map[segment.KeyHash]*keyLookup{},
-		lanes: map[laneKey]*lane{}, namespaces: map[string]*NamespaceStats{},
+		admission: admission{idemPending: map[string]*unit{}, offsetPending: map[string]*unit{}, committed: newOffsetsView(),
+			keys: newKeyStore(cfg.IdempotencyWindow), lookups: map[segment.KeyHash]*keyLookup{}},
+		writing:    writing{live: newBatchSet()},
+		compaction: compaction{lanes: map[laneKey]*lane{}},
+		reporting:  reporting{namespaces: map[string]*NamespaceStats{}},
 	}
 	if cfg.Disk != nil {
 		if p.Disk == nil {

@@ -1,6 +1,44 @@
 package engine
 
-import "time"
+import (
+	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// writing is the coalescing writer's state: the epoch it writes under,
+// the live accumulator, the sealed snapshots queued and the one being
+// persisted.
+type writing struct {
+	epoch       uint64 // this incarnation's writer epoch; 0 until claimed
+	writerNonce uint64 // the nonce of our claim in the writer object
+	// origin names the log this engine commits for: the WAL id of the
+	// writer object and the pipeline. INVARIANT: non-zero once the epoch
+	// is claimed (recover); every marker it writes carries it (persist).
+	origin  segment.Origin
+	writer  writerRecord // the writer object as recovery left it (seals)
+	nextSeq uint64       // next snapshot sequence within the epoch
+
+	live        *batchSet
+	liveSince   time.Duration // Monotonic time of the first append into live
+	flushCancel func()        // pending flush-delay timer, nil if none
+	flushDue    bool          // the delay fired (or live reached target)
+	// INVARIANT: len(queue) ≤ cfg.QueueCapacity; snapshots in id order,
+	// after active's (checkQueue).
+	queue   []*snapshot
+	active  *snapshot // being persisted; at most one, so commits happen in id order
+	cooling bool      // backing off after a persist failure
+	// INVARIANT: held = live.bytes + Σ queue bytes + active bytes
+	// (checkHeld).
+	held     int64
+	failures int // consecutive persist failures
+	// INVARIANT: lastCommit < every snapshot id queued or active; each
+	// commit is of a later id (checkCommit).
+	lastCommit SnapshotID
+
+	persistEMA  time.Duration // 0 until the first commit
+	ackDelayEMA time.Duration
+}
 
 // The coalescing writer's flush policy (docs/DESIGN.md §6.2; the disk
 // WAL's memtable waits DiskWAL.SealDelay instead): one live

@@ -10,6 +10,20 @@ import (
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
+// admission is the ingest stage's state: the units pending an answer by
+// key, what is committed (source offsets and idempotency keys), and the
+// key lookups in flight.
+type admission struct {
+	schemas       []schemaFP                     // recent schemas' fingerprints
+	idemPending   map[string]*unit               // idempotency keys held but not yet committed
+	offsetPending map[string]*unit               // offset key → its unanswered unit; INVARIANT: one per key (append)
+	committed     *offsetsView                   // source offsets: max over every commit (and the checkpoint)
+	keys          *keyStore                      // idempotency keys committed in the window (keystore.go)
+	keySeq        uint64                         // the next run number of this incarnation
+	lookups       map[segment.KeyHash]*keyLookup // keys being looked up in runs, with their waiting submissions
+	rateEMA       float64                        // ingest bytes per second, 0 until measured
+}
+
 // ErrInvalidUnit: a submitted unit can never be committed as it is (bad
 // key, schema mismatch, misaligned sidecar, oversized). Retrying the same
 // unit will fail the same way.

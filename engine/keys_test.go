@@ -110,7 +110,8 @@ func TestFlushDelay(t *testing.T) {
 		{"fill time floored", 100 * ms, 1 << 40, 0, time.Minute, 100 * ms},
 		{"max delay caps", 100 * ms, 0, 0, 30 * ms, 30 * ms},
 	} {
-		e := &Engine{cfg: Config{TargetBytes: 10 << 20, MaxDelay: c.maxDelay}, persistEMA: c.ema, rateEMA: c.rate, live: newBatchSet()}
+		e := &Engine{cfg: Config{TargetBytes: 10 << 20, MaxDelay: c.maxDelay},
+			writing: writing{persistEMA: c.ema, live: newBatchSet()}, admission: admission{rateEMA: c.rate}}
 		e.live.bytes = c.live
 		if got := e.flushDelay(); got != c.want {
 			t.Errorf("%s: delay %v, want %v", c.name, got, c.want)

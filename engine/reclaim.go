@@ -180,7 +180,9 @@ func (e *Engine) forget(st *segState) {
 	for i, s := range e.segs {
 		if s == st {
 			e.segs = append(e.segs[:i], e.segs[i+1:]...)
+			e.checkCompaction()
 			return
 		}
 	}
+	e.broken("a reclaimed segment was owned: segment %s, %d owned", st.ID, len(e.segs))
 }

@@ -6,6 +6,17 @@ import (
 	"time"
 )
 
+// reporting is what the engine tells its operator: the alert queue, the
+// troubles being retried, coverage marks, counters and per-namespace
+// statistics.
+type reporting struct {
+	alerts     []Alert                    // the alert queue, oldest first; INVARIANT: len ≤ AlertsMax (alerts.go)
+	trouble    troubles                   // what is failing and being retried (trouble.go)
+	marks      Marks                      // coverage marks passed (coverage.go)
+	stats      Stats                      // the counters Stats returns
+	namespaces map[string]*NamespaceStats // Stats.Namespaces; INVARIANT: len ≤ NamespacesTrackedMax (namespace)
+}
+
 // Stats are the engine's counters, for progress lines, metrics and the
 // simulator's summary. They never influence behaviour.
 type Stats struct {
