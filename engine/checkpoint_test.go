@@ -106,12 +106,7 @@ func TestReclaimWaitsForIdemBucket(t *testing.T) {
 	r.start()
 	log := r.recordApplied()
 	blocked := true
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if op == sim.OpPut && blocked && strings.Contains(key, "/_idem/") {
-			return sim.Fail
-		}
-		return sim.OK
-	}
+	r.faults = sim.StoreRules(sim.StoreFault(sim.Fail, sim.OpPut).Contains("/_idem/").While(&blocked))
 	if err := r.answer(idemUnit("http", 1, "req-1")); err != nil {
 		t.Fatal(err)
 	}
@@ -353,12 +348,7 @@ func TestOldFormatCheckpointIsHonoured(t *testing.T) {
 	}
 	log := r.recordApplied()
 	blocked := true
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if op == sim.OpPut && blocked && strings.Contains(key, "/_idem/") {
-			return sim.Fail
-		}
-		return sim.OK
-	}
+	r.faults = sim.StoreRules(sim.StoreFault(sim.Fail, sim.OpPut).Contains("/_idem/").While(&blocked))
 	if err := r.answer(withOffset(unit("log", 1), "src/a", 8)); err != nil {
 		t.Fatal(err)
 	}

@@ -228,14 +228,8 @@ func TestLateMarkerDoesNotOutliveReclaim(t *testing.T) {
 	r.cfg.FenceWait = 500 * time.Millisecond // the store's request lifetime
 	dest, _ := withSink(r)
 	r.start()
-	first := true
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if op == sim.OpPut && isMarker(key) && first {
-			first = false
-			return sim.AmbiguousApplied // lands up to 400 ms after the error
-		}
-		return sim.OK
-	}
+	// The first marker PUT is ambiguous: it lands up to 400 ms after the error.
+	r.faults = sim.StoreRules(sim.StoreFault(sim.AmbiguousApplied, sim.OpPut).Key(isMarker).Nth(1))
 	res := r.submit(unit("a", 1))
 	r.until(func() bool { return res.done }, "ack")
 	r.settle()

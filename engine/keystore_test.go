@@ -197,12 +197,8 @@ func TestFullManifestWaitsForAMerge(t *testing.T) {
 	r.start()
 	l := r.eng.Layout()
 	failReads := true
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if b, ok := l.ParseIdemBucketKey(key); ok && op == sim.OpGet && key != l.IdemBucketKey(b) && failReads {
-			return sim.Fail
-		}
-		return sim.OK
-	}
+	isRun := func(key string) bool { b, ok := l.ParseIdemBucketKey(key); return ok && key != l.IdemBucketKey(b) }
+	r.faults = sim.StoreRules(sim.StoreFault(sim.Fail, sim.OpGet).Key(isRun).While(&failReads))
 	keys := r.answerAll(segment.KeyManifestRunsMax, "req")
 	if st := r.eng.Stats(); st.KeyRuns != segment.KeyManifestRunsMax {
 		t.Fatalf("%d runs listed, want the limit %d", st.KeyRuns, segment.KeyManifestRunsMax)

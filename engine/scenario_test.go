@@ -61,19 +61,21 @@ func (s *scenario) use(r *rig) {
 }
 
 type scenario struct {
-	t       *testing.T
-	r       *rig
+	t         *testing.T
+	r         *rig
 	rules     []*sim.Rule[sim.Op, sim.Outcome]
 	diskRules []*sim.Rule[sim.DiskOp, sim.DiskOutcome]
-	subs    []*result
-	told    int // answers printed so far (in submission order)
-	printed []bool
+	subs      []*result
+	told      int // answers printed so far (in submission order)
+	printed   []bool
 	// applied are the store mutations applied, as "op key", for run
 	// applied=…
 	applied_ []string
 }
 
-func (s *scenario) applied(op sim.Op, key string) { s.applied_ = append(s.applied_, op.String()+" "+key) }
+func (s *scenario) applied(op sim.Op, key string) {
+	s.applied_ = append(s.applied_, op.String()+" "+key)
+}
 
 func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
 	switch d.Cmd {

@@ -144,13 +144,8 @@ func TestSpanningJobReplayedAfterCrash(t *testing.T) {
 	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 2 << 10, FlushInterval: time.Hour}
 	r.cfg.BitmapDelay = time.Hour // the crash comes before any bitmap is written
 	dest, cs := withSink(r)
-	deletes := false // no segment is reclaimed before the crash
-	r.faults = func(op sim.Op, _ string) sim.Outcome {
-		if op == sim.OpDelete && !deletes {
-			return sim.Fail
-		}
-		return sim.OK
-	}
+	deletesFail := true // no segment is reclaimed before the crash
+	r.faults = sim.StoreRules(sim.StoreFault(sim.Fail, sim.OpDelete).While(&deletesFail))
 	r.start()
 	r.submitEach("events", 0, 12)
 	r.until(func() bool { return len(cs.applies) > 1 }, "spanning jobs applied")
@@ -164,7 +159,7 @@ func TestSpanningJobReplayedAfterCrash(t *testing.T) {
 		t.Fatalf("no spanning job applied: %v", cs.spans)
 	}
 	second := r.start() // a crash
-	deletes = true
+	deletesFail = false
 	r.until(func() bool { return second.Drained() && len(r.walKeys()) == 0 }, "drain after the crash")
 	for id, span := range ids {
 		if cs.applies[id] != 2 || cs.spans[id] != span {

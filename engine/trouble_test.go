@@ -32,12 +32,7 @@ func TestTroubleWhileTheStoreRefusesWrites(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	r.start()
 	refusing := true
-	r.faults = func(op sim.Op, _ string) sim.Outcome {
-		if refusing && op.Mutates() {
-			return sim.Refused
-		}
-		return sim.OK
-	}
+	r.faults = sim.StoreRules(sim.StoreFault(sim.Refused, sim.MutatingOps()...).While(&refusing))
 	u := r.submit(unit("events", 1))
 	r.sched.RunUntil(r.sched.Now() + 20*time.Second)
 	if u.done {
@@ -99,7 +94,7 @@ func TestRecoveryGivesUp(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r := newRig(t, sim.StoreConfig{})
 			r.cfg.RecoveryGiveUp = c.giveUp
-			r.faults = func(sim.Op, string) sim.Outcome { return c.outcome }
+			r.faults = sim.StoreRules(sim.StoreFault(c.outcome))
 			r.inc = r.sched.NewIncarnation()
 			eng, err := engine.New(r.cfg, r.ports())
 			if err != nil {
@@ -136,12 +131,7 @@ func TestRecoveryGivesUp(t *testing.T) {
 	t.Run("no give-up", func(t *testing.T) {
 		r := newRig(t, sim.StoreConfig{})
 		failing := true
-		r.faults = func(sim.Op, string) sim.Outcome {
-			if failing {
-				return sim.Fail
-			}
-			return sim.OK
-		}
+		r.faults = sim.StoreRules(sim.StoreFault(sim.Fail).While(&failing))
 		r.inc = r.sched.NewIncarnation()
 		eng, err := engine.New(r.cfg, r.ports())
 		if err != nil {

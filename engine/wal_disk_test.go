@@ -34,12 +34,7 @@ func newDiskRig(t tb, partitions int) *rig {
 
 // failMarkers makes every marker PUT fail while *on: nothing commits.
 func (r *rig) failMarkers(on *bool) {
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if *on && op == sim.OpPut && strings.HasSuffix(key, ".seg.commit") {
-			return sim.Fail
-		}
-		return sim.OK
-	}
+	r.faults = sim.StoreRules(sim.StoreFault(sim.Fail, sim.OpPut).Suffix(".seg.commit").While(on))
 }
 
 // crash kills the incarnation and crashes the disk (power loss).
@@ -178,12 +173,7 @@ func mustRecord(t tb, name string, payload []byte) wal.Record {
 // that lands names the id the seal record named.
 func TestDiskReplayKeepsSnapshotID(t *testing.T) {
 	r := newDiskRig(t, 1)
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if op == sim.OpPut && strings.HasSuffix(key, ".seg.commit") {
-			return sim.Fail
-		}
-		return sim.OK
-	}
+	r.faults = sim.StoreRules(sim.StoreFault(sim.Fail, sim.OpPut).Suffix(".seg.commit"))
 	eng := r.start()
 	res := r.submit(unit("ns", 7, 8))
 	r.until(func() bool { return res.done }, "ack")
@@ -213,15 +203,8 @@ func TestDiskReplayKeepsSnapshotID(t *testing.T) {
 // retried with its idempotency key is stored once.
 func TestDiskFsyncFailurePoisons(t *testing.T) {
 	r := newDiskRig(t, 1)
-	syncs := 0
-	r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
-		if op == sim.DiskSync && strings.HasSuffix(path, ".wal") {
-			if syncs++; syncs == 2 { // the first is the segment header's
-				return sim.DiskIOError, 0
-			}
-		}
-		return sim.DiskOK, 0
-	}))
+	// The second fsync of the log fails; the first is the segment header's.
+	r.disk.SetFaults(sim.DiskRules(sim.DiskFault(sim.DiskIOError, sim.DiskSync).Suffix(".wal").Nth(2)))
 	eng := r.start()
 	u := unit("ns", 42)
 	u.IdempotencyKey = "k1"
@@ -716,16 +699,10 @@ func TestPrepareUnitRefusesInvalid(t *testing.T) {
 // log entry alone, which a power loss can still take away.
 func TestDiskFsyncErrorThenKillRetryWaitsForCommit(t *testing.T) {
 	r := newDiskRig(t, 1)
-	armed, failed, syncs := false, false, 0
-	r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
-		if armed && !failed && op == sim.DiskSync && strings.HasSuffix(path, ".wal") {
-			if syncs++; syncs == 2 { // the unit's batch; the first is the new segment's header
-				failed = true
-				return sim.DiskIOError, 0
-			}
-		}
-		return sim.DiskOK, 0
-	}))
+	armed := false
+	// Once armed, the second fsync of the log fails: the unit's batch; the
+	// first is the new segment's header.
+	r.disk.SetFaults(sim.DiskRules(sim.DiskFault(sim.DiskIOError, sim.DiskSync).Suffix(".wal").While(&armed).Nth(2)))
 	markersFail := true
 	r.failMarkers(&markersFail)
 	eng := r.start()

@@ -69,12 +69,7 @@ func TestPersistFailureRestoresInOrder(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	r.start()
 	failing := true
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if failing && op == sim.OpPut && isBody(key) {
-			return sim.Fail
-		}
-		return sim.OK
-	}
+	r.faults = sim.StoreRules(sim.StoreFault(sim.Fail, sim.OpPut).Key(isBody).While(&failing))
 	first := r.submit(unit("a", 1, 2))
 	r.until(func() bool { return r.eng.Stats().PersistFailures > 0 }, "a persist failure")
 	second := r.submit(unit("a", 3))
@@ -96,15 +91,7 @@ func TestPersistFailureRestoresInOrder(t *testing.T) {
 func TestInDoubtMarkerLanded(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	r.start()
-	n := 0
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if op == sim.OpPut && isMarker(key) {
-			if n++; n == 1 {
-				return sim.AmbiguousApplied
-			}
-		}
-		return sim.OK
-	}
+	r.faults = sim.StoreRules(sim.StoreFault(sim.AmbiguousApplied, sim.OpPut).Key(isMarker).Nth(1))
 	res := r.submit(unit("a", 1))
 	r.until(func() bool { return res.done }, "ack")
 	if res.err != nil || r.eng.Stats().InDoubt != 0 && r.markers() != 1 {
@@ -120,14 +107,8 @@ func TestInDoubtMarkerLanded(t *testing.T) {
 func TestInDoubtMarkerLost(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	r.start()
-	lost := 0
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if op == sim.OpPut && isMarker(key) && lost < 1 {
-			lost++
-			return sim.AmbiguousLost
-		}
-		return sim.OK
-	}
+	lost := sim.StoreFault(sim.AmbiguousLost, sim.OpPut).Key(isMarker).Nth(1)
+	r.faults = sim.StoreRules(lost)
 	res := r.submit(unit("a", 7))
 	r.until(func() bool { return res.done }, "ack")
 	st := r.eng.Stats()
@@ -137,6 +118,9 @@ func TestInDoubtMarkerLost(t *testing.T) {
 	if r.markers() != 1 || !slices.Equal(r.committedValues()["a"], []int64{7}) {
 		t.Fatalf("markers %d, values %v", r.markers(), r.committedValues())
 	}
+	if lost.Fired() != 1 {
+		t.Fatalf("the lost marker PUT fired %d times, want 1", lost.Fired())
+	}
 }
 
 // After a marker PUT whose outcome is unknown, the key is only read, never
@@ -145,22 +129,14 @@ func TestInDoubtMarkerLost(t *testing.T) {
 func TestInDoubtMarkerIsNeverPutAgain(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	r.start()
-	puts := 0
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if op == sim.OpPut && isMarker(key) {
-			puts++
-			if puts == 1 {
-				return sim.AmbiguousLost
-			}
-		}
-		return sim.OK
-	}
+	lost := sim.StoreFault(sim.AmbiguousLost, sim.OpPut).Key(isMarker).Nth(1)
+	r.faults = sim.StoreRules(lost)
 	res := r.submit(unit("a", 7))
 	r.until(func() bool { return res.done }, "ack")
 	// One lost PUT of the first id, then one PUT of the next id: never a
 	// second PUT of a key whose first PUT went unheard.
-	if res.err != nil || puts != 2 || r.eng.Stats().PersistFailures != 1 {
-		t.Fatalf("err %v, marker PUTs %d, stats %+v", res.err, puts, r.eng.Stats())
+	if res.err != nil || lost.Seen() != 2 || r.eng.Stats().PersistFailures != 1 {
+		t.Fatalf("err %v, marker PUTs %d, stats %+v", res.err, lost.Seen(), r.eng.Stats())
 	}
 }
 
@@ -199,15 +175,7 @@ func (r *rig) putObject(key string, body []byte) {
 func TestAmbiguousCompleteSettledByHead(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
 	r.start()
-	n := 0
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if op == sim.OpComplete {
-			if n++; n == 1 {
-				return sim.AmbiguousApplied
-			}
-		}
-		return sim.OK
-	}
+	r.faults = sim.StoreRules(sim.StoreFault(sim.AmbiguousApplied, sim.OpComplete).Nth(1))
 	res := r.submit(unit("a", make([]int64, 10_000)...))
 	r.until(func() bool { return res.done }, "ack")
 	if res.err != nil || r.markers() != 1 || r.store.Counts(sim.OpHead).Issued == 0 {
@@ -550,14 +518,7 @@ func TestRefusalWhenSnapshotFullAndQueueFull(t *testing.T) {
 // second epoch is taken.
 func TestClaimLandedDespiteLostAnswer(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
-	lost := 0
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if op == sim.OpPut && strings.HasSuffix(key, "_writer") && lost == 0 {
-			lost++
-			return sim.AmbiguousApplied
-		}
-		return sim.OK
-	}
+	r.faults = sim.StoreRules(sim.StoreFault(sim.AmbiguousApplied, sim.OpPut).Suffix("_writer").Nth(1))
 	eng := r.start()
 	if eng.Marks()[engine.MarkClaimLanded] != 1 || eng.Epoch() != 1 {
 		t.Fatalf("claim-landed %d, epoch %d: want the lost claim recognised as epoch 1", eng.Marks()[engine.MarkClaimLanded], eng.Epoch())

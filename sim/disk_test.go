@@ -352,16 +352,7 @@ func TestDiskSyncDirRenameRemoveMkdir(t *testing.T) {
 func TestDiskFsyncErrorPoisons(t *testing.T) {
 	run := func(fail bool) (lost int) {
 		for seed := uint64(1); seed <= 40; seed++ {
-			syncs := 0
-			faults := DiskFaultsFunc(func(op DiskOp, _ string, _ *Rand) (DiskOutcome, time.Duration) {
-				if op == DiskSync {
-					syncs++
-					if fail && syncs == 1 {
-						return DiskIOError, 0
-					}
-				}
-				return DiskOK, 0
-			})
+			faults := DiskRules(DiskFault(DiskIOError, DiskSync).While(&fail).Nth(1))
 			w := newDiskWorld(t, seed, DiskConfig{Faults: faults})
 			f := w.create("seg")
 			w.syncDir("")

@@ -443,17 +443,13 @@ func TestDiskStorePutFailuresByStep(t *testing.T) {
 	for _, op := range []DiskOp{DiskOpen, DiskWrite, DiskSync, DiskRename, DiskSyncDir} {
 		t.Run(op.String(), func(t *testing.T) {
 			armed := false
-			w := newDSWorld(t, 3, DiskConfig{Faults: DiskFaultsFunc(func(o DiskOp, p string, _ *Rand) (DiskOutcome, time.Duration) {
-				if armed && o == op && (o != DiskOpen || strings.HasSuffix(p, ".tmp")) {
-					armed = false
-					return DiskIOError, 0
-				}
-				return DiskOK, 0
-			})})
+			// Once armed, the first call of op fails (an open only of the temp file).
+			fault := DiskFault(DiskIOError, op).Key(func(p string) bool { return op != DiskOpen || strings.HasSuffix(p, ".tmp") }).While(&armed).Nth(1)
+			w := newDSWorld(t, 3, DiskConfig{Faults: DiskRules(fault)})
 			w.mustPut(dsKey, []byte("old"))
 			armed = true
 			_, err := w.put(dsKey, []byte("new"))
-			if err == nil || armed {
+			if err == nil || fault.Fired() != 1 {
 				t.Fatalf("the %s fault was not hit: %v", op, err)
 			}
 			wantAmbiguous := op == DiskRename || op == DiskSyncDir

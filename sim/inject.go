@@ -158,3 +158,14 @@ func DiskRules(rules ...*Rule[DiskOp, DiskOutcome]) DiskFaultsFunc {
 		return DiskOK, 0
 	}
 }
+
+// MutatingOps are the operations that change the store (Op.Mutates).
+func MutatingOps() []Op {
+	var out []Op
+	for op := range NumOps {
+		if op.Mutates() {
+			out = append(out, op)
+		}
+	}
+	return out
+}

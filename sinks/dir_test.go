@@ -154,20 +154,16 @@ func TestParquetDirDiskErrorThenRetry(t *testing.T) {
 		{sim.DiskWrite, ""}, {sim.DiskSync, ""}, {sim.DiskRename, ""}, {sim.DiskSyncDir, "p_day=01"},
 	} {
 		t.Run(tc.op.String()+tc.suffix, func(t *testing.T) {
-			failed := false
-			faults := sim.DiskFaultsFunc(func(o sim.DiskOp, p string, r *sim.Rand) (sim.DiskOutcome, time.Duration) {
-				if o == tc.op && strings.HasSuffix(p, tc.suffix) && !failed {
-					failed = true
-					return sim.DiskIOError, 0
-				}
-				return sim.DiskOK, 0
-			})
-			w := newSimWorld(t, 22, sim.StoreConfig{}, sim.DiskConfig{Faults: faults})
+			fault := sim.DiskFault(sim.DiskIOError, tc.op).Suffix(tc.suffix).Nth(1)
+			w := newSimWorld(t, 22, sim.StoreConfig{}, sim.DiskConfig{Faults: sim.DiskRules(fault)})
 			f := newFixture(t, cdcSpec)
 			sink := NewParquetDir(w.disk.Client(w.inc), w.inc.Executor(), w.root.Split("sink"), "lake")
 			err := w.apply(sink, f.job)
 			if err == nil || !strings.Contains(err.Error(), f.job.ID) || !strings.Contains(err.Error(), f.job.Namespace) {
 				t.Fatalf("got %v, want an error naming job %s and namespace %s", err, f.job.ID, f.job.Namespace)
+			}
+			if fault.Fired() != 1 {
+				t.Fatalf("the %s fault fired %d times, want 1", tc.op, fault.Fired())
 			}
 			if w.disk.Exists(path.Join(path.Dir(sink.Path(f.job)), tempName(f.job, sink.token))) {
 				t.Fatal("the failed attempt left its temp file")

@@ -246,23 +246,16 @@ func TestParquetObjectsLostAnswerThenRetry(t *testing.T) {
 func TestParquetObjectsSimAmbiguousAppliedThenRetry(t *testing.T) {
 	for _, outcome := range []sim.Outcome{sim.AmbiguousApplied, sim.AmbiguousLost, sim.Fail, sim.Throttle} {
 		t.Run(outcome.String(), func(t *testing.T) {
-			puts := 0
-			faults := sim.StoreFaultsFunc(func(op sim.Op, key string, r *sim.Rand) (sim.Outcome, time.Duration) {
-				if op != sim.OpPut {
-					return sim.OK, 0
-				}
-				puts++
-				if puts == 1 {
-					return outcome, 0
-				}
-				return sim.OK, 0
-			})
-			w := newSimWorld(t, 11, sim.StoreConfig{Faults: faults}, sim.DiskConfig{})
+			fault := sim.StoreFault(outcome, sim.OpPut).Nth(1)
+			w := newSimWorld(t, 11, sim.StoreConfig{Faults: sim.StoreRulesFaults(fault)}, sim.DiskConfig{})
 			f := newFixture(t, cdcSpec)
 			sink := NewParquetObjects(w.store.Client(w.inc), w.inc.Executor(), "lake")
 			err := w.apply(sink, f.job)
 			if err == nil || !strings.Contains(err.Error(), f.job.ID) {
 				t.Fatalf("first apply: got %v, want an error naming the job", err)
+			}
+			if fault.Fired() != 1 {
+				t.Fatalf("the %v PUT fired %d times, want 1", outcome, fault.Fired())
 			}
 			_, landed := w.store.Object(ObjectKey("lake", f.job))
 			if landed != (outcome == sim.AmbiguousApplied) {
