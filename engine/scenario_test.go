@@ -3,6 +3,7 @@ package engine_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -180,24 +181,43 @@ var outcomes = map[string]sim.Outcome{
 	"ambiguous-lost": sim.AmbiguousLost, "refused": sim.Refused,
 }
 
+var diskOutcomes = map[string]sim.DiskOutcome{"io-error": sim.DiskIOError, "no-space": sim.DiskNoSpace, "bit-flip": sim.DiskBitFlip}
+
 func (s *scenario) fault(t *testing.T, d *datadriven.TestData) string {
+	op, out := parseFault(t, d, sim.NumOps, outcomes)
+	s.rules = append(s.rules, narrow(t, d, sim.StoreFault(out, op)))
+	return ""
+}
+
+func (s *scenario) diskFault(t *testing.T, d *datadriven.TestData) string {
+	op, out := parseFault(t, d, sim.NumDiskOps, diskOutcomes)
+	s.diskRules = append(s.diskRules, narrow(t, d, sim.DiskFault(out, op)))
+	return ""
+}
+
+// parseFault reads op= (one of the n operations, by name) and outcome=.
+func parseFault[O interface {
+	~uint8
+	String() string
+}, Out any](t *testing.T, d *datadriven.TestData, n O, names map[string]Out) (O, Out) {
 	var opName, outName string
 	d.ScanArgs(t, "op", &opName)
 	d.ScanArgs(t, "outcome", &outName)
-	out, ok := outcomes[outName]
+	out, ok := names[outName]
 	if !ok {
-		d.Fatalf(t, "outcome %q: one of fail, throttle, ambiguous-applied, ambiguous-lost, refused", outName)
+		d.Fatalf(t, "outcome %q: one of %v", outName, slices.Sorted(maps.Keys(names)))
 	}
-	op := sim.NumOps
-	for o := range sim.NumOps {
+	for o := range n {
 		if o.String() == opName {
-			op = o
+			return o, out
 		}
 	}
-	if op == sim.NumOps {
-		d.Fatalf(t, "op %q is not a store operation", opName)
-	}
-	r := sim.StoreFault(out, op)
+	d.Fatalf(t, "op %q is not an operation of this kind", opName)
+	return n, out
+}
+
+// narrow applies the optional suffix=, nth=, from= and times= to r.
+func narrow[O comparable, Out any](t *testing.T, d *datadriven.TestData, r *sim.Rule[O, Out]) *sim.Rule[O, Out] {
 	var n int
 	var text string
 	if d.MaybeScanArgs(t, "suffix", &text) {
@@ -212,39 +232,7 @@ func (s *scenario) fault(t *testing.T, d *datadriven.TestData) string {
 	if d.MaybeScanArgs(t, "times", &n) {
 		r.Times(n)
 	}
-	s.rules = append(s.rules, r)
-	return ""
-}
-
-var diskOutcomes = map[string]sim.DiskOutcome{"io-error": sim.DiskIOError, "no-space": sim.DiskNoSpace, "bit-flip": sim.DiskBitFlip}
-
-func (s *scenario) diskFault(t *testing.T, d *datadriven.TestData) string {
-	var opName, outName, text string
-	var n int
-	d.ScanArgs(t, "op", &opName)
-	d.ScanArgs(t, "outcome", &outName)
-	out, ok := diskOutcomes[outName]
-	if !ok {
-		d.Fatalf(t, "outcome %q: one of io-error, no-space, bit-flip", outName)
-	}
-	op := sim.NumDiskOps
-	for o := range sim.NumDiskOps {
-		if o.String() == opName {
-			op = o
-		}
-	}
-	if op == sim.NumDiskOps {
-		d.Fatalf(t, "op %q is not a disk operation", opName)
-	}
-	r := sim.DiskFault(out, op)
-	if d.MaybeScanArgs(t, "suffix", &text) {
-		r.Suffix(text)
-	}
-	if d.MaybeScanArgs(t, "nth", &n) {
-		r.Nth(n)
-	}
-	s.diskRules = append(s.diskRules, r)
-	return ""
+	return r
 }
 
 // run steps the world: for a simulated duration (default 10s), until
@@ -336,13 +324,7 @@ func (s *scenario) print(t *testing.T, d *datadriven.TestData) string {
 		}
 	case "committed":
 		vals := s.r.committedValues()
-		for _, ns := range slices.Sorted(func(yield func(string) bool) {
-			for ns := range vals {
-				if !yield(ns) {
-					return
-				}
-			}
-		}) {
+		for _, ns := range slices.Sorted(maps.Keys(vals)) {
 			fmt.Fprintf(&b, "%s: %v\n", ns, vals[ns])
 		}
 	case "stats":
