@@ -109,6 +109,16 @@ import (
 //     multipart upload (multipart) each keep the stage they are in; every
 //     step asserts on entry the stage it completes, so a callback that
 //     arrives twice or out of order fails closed (checkStage).
+//   - stage parts: the compactor (compaction.check: running within the
+//     concurrency, one lane-order entry per lane, owned segments in id
+//     order) where segments join and leave; the checkpointer
+//     (checkpointing.check: no waiter without a round) where waiters wait.
+//   - pre- and postconditions of the long functions, each with its
+//     values: a port's callback answers once (forEach, retryStop, the
+//     header write), every retry loop within AttemptsMax, a batch fits its
+//     segment, cuts only for the active snapshot, a body prepared once,
+//     recovery opened once, a replay only of complete seals. shape_test.go
+//     holds every function over 30 lines to at least one.
 
 // invariantError is the error of a broken invariant: ErrInvariant and the
 // message.

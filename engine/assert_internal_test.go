@@ -12,6 +12,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/engine/wal"
 )
 
 // Checks of helpers without an engine (the cache, the offsets view, the
@@ -398,6 +399,48 @@ func TestInvariantPreconditions(t *testing.T) {
 			p := &logPart{l: &diskLog{e: e, cfg: DiskWAL{SegmentBytes: 1 << 20}}}
 			p.roll(-1 << 30)
 		}},
+		{"for-each-answered-twice", "each call of a forEach answers once", func(e *Engine) {
+			e.forEach(1, 1, func(_ int, d func(error)) { d(nil); d(nil) }, func(error) {})
+		}},
+		{"open-twice", "recovery opens once, with a bitmap per owned segment", func(e *Engine) {
+			e.state = stateReady
+			e.open(recovered{})
+		}},
+		{"open-without-bitmaps", "with a bitmap per owned segment: state 1, 1 owned, 0 bitmaps", func(e *Engine) {
+			e.state = stateRecovering
+			e.open(recovered{owned: make([]Segment, 1)})
+		}},
+		{"failed-batch-not-in-flight", "a failed batch is the one in flight", func(e *Engine) {
+			p := &logPart{l: &diskLog{e: e}}
+			p.failed(&logBatch{seg: &logSeg{path: "wal/p/s1"}}, errors.New("io"))
+		}},
+		{"attempt-answered-twice", "a request's attempt answers once", func(e *Engine) {
+			e.retryStop(func(d func(error)) { d(nil); d(nil) }, func(error) bool { return false }, func(error, bool) {})
+		}},
+		{"seal-logged-after-persist", "a generation's seal is logged before its snapshot persists", func(e *Engine) {
+			l := &diskLog{e: e}
+			l.beforePersist(&snapshot{stage: persistBody, content: newBatchSet()}, func() {})
+		}},
+		{"seal-range-past-partitions", "a unit's log partition is one of the log's: partition 3 of 1", func(e *Engine) {
+			l := &diskLog{e: e, parts: []*logPart{{}}}
+			s := &snapshot{content: newBatchSet()}
+			s.content.units = []*unit{{part: 3, seq: 1, seg: &logSeg{}}}
+			l.beforePersist(s, func() {})
+		}},
+		{"runs-replaced-without-merge", "a merge replaces runs while it holds its bucket", func(e *Engine) {
+			e.replaceRuns(&keyBucket{num: 4}, nil, &keyRun{}, func() {})
+		}},
+		{"rebuild-from-incomplete-seal", "a generation is rebuilt only from a complete seal", func(e *Engine) {
+			l := &diskLog{e: e, parts: []*logPart{{}}}
+			seal := &sealScan{id: SnapshotID{1, 1}, ranges: map[uint32][]wal.SeqRange{0: {{Lo: 1, Hi: 1}}}}
+			l.rebuild(seal, map[uint32]*partScan{0: {units: map[uint64]*unitScan{}}})
+		}},
+		{"lookup-unbounded", "a key lookup refreshes its bucket at most AttemptsMax times", func(e *Engine) {
+			e.searchBlocks(segment.KeyHash{}, nil, AttemptsMax, func(bool, error) {})
+		}},
+		{"read-no-bytes", "a ranged read asks for bytes", func(e *Engine) {
+			e.readAgreed("k", &ByteRange{Start: 0, Length: 0}, nil, func([]byte, uint32, error) {})
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -419,6 +462,17 @@ func TestInvariantCommitAfterLast(t *testing.T) {
 	if s.stage != persistCommitted || e.lastCommit != (SnapshotID{1, 7}) {
 		t.Fatalf("stage %s, last commit %s: the refused commit must not move the last commit", s.stage, e.lastCommit)
 	}
+}
+
+// TestForEachNeedsALimit: a forEach that could never start a call is a
+// caller's contract broken, and panics.
+func TestForEachNeedsALimit(t *testing.T) {
+	defer func() {
+		if msg, _ := recover().(string); !strings.Contains(msg, "forEach of 2 calls with limit 0") {
+			t.Fatalf("recovered %q; want the panic naming the limit", msg)
+		}
+	}()
+	bare().forEach(2, 0, func(int, func(error)) {}, func(error) {})
 }
 
 // TestInvariantStageChecks breaks each stage's whole-state check.

@@ -80,6 +80,11 @@ func (e *Engine) lookupKey(in Unit, done func(error)) bool {
 
 // searchBlocks reads the candidate blocks in turn until one holds h.
 func (e *Engine) searchBlocks(h segment.KeyHash, cands []blockRef, attempt int, done func(found bool, err error)) {
+	if attempt >= AttemptsMax {
+		e.broken("a key lookup refreshes its bucket at most AttemptsMax times: attempt %d, limit %d", attempt, AttemptsMax)
+		done(false, e.err)
+		return
+	}
 	if len(cands) == 0 {
 		done(false, nil)
 		return

@@ -125,6 +125,11 @@ func (e *Engine) mergeKeys(done func()) {
 // replaceRuns lists r instead of ins in b's manifest, then deletes ins.
 // If ins are no longer all listed, r was never listed: it is deleted.
 func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()) {
+	if !b.busy {
+		e.broken("a merge replaces runs while it holds its bucket: bucket %d not busy", b.num)
+		done()
+		return
+	}
 	runs := slices.DeleteFunc(slices.Clone(b.runs), func(x *keyRun) bool { return slices.Contains(ins, x) })
 	if len(runs) != len(b.runs)-len(ins) || !e.keys.live(b) {
 		e.dropRuns(b.num, []*keyRun{r})

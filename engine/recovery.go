@@ -330,6 +330,11 @@ func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
 // registers the owned segments for compaction — continuing from their
 // bitmaps — and opens ingest.
 func (e *Engine) open(r recovered) {
+	if e.state != stateRecovering || len(r.bitmaps) != len(r.owned) || len(r.bitmapETags) != len(r.owned) {
+		e.broken("recovery opens once, with a bitmap per owned segment: state %d, %d owned, %d bitmaps, %d versions",
+			e.state, len(r.owned), len(r.bitmaps), len(r.bitmapETags))
+		return
+	}
 	e.committed, e.keys = r.view, r.keys
 	e.state = stateReady
 	e.recovered = true
@@ -568,6 +573,9 @@ func checkBodySize(key string, size int64, ix *segment.Index) error {
 // starting new calls after the first error and calls done once all
 // started calls have finished.
 func (e *Engine) forEach(n, limit int, fn func(i int, done func(error)), done func(error)) {
+	if limit <= 0 && n > 0 {
+		panic(fmt.Sprintf("engine: forEach of %d calls with limit %d would never end", n, limit))
+	}
 	next, inFlight := 0, 0
 	var first error
 	var launch func()
@@ -577,6 +585,10 @@ func (e *Engine) forEach(n, limit int, fn func(i int, done func(error)), done fu
 			next++
 			inFlight++
 			fn(i, func(err error) {
+				if inFlight <= 0 {
+					e.broken("each call of a forEach answers once: call %d answered with none in flight (%d of %d started)", i, next, n)
+					return
+				}
 				inFlight--
 				if err != nil && first == nil {
 					first = err

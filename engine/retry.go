@@ -20,7 +20,13 @@ func (e *Engine) retryStop(try func(done func(error)), stop func(error) bool, do
 	var ambiguous bool
 	var run func(n int)
 	run = func(n int) {
+		answered := false
 		try(func(err error) {
+			if answered {
+				e.broken("a request's attempt answers once: attempt %d answered again with %v", n+1, err)
+				return
+			}
+			answered = true
 			if errors.Is(err, ErrAmbiguous) {
 				ambiguous = true
 			}

@@ -101,6 +101,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // matches one already seen — two reads agree — up to AttemptsMax reads,
 // after which the last one is returned (the pass's hash then decides).
 func (e *Engine) readAgreed(key string, rng *ByteRange, seen []uint32, done func([]byte, uint32, error)) {
+	if rng.Start < 0 || rng.Length <= 0 {
+		e.broken("a ranged read asks for bytes: %s range [%d,+%d)", key, rng.Start, rng.Length)
+		done(nil, 0, e.err)
+		return
+	}
 	in := GetObjectInput{Key: key, Range: rng, Limit: rng.Length}
 	var read func(n int)
 	read = func(n int) {

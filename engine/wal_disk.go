@@ -317,6 +317,10 @@ func (l *diskLog) failAll(err error) {
 // for an id the log then forgets would let its units be replayed under
 // a new id — stored twice. Two seal records of one id are one.
 func (l *diskLog) beforePersist(s *snapshot, next func()) {
+	if s.stage != persistQueued {
+		l.e.broken("a generation's seal is logged before its snapshot persists: snapshot %s in stage %s", s.id, s.stage)
+		return
+	}
 	ranges, mask := sealRanges(s.content.units)
 	left := len(ranges)
 	if left == 0 {
@@ -324,6 +328,10 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 		return
 	}
 	for _, pr := range ranges {
+		if int(pr.part) >= len(l.parts) {
+			l.e.broken("a unit's log partition is one of the log's: partition %d of %d (snapshot %s)", pr.part, len(l.parts), s.id)
+			return
+		}
 		p := l.parts[pr.part]
 		rec := wal.SealRecord{
 			Snapshot: wal.SnapshotRef{Epoch: s.id.Epoch, Seq: s.id.Seq}, CreatedUnixMs: s.created,

@@ -266,6 +266,10 @@ func (p *logPart) durable(b *logBatch) {
 // units' outcome is unknown; records go back to the head of the queue.
 func (p *logPart) failed(b *logBatch, err error) {
 	e := p.l.e
+	if p.batch != b {
+		e.broken("a failed batch is the one in flight: partition %d, failed batch from sequence %d on %s", p.id, b.first, b.seg.path)
+		return
+	}
 	p.batch = nil
 	b.seg.poisoned = true
 	e.stats.WALSyncFailures++

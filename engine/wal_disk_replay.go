@@ -53,7 +53,11 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 			l.claim(s, units)
 		case l.complete(s, units):
 			e.mark(MarkWALReplayedSealed)
-			again = append(again, l.rebuild(s, units))
+			r := l.rebuild(s, units)
+			if r == nil {
+				return // a check failed: the engine failed closed
+			}
+			again = append(again, r)
 		}
 	}
 	slices.Reverse(again) // oldest first: commits go in id order
@@ -133,6 +137,10 @@ func (l *diskLog) rebuild(s *sealScan, units map[uint32]*partScan) *snapshot {
 		for _, r := range s.ranges[part] {
 			for seq := r.Lo; seq <= r.Hi; seq++ {
 				us := units[part].units[seq]
+				if us == nil || us.used {
+					e.broken("a generation is rebuilt only from a complete seal, each unit once: snapshot %s, partition %d, sequence %d missing or used", s.id, part, seq)
+					return nil
+				}
 				us.used = true
 				l.replayUnit(us, part, content)
 			}
