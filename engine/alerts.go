@@ -100,6 +100,11 @@ func (e *Engine) alert(kind AlertKind, err error) {
 		e.alerts = slices.Delete(e.alerts, 0, 1)
 	}
 	e.alerts = append(e.alerts, Alert{Seq: e.stats.Alerts, Kind: kind, Err: err, AtMonotonic: e.now()})
+	if len(e.alerts) > AlertsMax {
+		// Failing closed raises one more alert: failClosed runs once, so
+		// this check does not recur.
+		e.broken("the alert queue holds at most AlertsMax: %d alerts queued, limit %d", len(e.alerts), AlertsMax)
+	}
 }
 
 // alertKindOf classifies an error by its sentinel: fenced, invariant and

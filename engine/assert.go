@@ -58,11 +58,12 @@ import (
 // placed in the middle of a sequence that would go on acting — persist a
 // snapshot, start a job, delete objects, open ingest — reports false and
 // its caller returns, so that nothing is done on a state it could not
-// trust; commit returns before its acks if the view or the cache failed
-// (failing closed answered those units). One exception: a check that
-// fails in commit after the snapshot left the writer does not take back
-// that snapshot's acks — its marker exists and the epoch was ours, so the
-// units are committed, and failing closed no longer holds them.
+// trust; commit returns before its acks if the view, the cache or a
+// count failed (failing closed answered those units). One exception: a
+// check that fails in commit after the snapshot left the writer does not
+// take back that snapshot's acks — its marker exists and the epoch was
+// ours, so the units are committed, and failing closed no longer holds
+// them.
 //
 // # The checks, and where they run
 //
@@ -92,10 +93,11 @@ import (
 //   - admission + cache ≤ pool (checkBudget): refreshBudget.
 //   - writer record floor ≤ epoch, seals ascending below it
 //     (writerRecord.check): before each write of the writer object.
-//   - offsets view: bucket numbers one per bucket, ascending (part,
-//     expire); a part's order sorted (snapshot); a key's bucket exists
-//     (durable). One checkpoint round, and one write per object, at a
-//     time (writeCheckpoint, writePart).
+//   - key store: bucket numbers one per bucket, ascending (bucket); a
+//     committed key's bucket exists (durable). Offsets view: its order
+//     sorted, every key it holds listed (sorted); one family per floor
+//     (mergeFloor). One checkpoint round, and one write per key bucket,
+//     at a time (writeCheckpoint; writeBucket, mergeKeys).
 //   - a delivery only of a non-empty queue of answers: deliverAnswers.
 //   - the accumulator: a part all CDC or all plain, its sidecar a row per
 //     row (batchSet.accepts): every unit joining live or a replayed
@@ -103,7 +105,11 @@ import (
 //     what it holds (batchSet.check): prepend.
 //   - the disk WAL: a log segment deleted only when nothing unflushed is
 //     in it, not the append target, oldest first (checkSegDeleted):
-//     collect.
+//     collect. Recovery holds the units its partition scan holds:
+//     scanSegment.
+//   - what is reported stays bounded: the alert queue ≤ AlertsMax
+//     (alert), the namespaces counted one by one ≤ NamespacesTrackedMax
+//     (namespace), the trouble events ≤ TroubleEventsMax (troubleEvent).
 //   - staged procedures: a recovery round (recovery), a snapshot's commit
 //     protocol (snapshot.stage), a log segment's creation (logOpen) and a
 //     multipart upload (multipart) each keep the stage they are in; every

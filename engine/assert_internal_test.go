@@ -122,6 +122,21 @@ func TestInvariantOffsetsView(t *testing.T) {
 	v.inv = got.hook()
 	v.merge(segment.Offsets{{Key: idemPrefix + "k", Value: 5}})
 	got.want(t, "offsets view holds source offsets only: idem/k=5 merged")
+
+	got = capture{}
+	v = newOffsetsView()
+	v.inv = got.hook()
+	v.merge(segment.Offsets{{Key: "a", Value: 1}})
+	v.vals["z"] = 1 // held, never listed
+	v.sorted()
+	got.want(t, "offsets view lists every key it holds: 1 listed, 2 held")
+
+	got = capture{}
+	v = newOffsetsView()
+	v.inv = got.hook()
+	v.fams = []string{"x/"} // a family without its floor
+	v.merge(segment.Offsets{{Key: segment.FloorKey("a/", "m"), Value: 1}})
+	got.want(t, "offsets view has one family per floor: 2 families, 1 floors")
 }
 
 func TestInvariantKeyStore(t *testing.T) {
@@ -441,6 +456,24 @@ func TestInvariantPreconditions(t *testing.T) {
 		{"read-no-bytes", "a ranged read asks for bytes", func(e *Engine) {
 			e.readAgreed("k", &ByteRange{Start: 0, Length: 0}, nil, func([]byte, uint32, error) {})
 		}},
+		{"claim-without-log-identity", "a claimed epoch has the log's identity: epoch 3", func(e *Engine) {
+			r := &recovery{e: e, done: func(error) {}}
+			r.claimed(writerRecord{epoch: 3, floor: 3}, "etag", nil) // a zero WAL id, no pipeline
+		}},
+		{"marker-without-log-identity", "every marker carries the log's identity: snapshot 000000000001-000000000002 persisted with none (epoch 1)", func(e *Engine) {
+			e.epoch = 1
+			e.putMarkerOf(&snapshot{id: SnapshotID{1, 2}, stage: persistBody, content: newBatchSet()})
+		}},
+		{"key-bucket-written-while-busy", "one write per key bucket at a time: bucket 5 written while busy true with 0 keys in flight", func(e *Engine) {
+			b := e.keys.bucket(5)
+			b.busy = true // a read (refreshBucket) or a merge holds it
+			e.writeBucket(b, func(bool) {})
+		}},
+		{"log-scan-units-not-the-scan's", "the units recovery holds are the log's: partition 0 holds 1, its scan 0", func(e *Engine) {
+			l := &diskLog{e: e}
+			ps := &partScan{p: &logPart{l: l}, scan: wal.NewPartitionScan(0), units: map[uint64]*unitScan{7: {}}}
+			l.scanSegment(ps, &logSeg{num: 1, path: "wal/p000/s1"}, nil)
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -504,6 +537,39 @@ func TestInvariantStageChecks(t *testing.T) {
 			e.ckptWaiters = []checkpointWaiter{{}}
 			e.checkCheckpointing()
 		}},
+		{"queue-over-capacity", "len(queue) ≤ max(QueueCapacity, replayed): 2 snapshots queued, capacity 1, replayed 0", func(e *Engine) {
+			e.cfg.QueueCapacity = 1
+			e.queue = []*snapshot{{id: SnapshotID{1, 1}, content: newBatchSet()}, {id: SnapshotID{1, 2}, content: newBatchSet()}}
+			e.checkQueue()
+		}},
+		{"active-before-last-commit", "snapshots in id order: active 000000000001-000000000002, last committed 000000000001-000000000003", func(e *Engine) {
+			e.cfg.QueueCapacity = 1
+			e.active, e.lastCommit = &snapshot{id: SnapshotID{1, 2}, content: newBatchSet()}, SnapshotID{1, 3}
+			e.checkQueue()
+		}},
+		{"segment-registered-out-of-order", "owned segments in id order: 000000000001-000000000001 registered after 000000000001-000000000002", func(e *Engine) {
+			e.segs = []*segState{seg(2)}
+			e.checkSegAppend(seg(1))
+		}},
+		{"open-groups-negative", "0 ≤ open groups ≤ parts of a segment: segment 000000000001-000000000004, -1 open, 0 parts", func(e *Engine) {
+			st := seg(4)
+			st.Index, st.open = &segment.Index{}, -1
+			e.checkPending(st)
+		}},
+		{"lane-two-open-jobs", "a lane has one open job at most: lane lake/ns has 2", func(e *Engine) {
+			g := segment.Group{SinkRef: "lake", Namespace: "ns"}
+			other := segment.Group{SinkRef: "lake", Namespace: "ns", CDC: true}
+			ln := &lane{key: laneOf(g), open: []*openJob{{group: g, pieces: []piece{{seg: seg(1)}}}, {group: other, pieces: []piece{{seg: seg(2)}}}}}
+			e.lanes = map[laneKey]*lane{ln.key: ln}
+			e.checkOpen([]segment.Group{g})
+		}},
+		{"job-ends-twice", "a job ends once per start: job j (cut in segment 000000000001-000000000001) ends in state 2", func(e *Engine) {
+			e.checkJobEnds(&job{id: "j", cut: seg(1), state: jobApplied})
+		}},
+		{"cut-leaves-open-part", "a cut takes its whole open job: cut of", func(e *Engine) {
+			o := &openJob{pieces: []piece{{seg: seg(1)}}}
+			e.checkOpenFrom(seg(3), segment.Cut{}, o, SnapshotID{1, 2})
+		}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -512,4 +578,64 @@ func TestInvariantStageChecks(t *testing.T) {
 			wantFailed(t, e, c.want)
 		})
 	}
+}
+
+// TestInvariantReporting breaks the bounds of what the engine reports:
+// the alert queue, the namespaces counted one by one, the trouble
+// events. Each holds under any number of events, and a queue found past
+// its bound fails closed at the next insert.
+func TestInvariantReporting(t *testing.T) {
+	e := bare()
+	e.namespaces = map[string]*NamespaceStats{}
+	for i := range AlertsMax + 10 {
+		e.alert(AlertCannotApply, fmt.Errorf("refused %d", i))
+		e.namespace(fmt.Sprint("ns", i))
+		e.failing("sink lake/ns", errors.New("down"))
+		e.succeeded("sink lake/ns")
+	}
+	for i := range NamespacesTrackedMax {
+		e.namespace(fmt.Sprint("more", i))
+	}
+	if e.err != nil || len(e.alerts) != AlertsMax || len(e.namespaces) != NamespacesTrackedMax || len(e.trouble.events) != TroubleEventsMax {
+		t.Fatalf("err %v: %d alerts, %d namespaces, %d trouble events", e.err, len(e.alerts), len(e.namespaces), len(e.trouble.events))
+	}
+	cases := []struct {
+		name   string
+		want   string
+		break_ func(e *Engine)
+	}{
+		{"alerts-past-bound", "the alert queue holds at most AlertsMax: 258 alerts queued, limit 256", func(e *Engine) {
+			e.alerts = make([]Alert, AlertsMax+1)
+			e.alert(AlertCannotApply, errors.New("refused"))
+		}},
+		{"namespaces-past-bound", fmt.Sprintf("namespaces counted ≤ NamespacesTrackedMax: 1025 counted after adding %q, limit 1024", NamespaceOther), func(e *Engine) {
+			e.namespaces = map[string]*NamespaceStats{}
+			for i := range NamespacesTrackedMax { // none of them NamespaceOther
+				e.namespaces[fmt.Sprint("ns", i)] = &NamespaceStats{}
+			}
+			e.namespace("one more")
+		}},
+		{"trouble-events-past-bound", "trouble events ≤ TroubleEventsMax: 258 queued after event 1 (store put), limit 256", func(e *Engine) {
+			e.trouble.events = make([]TroubleEvent, TroubleEventsMax+1)
+			e.failing("store put", errors.New("refused"))
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := bare()
+			c.break_(e)
+			wantFailed(t, e, c.want)
+		})
+	}
+}
+
+// TestTroubleNeedsAnError: a failure recorded without its error is a
+// caller's contract broken (a trouble's Err is never nil), and panics.
+func TestTroubleNeedsAnError(t *testing.T) {
+	defer func() {
+		if msg, _ := recover().(string); !strings.Contains(msg, `trouble "persist" without an error`) {
+			t.Fatalf("recovered %q; want the panic naming the trouble", msg)
+		}
+	}()
+	bare().failing(troublePersist, nil)
 }

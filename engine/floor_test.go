@@ -60,6 +60,7 @@ func TestMalformedFloorsAreRefused(t *testing.T) {
 		"no family":   {{Key: segment.FloorPrefix + "\x00m", Value: 1}, {Key: "objects/s/a", Value: 1}},
 		"floor only":  {{Key: segment.FloorKey("objects/s/", "m"), Value: 1}},
 		"idem family": {{Key: segment.FloorKey("idem", "m"), Value: 1}, {Key: "objects/s/a", Value: 1}},
+		"nested":      {{Key: segment.FloorKey(segment.FloorPrefix+"x", "m"), Value: 1}, {Key: "objects/s/a", Value: 1}},
 	} {
 		u := unit("n", 1)
 		u.Offsets = o

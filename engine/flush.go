@@ -14,7 +14,8 @@ type writing struct {
 	writerNonce uint64 // the nonce of our claim in the writer object
 	// origin names the log this engine commits for: the WAL id of the
 	// writer object and the pipeline. INVARIANT: non-zero once the epoch
-	// is claimed (recover); every marker it writes carries it (persist).
+	// is claimed (recovery.claimed); every marker it writes carries it
+	// (putMarkerOf).
 	origin  segment.Origin
 	writer  writerRecord // the writer object as recovery left it (seals)
 	nextSeq uint64       // next snapshot sequence within the epoch

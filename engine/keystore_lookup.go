@@ -155,6 +155,9 @@ func (e *Engine) readBlock(c blockRef, done func(entryList, error)) {
 // re-reads it if it fails): the lookup probes again after a backoff.
 // INVARIANT: no read of a manifest is in flight while a write of it is —
 // a read answered after the write landed would forget the write's run.
+// b.busy holds the bucket for either: a read waits while it is set
+// (here), and a write that finds it set fails closed (writeBucket,
+// mergeKeys).
 func (e *Engine) refreshBucket(b *keyBucket, attempt int, done func()) {
 	if b.busy || !e.keys.live(b) {
 		e.p.Timers.AfterFunc(e.backoff(attempt), done)

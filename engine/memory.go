@@ -18,7 +18,7 @@ const (
 
 // budget is the pool's split.
 //
-// INVARIANT: admission + cache ≤ pool.
+// INVARIANT: admission + cache ≤ pool (checkBudget, in refreshBudget).
 type budget struct {
 	pool, admission, cache int64
 }

@@ -25,9 +25,10 @@ import (
 //
 // INVARIANT: every key of vals is listed in order or fresh (which may
 // also list keys since dropped: sorted skips them); order is sorted
-// without duplicates (checked as snapshot rebuilds it); floors holds
+// without duplicates (both checked as sorted rebuilds it); floors holds
 // each family's floor whose key is in vals, and fams its families,
-// sorted (checked by check).
+// sorted (one family per floor checked in mergeFloor, where a family
+// joins; the whole by check, O(keys), in tests).
 type offsetsView struct {
 	vals   map[string]uint64
 	order  []string          // sorted keys as of the last snapshot
@@ -170,6 +171,9 @@ func (v *offsetsView) mergeFloor(fam, mark string, e segment.Offset, durable boo
 		v.fams = slices.Insert(v.fams, i, fam)
 	}
 	v.floors[fam] = mark
+	if len(v.fams) != len(v.floors) {
+		v.inv.broken("offsets view has one family per floor: %d families, %d floors, after merging %q", len(v.fams), len(v.floors), e.Key)
+	}
 	v.mergeKey(e, durable)
 	v.dropCovered(fam, mark)
 }
@@ -271,6 +275,9 @@ func (v *offsetsView) sorted() segment.Offsets {
 		keys = append(keys, k)
 	}
 	v.order, v.fresh = keys, nil
+	if len(keys) != len(v.vals) {
+		v.inv.broken("offsets view lists every key it holds: %d listed, %d held", len(keys), len(v.vals))
+	}
 	out := make(segment.Offsets, len(keys))
 	for i, k := range keys {
 		out[i] = segment.Offset{Key: k, Value: v.vals[k]}

@@ -578,6 +578,9 @@ func (e *Engine) commit(s *snapshot) {
 		e.observeAckDelay(u)
 		acks = append(acks, u.dones...)
 	}
+	if e.state == stateFailed {
+		return // a check of the counts failed: failing closed answered the units
+	}
 	e.releaseOffLoop(s.content)
 	s.body = nil
 	e.stats.Commits++

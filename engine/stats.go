@@ -10,7 +10,7 @@ import (
 // troubles being retried, coverage marks, counters and per-namespace
 // statistics.
 type reporting struct {
-	alerts     []Alert                    // the alert queue, oldest first; INVARIANT: len ≤ AlertsMax (alerts.go)
+	alerts     []Alert                    // the alert queue, oldest first; INVARIANT: len ≤ AlertsMax (alert)
 	trouble    troubles                   // what is failing and being retried (trouble.go)
 	marks      Marks                      // coverage marks passed (coverage.go)
 	stats      Stats                      // the counters Stats returns
@@ -183,6 +183,9 @@ func (e *Engine) namespace(ns string) *NamespaceStats {
 	}
 	c := &NamespaceStats{Namespace: ns}
 	e.namespaces[ns] = c
+	if len(e.namespaces) > NamespacesTrackedMax {
+		e.broken("namespaces counted ≤ NamespacesTrackedMax: %d counted after adding %q, limit %d", len(e.namespaces), ns, NamespacesTrackedMax)
+	}
 	return c
 }
 

@@ -48,9 +48,10 @@ type TroubleEvent struct {
 
 // troubles is the engine's record of them.
 //
-// INVARIANT: every entry of now has Attempts ≥ 1 and a non-nil Err;
-// events holds at most TroubleEventsMax, newest last, with seq the Seq
-// of the newest.
+// INVARIANT: every entry of now has Attempts ≥ 1 and a non-nil Err
+// (recordFailure: it counts the failure as it creates the entry, and
+// panics on a nil error); events holds at most TroubleEventsMax, newest
+// last, with seq the Seq of the newest (troubleEvent).
 type troubles struct {
 	now    map[string]*Trouble
 	events []TroubleEvent
@@ -78,7 +79,7 @@ func (e *Engine) recordFailure(op string, err error, event bool) {
 	cur.Attempts++
 	cur.Err = err
 	if event && (!ok || op == troubleRecovery) {
-		t.event(TroubleEvent{Op: op, Err: err, Attempts: cur.Attempts, Lasted: e.now() - cur.Since, At: e.now()})
+		e.troubleEvent(TroubleEvent{Op: op, Err: err, Attempts: cur.Attempts, Lasted: e.now() - cur.Since, At: e.now()})
 	}
 }
 
@@ -90,7 +91,7 @@ func (e *Engine) succeeded(op string) {
 		return
 	}
 	delete(t.now, op)
-	t.event(TroubleEvent{Op: op, Cleared: true, Err: cur.Err, Attempts: cur.Attempts, Lasted: e.now() - cur.Since, At: e.now()})
+	e.troubleEvent(TroubleEvent{Op: op, Cleared: true, Err: cur.Err, Attempts: cur.Attempts, Lasted: e.now() - cur.Since, At: e.now()})
 }
 
 // troubleFor is how long op has been failing, if it is.
@@ -102,13 +103,19 @@ func (e *Engine) troubleFor(op string) (time.Duration, bool) {
 	return e.now() - cur.Since, true
 }
 
-func (t *troubles) event(ev TroubleEvent) {
+// troubleEvent queues ev as the newest event, dropping the oldest
+// beyond TroubleEventsMax.
+func (e *Engine) troubleEvent(ev TroubleEvent) {
+	t := &e.trouble
 	t.seq++
 	ev.Seq = t.seq
 	if len(t.events) == TroubleEventsMax {
 		t.events = slices.Delete(t.events, 0, 1)
 	}
 	t.events = append(t.events, ev)
+	if len(t.events) > TroubleEventsMax {
+		e.broken("trouble events ≤ TroubleEventsMax: %d queued after event %d (%s), limit %d", len(t.events), ev.Seq, ev.Op, TroubleEventsMax)
+	}
 }
 
 // Troubles returns what is failing now, by operation name. The slice is

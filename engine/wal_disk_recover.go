@@ -70,7 +70,7 @@ func (sc *logScan) flushedEverywhere(s *sealScan) bool {
 type partScan struct {
 	p     *logPart
 	scan  *wal.PartitionScan
-	units map[uint64]*unitScan // by sequence number; INVARIANT: len = scan.Units()
+	units map[uint64]*unitScan // by sequence number; INVARIANT: len = scan.Units() (scanSegment)
 }
 
 type unitScan struct {

@@ -326,6 +326,8 @@ func TestRefusals(t *testing.T) {
 	r.start()
 	wrongSchema := unit("a", 1)
 	wrongSchema.Key.Schema++
+	otherBatch := unit("a", 1)
+	otherBatch.Batches = renamed(unit("a", 1)).Batches // its part's schema is the unit's
 	cdc := unit("a", 1, 2)
 	cdc.Sidecar = &segment.Sidecar{Rows: []segment.CDCRow{{Kind: segment.Insert}}}
 	reserved := withOffset(unit("a", 1), "idem/x", 1)
@@ -335,6 +337,7 @@ func TestRefusals(t *testing.T) {
 		want error
 	}{
 		{"schema fingerprint", wrongSchema, engine.ErrInvalidUnit},
+		{"batch schema", otherBatch, engine.ErrInvalidUnit},
 		{"sidecar rows", cdc, engine.ErrInvalidUnit},
 		{"reserved offset key", reserved, engine.ErrInvalidUnit},
 		{"over admission", unit("a", make([]int64, 100_000)...), engine.ErrResourceExhausted},

@@ -1,5 +1,7 @@
 package diskstore
 
+import "fmt"
+
 // lockMode says whether a holder may share its lock.
 type lockMode uint8
 
@@ -20,7 +22,10 @@ const (
 // request takes one lock, so there is no cycle and no deadlock.
 type lockTable struct {
 	// locks holds a state per name while it is held or awaited.
-	// INVARIANT: every state in it has holders > 0.
+	// INVARIANT: every state in it has holders > 0: acquire grants a new
+	// state at once, and release deletes one whose holders fall to 0
+	// (its queue is empty then: an empty lock admits its head). release
+	// panics on a state without holders.
 	locks map[string]*lockState
 }
 
@@ -70,8 +75,11 @@ func (t *lockTable) acquire(name string, mode lockMode, start func()) {
 // REQUIRES: name is held by the caller.
 func (t *lockTable) release(name string) {
 	st := t.locks[name]
-	if st == nil || st.holders == 0 {
+	if st == nil {
 		panic("diskstore: release of a lock that is not held: " + name)
+	}
+	if st.holders <= 0 {
+		panic(fmt.Sprintf("diskstore: a lock state has holders > 0: %s has %d holders, %d waiting", name, st.holders, len(st.queue)))
 	}
 	st.holders--
 	if st.holders == 0 {

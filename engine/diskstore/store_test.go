@@ -547,6 +547,18 @@ func TestLockTable(t *testing.T) {
 	lt.release("k")
 }
 
+// A lock state in the table always has holders (lockTable's INVARIANT):
+// release panics on one without, naming it.
+func TestLockStateWithoutHolders(t *testing.T) {
+	lt := lockTable{locks: map[string]*lockState{"ok": {queue: []lockWaiter{{mode: shared}}}}}
+	defer func() {
+		if msg, _ := recover().(string); !strings.Contains(msg, "a lock state has holders > 0: ok has 0 holders, 1 waiting") {
+			t.Fatalf("recovered %q; want the panic naming the lock", msg)
+		}
+	}()
+	lt.release("ok")
+}
+
 // decodeHeader and decodeMeta never panic and never accept bytes that
 // are not exactly what an encoder made; lengths are checked before use.
 func TestDecodeRejectsDamage(t *testing.T) {

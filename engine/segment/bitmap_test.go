@@ -2,6 +2,7 @@ package segment
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"pgregory.net/rapid"
@@ -116,5 +117,34 @@ func TestBitmapRejects(t *testing.T) {
 		if _, err := DecodeBitmap(c.name, c.in); !errors.Is(err, c.want) {
 			t.Errorf("%s: got %v, want %v", c.name, err, c.want)
 		}
+	}
+}
+
+// No bit is ever set at or past Len (the bitmap's INVARIANT): a caller
+// that asks for one, or for a bitmap of an impossible size, breaks the
+// API's contract, and the call panics naming the values.
+func TestBitmapContract(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		call       func()
+	}{
+		{"set past len", "set bit 5 of 5", func() { NewBitmap(5).Set(5) }},
+		{"test past len", "test bit 8 of 8", func() { NewBitmap(8).IsSet(8) }},
+		{"negative size", "bitmap of -1 bits", func() { NewBitmap(-1) }},
+		{"size past limit", "bitmap of 16385 bits, limit 16384", func() { NewBitmap(PartsMax + 1) }},
+	} {
+		func() {
+			defer func() {
+				if msg, _ := recover().(string); !strings.Contains(msg, c.want) {
+					t.Errorf("%s: recovered %q, want %q", c.name, msg, c.want)
+				}
+			}()
+			c.call()
+		}()
+	}
+	b := NewBitmap(9)
+	b.Set(8)
+	if b.bits[1] != 1 || b.Count() != 1 {
+		t.Fatalf("bit 8 of 9: bytes %v", b.bits)
 	}
 }

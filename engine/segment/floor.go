@@ -19,9 +19,9 @@ import (
 // greatest floor plus the keys above it, whatever order segments and
 // _offsets are merged in.
 //
-// INVARIANT (checked by ParseFloor, so by every unit's validation): the
-// family is non-empty, holds no NUL byte and does not itself start with
-// FloorPrefix; the mark is non-empty.
+// INVARIANT (checked by ParseFloor, so by every unit's validation, the
+// engine's checkOffsetKeys): the family is non-empty, holds no NUL byte
+// and does not itself start with FloorPrefix; the mark is non-empty.
 const FloorPrefix = "floor/"
 
 // floorSep ends the family: it cannot occur in one.

@@ -27,6 +27,8 @@ import (
 //
 // INVARIANT: the units held — delivered and not dropped — are the
 // sequence numbers [lo, NextSeq), n of them (n = NextSeq - lo, or 0).
+// Add panics at the end of a file that leaves it broken: no bytes read
+// can, only a caller that moved NextSeq (or a bug of the scan's own).
 type PartitionScan struct {
 	Partition uint32
 	// NextSeq is the sequence number the next unit is expected to carry:
@@ -122,7 +124,7 @@ func (s *PartitionScan) Add(num uint64, path string, image []byte, h PartitionHo
 		s.NextSeq = max(s.NextSeq, next)
 	}
 	if s.n > 0 && s.lo+s.n != s.NextSeq {
-		panic(fmt.Sprintf("wal: partition %d holds units [%d, %d+%d), next sequence %d", s.Partition, s.lo, s.lo, s.n, s.NextSeq))
+		panic(fmt.Sprintf("wal: the units held are [lo, NextSeq): partition %d holds %d from %d, next sequence %d", s.Partition, s.n, s.lo, s.NextSeq))
 	}
 	return r.Torn
 }

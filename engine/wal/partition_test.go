@@ -126,3 +126,17 @@ func TestPartitionScanCorruptFile(t *testing.T) {
 		t.Fatalf("halted %v, units %v: want a corrupt scan and unit 1 delivered, nothing of file 2", s.Halted, units)
 	}
 }
+
+// The units held are [lo, NextSeq): no file read breaks it, but a caller
+// that moves NextSeq does, and the next Add panics naming the values.
+func TestPartitionScanHeldRange(t *testing.T) {
+	s, _, _, _ := scanAll([]segFile{file(t, 1, hdr(1, 1), unitRec(1), unitRec(2))})
+	s.NextSeq = 9
+	defer func() {
+		msg, _ := recover().(string)
+		if !strings.Contains(msg, "the units held are [lo, NextSeq): partition 3 holds 2 from 1, next sequence 9") {
+			t.Fatalf("recovered %q; want the panic naming the range", msg)
+		}
+	}()
+	s.Add(2, "seg", nil, PartitionHooks{})
+}
