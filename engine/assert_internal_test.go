@@ -450,6 +450,12 @@ func TestInvariantPreconditions(t *testing.T) {
 			seal := &sealScan{id: SnapshotID{1, 1}, ranges: map[uint32][]wal.SeqRange{0: {{Lo: 1, Hi: 1}}}}
 			l.rebuild(seal, map[uint32]*partScan{0: {units: map[uint64]*unitScan{}}})
 		}},
+		{"replay-queues-a-live-snapshot", "only a rebuilt generation is queued by replay", func(e *Engine) {
+			e.queueReplayed(&snapshot{id: SnapshotID{1, 3}})
+		}},
+		{"replay-holds-a-submitted-unit", "only a replayed unit, which no submitter waits for, holds keys by replay", func(e *Engine) {
+			e.holdReplayed(&unit{dones: []func(error){func(error) {}}})
+		}},
 		{"lookup-unbounded", "a key lookup refreshes its bucket at most AttemptsMax times", func(e *Engine) {
 			e.searchBlocks(segment.KeyHash{}, nil, AttemptsMax, func(bool, error) {})
 		}},

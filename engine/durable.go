@@ -67,7 +67,7 @@ func (l s3Log) refuse(Unit) error               { return nil }
 func (l s3Log) accept(u *unit, in Unit) {
 	e := l.e
 	e.joinLive(u, in)
-	e.held += u.bytes
+	e.hold(u)
 	e.checkHeld()
 	e.checkWAL()
 	e.afterAppend()

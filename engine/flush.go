@@ -63,6 +63,25 @@ func (e *Engine) afterAppend() {
 	e.maybeSeal()
 }
 
+// afterAppendDue is afterAppend with the flush due whatever live holds
+// (the disk WAL's size valve).
+func (e *Engine) afterAppendDue() {
+	e.flushDue = true
+	e.afterAppend()
+}
+
+// queueReplayed queues a generation the disk WAL's recovery rebuilt, in
+// id order after those queued before it; replayed snapshots may exceed
+// QueueCapacity right after recovery.
+func (e *Engine) queueReplayed(s *snapshot) {
+	if !s.replayed || s.stage != persistQueued {
+		e.broken("only a rebuilt generation is queued by replay: snapshot %s, replayed %t, stage %s", s.id, s.replayed, s.stage)
+		return
+	}
+	e.queue = append(e.queue, s)
+	e.replayed++
+}
+
 func (e *Engine) onFlushTimer() {
 	e.flushCancel = nil
 	e.sealSoon()

@@ -399,11 +399,50 @@ func (e *Engine) joinLive(u *unit, in Unit) {
 	for _, b := range in.Batches {
 		b.Retain()
 	}
+	e.startLive()
+	if err := e.live.add(u, in); err != nil {
+		e.failClosed(err)
+	}
+}
+
+// startLive dates the live accumulator from its first unit.
+func (e *Engine) startLive() {
 	if e.live.empty() {
 		e.liveSince = e.now()
 	}
-	if err := e.live.add(u, in); err != nil {
-		e.failClosed(err)
+}
+
+// hold counts u's bytes as held: admitted and not yet answered.
+func (e *Engine) hold(u *unit) { e.held += u.bytes }
+
+// answerUnheld answers u's submitters with err: an outcome that leaves the
+// unit the source's (ErrUnknownOutcome), so its bytes and keys are no
+// longer held.
+func (e *Engine) answerUnheld(u *unit, err error) {
+	e.held -= u.bytes
+	e.releaseKeys(u)
+	for _, d := range u.dones {
+		e.answer(d, err)
+	}
+	u.dones = nil
+}
+
+// holdReplayed registers a unit the disk WAL's recovery replayed: it
+// holds its offset keys (units replay in sequence order, so a key's
+// newest unit holds it; a floor is never pending) and its idempotency
+// key until its generation commits, and its bytes.
+func (e *Engine) holdReplayed(u *unit) {
+	if !u.replayed || len(u.dones) > 0 {
+		e.broken("only a replayed unit, which no submitter waits for, holds keys by replay: replayed %t, %d waiting", u.replayed, len(u.dones))
+		return
+	}
+	for _, o := range u.offsets {
+		if !isFloorOffset(o) {
+			e.offsetPending[o.Key] = u
+		}
+	}
+	if u.idem != "" {
+		e.idemPending[u.idem] = u
 	}
 }
 

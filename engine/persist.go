@@ -640,9 +640,7 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 		}
 		older = q.content
 	}
-	if e.live.empty() {
-		e.liveSince = e.now()
-	}
+	e.startLive()
 	moved := []*batchSet{s.content}
 	for _, q := range e.queue {
 		moved = append(moved, q.content)

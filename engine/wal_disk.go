@@ -156,7 +156,7 @@ func (l *diskLog) accept(u *unit, in Unit) {
 		l.e.broken("a canonical unit encodes: %v", err)
 		return
 	}
-	l.e.held += u.bytes
+	l.e.hold(u)
 	l.inFlight++
 	p.queue = append(p.queue, &logWrite{u: u, in: in, payload: payload, size: wal.EntryBytes(len(payload))})
 	p.queuedBytes += u.bytes
@@ -206,7 +206,8 @@ func (l *diskLog) join(u *unit, in Unit) {
 	e.checkHeld()
 	if l.totalBytes() > l.cfg.TotalBytesMax {
 		e.mark(MarkWALValveSize) // the size valve: seal the memtable now
-		e.flushDue = true
+		e.afterAppendDue()
+		return
 	}
 	e.afterAppend()
 }

@@ -296,12 +296,7 @@ func (p *logPart) unknown(w *logWrite, err error) {
 	e, u := p.l.e, w.u
 	p.queuedBytes -= u.bytes
 	p.l.inFlight--
-	e.held -= u.bytes
-	e.releaseKeys(u)
-	for _, d := range u.dones {
-		e.answer(d, err)
-	}
-	u.dones = nil
+	e.answerUnheld(u, err)
 	releaseUnit(w.in)
 	e.checkHeld()
 }

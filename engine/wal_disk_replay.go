@@ -62,8 +62,7 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 	}
 	slices.Reverse(again) // oldest first: commits go in id order
 	for _, s := range again {
-		e.queue = append(e.queue, s)
-		e.replayed++
+		e.queueReplayed(s)
 	}
 	l.replayLive(sc)
 	if !e.live.empty() {
@@ -174,21 +173,14 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 	for _, o := range in.Offsets {
 		if !isIdemKey(o.Key) {
 			u.offsets = append(u.offsets, o)
-			if isFloorOffset(o) {
-				continue // a floor is never pending (pendingKeys)
-			}
-			// Units replay in sequence order: a key's newest unit holds it.
-			e.offsetPending[o.Key] = u
 		}
 	}
-	if u.idem != "" {
-		e.idemPending[u.idem] = u
-	}
+	e.holdReplayed(u)
 	if err := into.add(u, in); err != nil { // takes the decoded batches' references
 		e.failClosed(err)
 		return
 	}
-	e.held += u.bytes
+	e.hold(u)
 	us.seg.pin(into.gen, u.seq, e.now())
 	e.stats.WALReplayedUnits++
 	e.replayPending++
@@ -212,9 +204,7 @@ func (l *diskLog) replayLive(sc *logScan) {
 		slices.Sort(seqs)
 		for _, seq := range seqs {
 			e.mark(MarkWALReplayedLive)
-			if e.live.empty() {
-				e.liveSince = e.now()
-			}
+			e.startLive()
 			l.replayUnit(ps.units[seq], ps.p.id, e.live)
 		}
 	}
