@@ -67,15 +67,14 @@ type scenario struct {
 	rules     []*sim.Rule[sim.Op, sim.Outcome]
 	diskRules []*sim.Rule[sim.DiskOp, sim.DiskOutcome]
 	subs      []*result
-	told      int // answers printed so far (in submission order)
-	printed   []bool
-	// applied are the store mutations applied, as "op key", for run
-	// applied=…
-	applied_ []string
+	printed   []bool // per submission: its answer (or its loss) printed
+	// mutations are the store mutations applied, as "op key", for run
+	// until=applied=…
+	mutations []string
 }
 
 func (s *scenario) applied(op sim.Op, key string) {
-	s.applied_ = append(s.applied_, op.String()+" "+key)
+	s.mutations = append(s.mutations, op.String()+" "+key)
 }
 
 func (s *scenario) do(t *testing.T, d *datadriven.TestData) string {
@@ -252,9 +251,9 @@ func (s *scenario) run(t *testing.T, d *datadriven.TestData) string {
 		}, "every answer")
 	case strings.HasPrefix(until, "applied="):
 		op, suffix, _ := strings.Cut(strings.TrimPrefix(until, "applied="), ":")
-		from := len(s.applied_)
+		from := len(s.mutations)
 		s.r.until(func() bool {
-			return slices.ContainsFunc(s.applied_[from:], func(a string) bool {
+			return slices.ContainsFunc(s.mutations[from:], func(a string) bool {
 				k, ok := strings.CutPrefix(a, op+" ")
 				return ok && strings.HasSuffix(k, suffix)
 			})
