@@ -47,6 +47,27 @@ func bare() *Engine {
 	return e
 }
 
+// breakCase is an invariant broken on purpose on a bare engine: want is
+// the part of the failure's message that names it.
+type breakCase struct {
+	name   string
+	want   string
+	break_ func(e *Engine)
+}
+
+// runBreaks runs each case on its own bare engine and wants it failed
+// closed on its invariant.
+func runBreaks(t *testing.T, cases []breakCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := bare()
+			c.break_(e)
+			wantFailed(t, e, c.want)
+		})
+	}
+}
+
 func wantFailed(t *testing.T, e *Engine, name string) {
 	t.Helper()
 	if e.state != stateFailed || !errors.Is(e.Err(), ErrInvariant) || !strings.Contains(e.Err().Error(), name) {
@@ -369,11 +390,7 @@ func TestInvariantStages(t *testing.T) {
 // postconditions of the engine's long functions that a test can reach
 // without ports.
 func TestInvariantPreconditions(t *testing.T) {
-	cases := []struct {
-		name   string
-		want   string
-		break_ func(e *Engine)
-	}{
+	cases := []breakCase{
 		{"fence-read-twice", "one fence read at a time", func(e *Engine) {
 			e.fence.reading = true
 			e.readFence()
@@ -481,13 +498,7 @@ func TestInvariantPreconditions(t *testing.T) {
 			l.scanSegment(ps, &logSeg{num: 1, path: "wal/p000/s1"}, nil)
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := bare()
-			c.break_(e)
-			wantFailed(t, e, c.want)
-		})
-	}
+	runBreaks(t, cases)
 }
 
 // TestInvariantCommitAfterLast: a snapshot that reaches its commit with
@@ -517,11 +528,7 @@ func TestForEachNeedsALimit(t *testing.T) {
 // TestInvariantStageChecks breaks each stage's whole-state check.
 func TestInvariantStageChecks(t *testing.T) {
 	seg := func(seq uint64) *segState { return &segState{Segment: Segment{ID: SnapshotID{1, seq}}} }
-	cases := []struct {
-		name   string
-		want   string
-		break_ func(e *Engine)
-	}{
+	cases := []breakCase{
 		{"compaction-running", "0 ≤ running ≤ CompactionConcurrency: running 3, limit 2", func(e *Engine) {
 			e.cfg.CompactionConcurrency, e.running = 2, 3
 			e.checkCompaction()
@@ -577,13 +584,7 @@ func TestInvariantStageChecks(t *testing.T) {
 			e.checkOpenFrom(seg(3), segment.Cut{}, o, SnapshotID{1, 2})
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := bare()
-			c.break_(e)
-			wantFailed(t, e, c.want)
-		})
-	}
+	runBreaks(t, cases)
 }
 
 // TestInvariantReporting breaks the bounds of what the engine reports:
@@ -605,11 +606,7 @@ func TestInvariantReporting(t *testing.T) {
 	if e.err != nil || len(e.alerts) != AlertsMax || len(e.namespaces) != NamespacesTrackedMax || len(e.trouble.events) != TroubleEventsMax {
 		t.Fatalf("err %v: %d alerts, %d namespaces, %d trouble events", e.err, len(e.alerts), len(e.namespaces), len(e.trouble.events))
 	}
-	cases := []struct {
-		name   string
-		want   string
-		break_ func(e *Engine)
-	}{
+	cases := []breakCase{
 		{"alerts-past-bound", "the alert queue holds at most AlertsMax: 258 alerts queued, limit 256", func(e *Engine) {
 			e.alerts = make([]Alert, AlertsMax+1)
 			e.alert(AlertCannotApply, errors.New("refused"))
@@ -626,13 +623,7 @@ func TestInvariantReporting(t *testing.T) {
 			e.failing("store put", errors.New("refused"))
 		}},
 	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			e := bare()
-			c.break_(e)
-			wantFailed(t, e, c.want)
-		})
-	}
+	runBreaks(t, cases)
 }
 
 // TestTroubleNeedsAnError: a failure recorded without its error is a
