@@ -14,4 +14,7 @@
 // /api/live (live.go, web/live.html). SKIPPR_CHAOS_MODE=yes
 // makes it its own supervisor that SIGKILLs and restarts itself, then
 // judges the lake (chaos.go). README.md lists the environment variables.
+// Built with -tags recordpath (scripts/record-path only), recordpath.go
+// lets SIGUSR1 and SIGUSR2 clear and write the coverage counters, to
+// measure one record's path through the running daemon.
 package main
