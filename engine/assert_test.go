@@ -140,11 +140,7 @@ func TestInvariantLaneHead(t *testing.T) {
 
 func TestInvariantPendingAtReclaim(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
-	_, cs := withSink(r)
-	r.start()
-	cs.down["b"] = true
-	a, b := r.submit(unit("a", 1)), r.submit(unit("b", 2))
-	r.until(func() bool { return a.done && b.done }, "acks")
+	oneSinkDown(r)
 	r.until(func() bool { st := r.eng.Stats(); return st.JobsApplied == 1 && st.SinkFailures > 0 }, "job a applied, job b failed")
 	r.eng.BreakPending() // job b taken for applied, its bit clear
 	v := wantInvariant(t, r, "a reclaimed segment is fully applied", `(\d+) groups open, (\d+) of (\d+) jobs not applied, (\d+) of (\d+) bits set`)
@@ -158,11 +154,7 @@ func TestInvariantPendingAtReclaim(t *testing.T) {
 
 func TestInvariantBitmapBitsOnlySet(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
-	_, cs := withSink(r)
-	r.start()
-	cs.down["b"] = true
-	a, b := r.submit(unit("a", 1)), r.submit(unit("b", 2))
-	r.until(func() bool { return a.done && b.done }, "acks")
+	oneSinkDown(r)
 	r.until(func() bool { return r.bitmapKey() != "none" }, "a bitmap write")
 	r.settle()
 	r.eng.BreakBitmap()

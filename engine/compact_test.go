@@ -57,6 +57,19 @@ func withSink(r *rig) (*sinks.Memory, *countingSink) {
 	return dest, cs
 }
 
+// oneSinkDown starts the rig with a sink whose namespace b is down and
+// commits one segment of namespaces a and b: job a can apply, job b
+// fails until the test brings b back (cs.down).
+func oneSinkDown(r *rig) (*sinks.Memory, *countingSink) {
+	r.t.Helper()
+	dest, cs := withSink(r)
+	r.start()
+	cs.down["b"] = true
+	a, b := r.submit(unit("a", 1)), r.submit(unit("b", 2))
+	r.until(func() bool { return a.done && b.done }, "acks")
+	return dest, cs
+}
+
 func destValues(m *sinks.Memory) map[string][]int64 {
 	out := map[string][]int64{}
 	for _, a := range m.Applied() {
@@ -131,11 +144,7 @@ func (r *rig) bitmapKey() string {
 // safe), the segment stays, and the engine alerts.
 func TestUnreadableBitmapKeepsSegment(t *testing.T) {
 	r := newRig(t, sim.StoreConfig{})
-	dest, cs := withSink(r)
-	r.start()
-	cs.down["b"] = true
-	a, b := r.submit(unit("a", 1)), r.submit(unit("b", 2))
-	r.until(func() bool { return a.done && b.done }, "acks")
+	dest, cs := oneSinkDown(r)
 	r.until(func() bool { return r.bitmapKey() != "none" }, "a bitmap write")
 	key := r.bitmapKey()
 	r.putObject(key, []byte("not a bitmap"))

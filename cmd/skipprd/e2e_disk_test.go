@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -46,12 +45,7 @@ const envKillSeed = "SKIPPRD_E2E_KILL_SEED"
 // partition (regenerated from the generator, which is a pure function of
 // namespace, partition and offset), and nothing else.
 func TestDaemonDiskWALKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the daemon and runs it a dozen times (about 30 s)")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds the daemon and runs it a dozen times (about 30 s)")
 	t.Parallel()
 	rng := rand.New(rand.NewPCG(killSeed(t), 0x5eed))
 	bin := buildDaemon(t)
@@ -178,12 +172,7 @@ func TestDaemonDiskWALKills(t *testing.T) {
 // segments to the bucket, nothing to DATA_DIR/segments, and SIGINT stops
 // it with every acked row applied.
 func TestDaemonDiskWALWithS3Segments(t *testing.T) {
-	if testing.Short() {
-		t.Skip("waits out the S3 recovery fence (35 s)")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "waits out the S3 recovery fence (35 s)")
 	t.Parallel()
 	const bucket = "skipprd-segments"
 	emb, err := storage.StartEmbeddedS3(filepath.Join(t.TempDir(), "s3.bolt"), bucket, nil)

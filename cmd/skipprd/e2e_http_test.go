@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -27,12 +26,7 @@ import (
 // row of every 200'd request is in the lake exactly once, and nothing
 // else is.
 func TestDaemonHTTPKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the daemon and kills it mid-ingest (about 20 s)")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds the daemon and kills it mid-ingest (about 20 s)")
 	t.Parallel()
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()

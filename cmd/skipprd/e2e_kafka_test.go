@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -38,12 +37,7 @@ func TestDaemonKafkaNewHost(t *testing.T) { testKafkaKill(t, true, false) }
 func TestDaemonKafkaGroup(t *testing.T) { testKafkaKill(t, false, true) }
 
 func testKafkaKill(t *testing.T, newHost, group bool) {
-	if testing.Short() {
-		t.Skip("builds the daemon and kills it mid-ingest")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds the daemon and kills it mid-ingest")
 	t.Parallel()
 	c, err := kfake.NewCluster(kfake.NumBrokers(3), kfake.SeedTopics(4, "shop.orders"))
 	if err != nil {

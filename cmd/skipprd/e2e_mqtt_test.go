@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -26,12 +25,7 @@ func TestDaemonMQTTKill(t *testing.T) { testMQTTKill(t, false) }
 func TestDaemonMQTTNewHost(t *testing.T) { testMQTTKill(t, true) }
 
 func testMQTTKill(t *testing.T, newHost bool) {
-	if testing.Short() {
-		t.Skip("builds the daemon and kills it mid-ingest")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds the daemon and kills it mid-ingest")
 	t.Parallel()
 	url := brokertest.MQTT(t)
 	pub := paho.NewClient(paho.NewClientOptions().AddBroker(url).SetClientID(fmt.Sprint("e2e-pub-", time.Now().UnixNano())))

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -26,12 +25,7 @@ func TestDaemonNATSKill(t *testing.T) { testNATSKill(t, false) }
 func TestDaemonNATSNewHost(t *testing.T) { testNATSKill(t, true) }
 
 func testNATSKill(t *testing.T, newHost bool) {
-	if testing.Short() {
-		t.Skip("builds the daemon and kills it mid-ingest")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds the daemon and kills it mid-ingest")
 	t.Parallel()
 	url := brokertest.NATS(t)
 	nc, err := nats.Connect(url)

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -28,12 +27,7 @@ import (
 // way a user would: every row, every field, once (in Go, and in DuckDB
 // with union_by_name).
 func TestDaemonNewUser(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the daemon")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds and runs the daemon")
 	t.Parallel()
 	readme := readRepoFile(t, "README.md")
 	block := readmePipeline(t, readme)

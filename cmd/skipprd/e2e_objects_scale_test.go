@@ -6,7 +6,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"testing"
 
@@ -40,12 +39,7 @@ func scaleObjects(t *testing.T) int {
 // far below one key per object, where order: any would end, at 262,144
 // objects for a pipeline's life.
 func TestDaemonObjectsAtScale(t *testing.T) {
-	if testing.Short() {
-		t.Skip("puts thousands of objects and ingests them")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "puts thousands of objects and ingests them")
 	t.Parallel()
 	const bucket = "landing"
 	scaleObjects := scaleObjects(t)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -33,12 +32,7 @@ func TestDaemonObjectsKill(t *testing.T) {
 }
 
 func testObjectsKill(t *testing.T, onS3 bool) {
-	if testing.Short() {
-		t.Skip("builds the daemon and kills it mid-ingest")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds the daemon and kills it mid-ingest")
 	t.Parallel()
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
@@ -133,12 +127,7 @@ func dropFile(f int) ([]byte, []string) {
 // after committing the good files before it; with on_error: skip it
 // logs the file and goes on.
 func TestDaemonFilesCorrupt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the daemon")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds and runs the daemon")
 	t.Parallel()
 	bin := buildDaemon(t)
 	for _, mode := range []string{"stop", "skip"} {

@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -26,12 +25,7 @@ import (
 // stopped gracefully, left nothing, and c takes over DATA_DIR without a
 // word of complaint.
 func TestDaemonOwnerDrain(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the daemon and runs it five times (about 10 s)")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds the daemon and runs it five times (about 10 s)")
 	t.Parallel()
 	bin, dataDir, as := ownerWorld(t, "{kind: parquet-dir, path: lake}")
 	start := func(env []string) (*proc, string) {
@@ -135,12 +129,7 @@ func TestDaemonOwnerDrain(t *testing.T) {
 // job of such a sink as soon as recovery registers it. Every acked row
 // reaches the lake once.
 func TestDaemonOwnerDrainOpenLanes(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the daemon and runs it three times")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds the daemon and runs it three times")
 	t.Parallel()
 	bin, dataDir, as := ownerWorld(t, "{kind: parquet-dir, path: lake, flush_interval: 1h}")
 	p := startDaemon(t, bin, dataDir, as("a")...)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -32,12 +31,7 @@ const hostRequestTimeout = "5"
 // rows add up to exactly the snapshot's and the workload's changes (the
 // tables cannot show a duplicate: order tokens and tombstones hide it).
 func TestDaemonPostgresCDCNewHost(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the daemon and waits out two S3 recovery fences (about 25 s)")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds the daemon and waits out two S3 recovery fences (about 25 s)")
 	pgtest.RequireLogical(t)
 	t.Parallel()
 	srcURL, dstURL := pgtest.Database(t), pgtest.Database(t)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -49,12 +48,7 @@ const (
 // and every change exactly once: the snapshot resumed after the last key
 // the WAL held (its tables are keyed by integers).
 func TestDaemonPostgresCDCKills(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the daemon and streams a Postgres workload through kills (about 20 s)")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds the daemon and streams a Postgres workload through kills (about 20 s)")
 	pgtest.RequireLogical(t)
 	srcURL, dstURL := pgtest.Database(t), pgtest.Database(t)
 	src := connectPG(t, srcURL)

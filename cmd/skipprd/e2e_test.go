@@ -37,12 +37,7 @@ import (
 const e2eWait = 90 * time.Second // generous: two fence waits, a cold build, a slow CI box
 
 func TestDaemonEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the daemon three times (about 30 s)")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "builds and runs the daemon three times (about 30 s)")
 	t.Parallel() // mostly waits out fences; the other end-to-end tests run meanwhile
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
@@ -439,4 +434,17 @@ func s3Env(t testing.TB, endpoint string) []string {
 		// verbatim (storage.S3ClientOptions.ChecksumWhenRequired).
 		"AWS_REQUEST_CHECKSUM_CALCULATION=when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required",
 		"AWS_CONFIG_FILE=" + missing, "AWS_SHARED_CREDENTIALS_FILE=" + missing, "AWS_EC2_METADATA_DISABLED=true"}
+}
+
+// skipShortOrWindows skips an end-to-end test under -short (why says
+// what it runs) and on Windows, where the daemon cannot be stopped with
+// SIGINT.
+func skipShortOrWindows(t *testing.T, why string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip(why)
+	}
+	if runtime.GOOS == "windows" {
+		t.Skip("stops the daemon with SIGINT")
+	}
 }

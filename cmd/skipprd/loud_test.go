@@ -109,12 +109,7 @@ func TestLoudRecoveryGivesUp(t *testing.T) {
 // that cuts connections mid-request (outcomes unknown) for a few seconds.
 // Nothing acked is lost or stored twice.
 func TestLoudStoreOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a 12 s outage of the store under a running daemon")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "a 12 s outage of the store under a running daemon")
 	t.Parallel()
 	p := s3proxy.Start(t, loudBucket)
 	dataDir := t.TempDir()
@@ -150,12 +145,7 @@ func TestLoudStoreOutage(t *testing.T) {
 // reminded and cleared; the segments wait in the WAL, and after the stop
 // every acked record is in the lake once.
 func TestLoudSinkFailing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("a sink failing for 12 s under a running daemon")
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
+	skipShortOrWindows(t, "a sink failing for 12 s under a running daemon")
 	t.Parallel()
 	dataDir := t.TempDir()
 	d := startDaemon(t, buildDaemon(t), dataDir, quickLake...)
