@@ -132,6 +132,11 @@ func (e *Engine) gather(j *job, i int, got []*segment.Slice, releases []func()) 
 }
 
 func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func()) {
+	if j.state != jobRunning {
+		e.broken("a job is applied only while it runs: job %s (cut in segment %s) in state %d", j.id, j.cut.ID, j.state)
+		release()
+		return
+	}
 	in := &Job{ID: j.id, Content: j.content, Origin: j.cut.Index.Origin, SinkRef: j.sinkRef(), Namespace: j.namespace(),
 		Segment: j.cut.ID, SegmentCreatedUnixMs: j.cut.Index.CreatedAtUnixMs, Segments: j.segmentIDs(), Slices: slices}
 	rows := in.Rows()

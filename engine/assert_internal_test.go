@@ -473,6 +473,13 @@ func TestInvariantPreconditions(t *testing.T) {
 		{"replay-holds-a-submitted-unit", "only a replayed unit, which no submitter waits for, holds keys by replay", func(e *Engine) {
 			e.holdReplayed(&unit{dones: []func(error){func(error) {}}})
 		}},
+		{"apply-a-job-not-running", "a job is applied only while it runs: job j", func(e *Engine) {
+			released := false
+			e.apply(nil, &job{id: "j", cut: &segState{}, state: jobPending}, nil, func() { released = true })
+			if !released {
+				t.Error("the refused apply kept its slices")
+			}
+		}},
 		{"lookup-unbounded", "a key lookup refreshes its bucket at most AttemptsMax times", func(e *Engine) {
 			e.searchBlocks(segment.KeyHash{}, nil, AttemptsMax, func(bool, error) {})
 		}},
@@ -523,6 +530,17 @@ func TestForEachNeedsALimit(t *testing.T) {
 		}
 	}()
 	bare().forEach(2, 0, func(int, func(error)) {}, func(error) {})
+}
+
+// TestRecoveryFailsWithAnError: a failed round without its error is a
+// caller's contract broken, and panics.
+func TestRecoveryFailsWithAnError(t *testing.T) {
+	defer func() {
+		if msg, _ := recover().(string); !strings.Contains(msg, "recovery round 2 failed without an error") {
+			t.Fatalf("recovered %q; want the panic naming the round", msg)
+		}
+	}()
+	bare().recoveryFailed(2, nil, func(error) {})
 }
 
 // TestInvariantStageChecks breaks each stage's whole-state check.

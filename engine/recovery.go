@@ -107,9 +107,9 @@ func (e *Engine) recover(round int, done func(error)) {
 	e.claimEpoch(r.claimed)
 }
 
-// checkStage asserts the stage a step's callback completes, and moves the round
-// to the next. A round is never in two steps at once: a callback that
-// arrives in another stage is a broken invariant.
+// checkStage asserts the stage a step's callback completes, and moves
+// the round to the next. A round is never in two steps at once: a
+// callback that arrives in another stage is a broken invariant.
 func (r *recovery) checkStage(want, next recoveryStage) bool {
 	if r.stage != want {
 		r.e.broken("a recovery step completes the stage it started: round %d in stage %s, a callback of %s arrived", r.round, r.stage, want)
@@ -220,7 +220,7 @@ func (r *recovery) checkpointRead(view *offsetsView, keys *keyStore, err error) 
 		return
 	}
 	if err != nil {
-		r.e.recoveryFailed(r.round, err, r.done)
+		r.fail(err)
 		return
 	}
 	e := r.e
@@ -306,6 +306,9 @@ func validMarkers(listing []*listedSegment, w writerRecord) []*listedSegment {
 }
 
 func (e *Engine) recoveryFailed(round int, err error, done func(error)) {
+	if err == nil {
+		panic(fmt.Sprintf("engine: recovery round %d failed without an error", round))
+	}
 	err = fmt.Errorf("recovery: %w", err)
 	if errors.Is(err, ErrCorrupt) || errors.Is(err, ErrFenced) || errors.Is(err, ErrInvariant) {
 		e.failClosed(err)
