@@ -21,7 +21,7 @@ import (
 // as often as the sink allows (small_files: 2), so the read also judges
 // rewritten files.
 func TestSharedIceberg(t *testing.T) {
-	skipSharedUnlessLong(t, "builds the daemon and runs two pipelines into shared Iceberg tables through kills (about 30 s)")
+	skipShortOrWindows(t, "builds the daemon and runs two pipelines into shared Iceberg tables through kills (about 30 s)")
 	pgtest.Connect(t) // skips loudly without a server (fails under CI=true)
 	t.Parallel()
 	bin := buildDaemon(t)

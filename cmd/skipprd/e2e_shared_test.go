@@ -550,7 +550,10 @@ func lakeFiles(t *testing.T, lake string) map[string]int {
 	return out
 }
 
-func skipSharedUnlessLong(t *testing.T, what string) {
+// skipShortOrWindows skips an end-to-end test under -short (what says
+// what it runs) and on Windows, where the daemon cannot be stopped with
+// SIGINT.
+func skipShortOrWindows(t *testing.T, what string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip(what)
@@ -572,7 +575,7 @@ var (
 // both write namespace events into one parquet-dir sink, lake, at one
 // absolute folder.
 func TestSharedLakeDir(t *testing.T) {
-	skipSharedUnlessLong(t, "builds the daemon and runs two pipelines through kills (about 15 s)")
+	skipShortOrWindows(t, "builds the daemon and runs two pipelines through kills (about 15 s)")
 	t.Parallel()
 	bin := buildDaemon(t)
 	scenario := func(t *testing.T) sharedScenario {
@@ -601,7 +604,7 @@ const sharedS3Timeout = "2"
 // segments in the bucket (wal/a/…), b the S3 WAL (wal/b/…); the lake is
 // under lake/.
 func TestSharedLakeS3(t *testing.T) {
-	skipSharedUnlessLong(t, "builds the daemon and runs two pipelines on one bucket through kills (about 25 s)")
+	skipShortOrWindows(t, "builds the daemon and runs two pipelines on one bucket through kills (about 25 s)")
 	t.Parallel()
 	bin := buildDaemon(t)
 	const bucket = "shared"
@@ -687,7 +690,7 @@ func downloadLake(t *testing.T, client *s3.Client, bucket, prefix string) (strin
 // id), and skipprd_applied_jobs must account for them: per table, its
 // jobs' rows add up to the table's rows.
 func TestSharedPostgres(t *testing.T) {
-	skipSharedUnlessLong(t, "builds the daemon and runs two pipelines into Postgres through kills (about 15 s)")
+	skipShortOrWindows(t, "builds the daemon and runs two pipelines into Postgres through kills (about 15 s)")
 	pgtest.Connect(t) // skips loudly without a server (fails under CI=true)
 	t.Parallel()
 	bin := buildDaemon(t)
@@ -851,7 +854,7 @@ const upgradeTrials = 3
 // exactly once: the current build must recognise the jobs the old one
 // applied.
 func TestUpgradeAcrossCrash(t *testing.T) {
-	skipSharedUnlessLong(t, "builds the daemon at an older commit and upgrades across crashes (about 25 s)")
+	skipShortOrWindows(t, "builds the daemon at an older commit and upgrades across crashes (about 25 s)")
 	t.Parallel()
 	began := time.Now()
 	old := buildAtCommit(t, preIdentityCommit)

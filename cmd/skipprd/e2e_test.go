@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -434,17 +433,4 @@ func s3Env(t testing.TB, endpoint string) []string {
 		// verbatim (storage.S3ClientOptions.ChecksumWhenRequired).
 		"AWS_REQUEST_CHECKSUM_CALCULATION=when_required", "AWS_RESPONSE_CHECKSUM_VALIDATION=when_required",
 		"AWS_CONFIG_FILE=" + missing, "AWS_SHARED_CREDENTIALS_FILE=" + missing, "AWS_EC2_METADATA_DISABLED=true"}
-}
-
-// skipShortOrWindows skips an end-to-end test under -short (why says
-// what it runs) and on Windows, where the daemon cannot be stopped with
-// SIGINT.
-func skipShortOrWindows(t *testing.T, why string) {
-	t.Helper()
-	if testing.Short() {
-		t.Skip(why)
-	}
-	if runtime.GOOS == "windows" {
-		t.Skip("stops the daemon with SIGINT")
-	}
 }
