@@ -2,6 +2,7 @@ package postgrescdc
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -108,15 +109,23 @@ func TestRestartInsideLargeTransaction(t *testing.T) {
 	cfg := e.config(tables...)
 	cfg.Logger = quietLogger(t)
 
+	// From the third unit inside a transaction on, every unit waits for
+	// the stop and is then refused as a cancelled submit: when the whole
+	// transaction streamed in before the stop, its units are one flight,
+	// which a stop lets land, and they must not be acked.
 	var streamUnits atomic.Int32
+	var thirdOnce sync.Once
 	third, stopping := make(chan struct{}), make(chan struct{})
-	rec1 := &recorder{gate: func(u engine.Unit) {
-		if len(u.Sidecar.Rows) > 0 && u.Sidecar.Rows[0].Order > 0 && streamUnits.Add(1) == 3 {
-			close(third)
+	gated := func(ctx context.Context, u engine.Unit) error {
+		if len(u.Sidecar.Rows) > 0 && u.Sidecar.Rows[0].Order > 0 && streamUnits.Add(1) >= 3 {
+			thirdOnce.Do(func() { close(third) })
 			<-stopping // the stop lands meanwhile, however loaded the box
+			return context.Canceled
 		}
-	}}
-	r1 := startOn(t, cfg, h, rec1.wrap(h.Ingest))
+		return h.Ingest(ctx, u)
+	}
+	rec1 := &recorder{}
+	r1 := startOn(t, cfg, h, rec1.wrap(gated))
 	src1 := r1.src
 	waitFor(t, 10*time.Second, "the stream", func() bool { return src1.Stats().ConfirmedLSN > 0 })
 	w := &workload{t: t, conn: e.db}
