@@ -52,7 +52,7 @@ func bare() *Engine {
 type breakCase struct {
 	name   string
 	want   string
-	break_ func(e *Engine)
+	break_ func(t *testing.T, e *Engine) // t: the case's own subtest
 }
 
 // runBreaks runs each case on its own bare engine and wants it failed
@@ -62,7 +62,7 @@ func runBreaks(t *testing.T, cases []breakCase) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := bare()
-			c.break_(e)
+			c.break_(t, e)
 			wantFailed(t, e, c.want)
 		})
 	}
@@ -391,25 +391,25 @@ func TestInvariantStages(t *testing.T) {
 // without ports.
 func TestInvariantPreconditions(t *testing.T) {
 	cases := []breakCase{
-		{"fence-read-twice", "one fence read at a time", func(e *Engine) {
+		{"fence-read-twice", "one fence read at a time", func(t *testing.T, e *Engine) {
 			e.fence.reading = true
 			e.readFence()
 		}},
-		{"gather-past-pieces", "a job gathers its pieces in order", func(e *Engine) {
+		{"gather-past-pieces", "a job gathers its pieces in order", func(t *testing.T, e *Engine) {
 			e.gather(&job{}, 1, nil, nil)
 		}},
-		{"cuts-of-a-queued-snapshot", "cuts are decided for the active snapshot", func(e *Engine) {
+		{"cuts-of-a-queued-snapshot", "cuts are decided for the active snapshot", func(t *testing.T, e *Engine) {
 			e.active = &snapshot{id: SnapshotID{1, 2}, content: newBatchSet()}
 			e.decideCuts(&snapshot{id: SnapshotID{1, 3}})
 		}},
-		{"cuts-below-last-commit", "every earlier one committed", func(e *Engine) {
+		{"cuts-below-last-commit", "every earlier one committed", func(t *testing.T, e *Engine) {
 			e.active, e.lastCommit = &snapshot{id: SnapshotID{1, 2}, content: newBatchSet()}, SnapshotID{1, 2}
 			e.decideCuts(e.active)
 		}},
-		{"body-prepared-twice", "a snapshot's body is prepared once", func(e *Engine) {
+		{"body-prepared-twice", "a snapshot's body is prepared once", func(t *testing.T, e *Engine) {
 			e.prepare(&snapshot{id: SnapshotID{1, 1}, ahead: &bodyAhead{}})
 		}},
-		{"join-other-offsets", "a unit joins a pending one only with the same offsets", func(e *Engine) {
+		{"join-other-offsets", "a unit joins a pending one only with the same offsets", func(t *testing.T, e *Engine) {
 			e.p.Timers = &heldTimers{}
 			e.offsetPending = map[string]*unit{"k": {offsets: segment.Offsets{{Key: "k", Value: 1}}}}
 			e.joinDuplicate(Unit{Offsets: segment.Offsets{{Key: "k", Value: 2}}}, func(error) {})
@@ -417,89 +417,89 @@ func TestInvariantPreconditions(t *testing.T) {
 				t.Errorf("%d answers due; the joining unit is answered too", len(e.answers))
 			}
 		}},
-		{"bucket-read-unbounded", "a key bucket is read at most AttemptsMax times", func(e *Engine) {
+		{"bucket-read-unbounded", "a key bucket is read at most AttemptsMax times", func(t *testing.T, e *Engine) {
 			e.readBucketTry(nil, &keyBucket{num: 3}, AttemptsMax, func(error) {})
 		}},
-		{"manifest-runs-unbounded", "a manifest lists at most KeyManifestRunsMax runs", func(e *Engine) {
+		{"manifest-runs-unbounded", "a manifest lists at most KeyManifestRunsMax runs", func(t *testing.T, e *Engine) {
 			e.loadRuns(&keyBucket{num: 3}, make([]segment.KeyRunRef, segment.KeyManifestRunsMax+1), func([]*keyRun, bool, error) {})
 		}},
-		{"flushed-mask-past-partitions", "partition mask names partitions of the log", func(e *Engine) {
+		{"flushed-mask-past-partitions", "partition mask names partitions of the log", func(t *testing.T, e *Engine) {
 			l := &diskLog{e: e, parts: []*logPart{{}, {}}}
 			l.recordFlushed(SnapshotID{1, 1}, 1<<2, 1, nil)
 		}},
-		{"roll-negative-entry", "a new log segment holds its header and the entry", func(e *Engine) {
+		{"roll-negative-entry", "a new log segment holds its header and the entry", func(t *testing.T, e *Engine) {
 			p := &logPart{l: &diskLog{e: e, cfg: DiskWAL{SegmentBytes: 1 << 20}}}
 			p.roll(-1 << 30)
 		}},
-		{"for-each-answered-twice", "each call of a forEach answers once", func(e *Engine) {
+		{"for-each-answered-twice", "each call of a forEach answers once", func(t *testing.T, e *Engine) {
 			e.forEach(1, 1, func(_ int, d func(error)) { d(nil); d(nil) }, func(error) {})
 		}},
-		{"open-twice", "recovery opens once, with a bitmap per owned segment", func(e *Engine) {
+		{"open-twice", "recovery opens once, with a bitmap per owned segment", func(t *testing.T, e *Engine) {
 			e.state = stateReady
 			e.open(recovered{})
 		}},
-		{"open-without-bitmaps", "with a bitmap per owned segment: state 1, 1 owned, 0 bitmaps", func(e *Engine) {
+		{"open-without-bitmaps", "with a bitmap per owned segment: state 1, 1 owned, 0 bitmaps", func(t *testing.T, e *Engine) {
 			e.state = stateRecovering
 			e.open(recovered{owned: make([]Segment, 1)})
 		}},
-		{"failed-batch-not-in-flight", "a failed batch is the one in flight", func(e *Engine) {
+		{"failed-batch-not-in-flight", "a failed batch is the one in flight", func(t *testing.T, e *Engine) {
 			p := &logPart{l: &diskLog{e: e}}
 			p.failed(&logBatch{seg: &logSeg{path: "wal/p/s1"}}, errors.New("io"))
 		}},
-		{"attempt-answered-twice", "a request's attempt answers once", func(e *Engine) {
+		{"attempt-answered-twice", "a request's attempt answers once", func(t *testing.T, e *Engine) {
 			e.retryStop(func(d func(error)) { d(nil); d(nil) }, func(error) bool { return false }, func(error, bool) {})
 		}},
-		{"seal-logged-after-persist", "a generation's seal is logged before its snapshot persists", func(e *Engine) {
+		{"seal-logged-after-persist", "a generation's seal is logged before its snapshot persists", func(t *testing.T, e *Engine) {
 			l := &diskLog{e: e}
 			l.beforePersist(&snapshot{stage: persistBody, content: newBatchSet()}, func() {})
 		}},
-		{"seal-range-past-partitions", "a unit's log partition is one of the log's: partition 3 of 1", func(e *Engine) {
+		{"seal-range-past-partitions", "a unit's log partition is one of the log's: partition 3 of 1", func(t *testing.T, e *Engine) {
 			l := &diskLog{e: e, parts: []*logPart{{}}}
 			s := &snapshot{content: newBatchSet()}
 			s.content.units = []*unit{{part: 3, seq: 1, seg: &logSeg{}}}
 			l.beforePersist(s, func() {})
 		}},
-		{"runs-replaced-without-merge", "a merge replaces runs while it holds its bucket", func(e *Engine) {
+		{"runs-replaced-without-merge", "a merge replaces runs while it holds its bucket", func(t *testing.T, e *Engine) {
 			e.replaceRuns(&keyBucket{num: 4}, nil, &keyRun{}, func() {})
 		}},
-		{"rebuild-from-incomplete-seal", "a generation is rebuilt only from a complete seal", func(e *Engine) {
+		{"rebuild-from-incomplete-seal", "a generation is rebuilt only from a complete seal", func(t *testing.T, e *Engine) {
 			l := &diskLog{e: e, parts: []*logPart{{}}}
 			seal := &sealScan{id: SnapshotID{1, 1}, ranges: map[uint32][]wal.SeqRange{0: {{Lo: 1, Hi: 1}}}}
 			l.rebuild(seal, map[uint32]*partScan{0: {units: map[uint64]*unitScan{}}})
 		}},
-		{"replay-queues-a-live-snapshot", "only a rebuilt generation is queued by replay", func(e *Engine) {
+		{"replay-queues-a-live-snapshot", "only a rebuilt generation is queued by replay", func(t *testing.T, e *Engine) {
 			e.queueReplayed(&snapshot{id: SnapshotID{1, 3}})
 		}},
-		{"replay-holds-a-submitted-unit", "only a replayed unit, which no submitter waits for, holds keys by replay", func(e *Engine) {
+		{"replay-holds-a-submitted-unit", "only a replayed unit, which no submitter waits for, holds keys by replay", func(t *testing.T, e *Engine) {
 			e.holdReplayed(&unit{dones: []func(error){func(error) {}}})
 		}},
-		{"apply-a-job-not-running", "a job is applied only while it runs: job j", func(e *Engine) {
+		{"apply-a-job-not-running", "a job is applied only while it runs: job j", func(t *testing.T, e *Engine) {
 			released := false
 			e.apply(nil, &job{id: "j", cut: &segState{}, state: jobPending}, nil, func() { released = true })
 			if !released {
 				t.Error("the refused apply kept its slices")
 			}
 		}},
-		{"lookup-unbounded", "a key lookup refreshes its bucket at most AttemptsMax times", func(e *Engine) {
+		{"lookup-unbounded", "a key lookup refreshes its bucket at most AttemptsMax times", func(t *testing.T, e *Engine) {
 			e.searchBlocks(segment.KeyHash{}, nil, AttemptsMax, func(bool, error) {})
 		}},
-		{"read-no-bytes", "a ranged read asks for bytes", func(e *Engine) {
+		{"read-no-bytes", "a ranged read asks for bytes", func(t *testing.T, e *Engine) {
 			e.readAgreed("k", &ByteRange{Start: 0, Length: 0}, nil, func([]byte, uint32, error) {})
 		}},
-		{"claim-without-log-identity", "a claimed epoch has the log's identity: epoch 3", func(e *Engine) {
+		{"claim-without-log-identity", "a claimed epoch has the log's identity: epoch 3", func(t *testing.T, e *Engine) {
 			r := &recovery{e: e, done: func(error) {}}
 			r.claimed(writerRecord{epoch: 3, floor: 3}, "etag", nil) // a zero WAL id, no pipeline
 		}},
-		{"marker-without-log-identity", "every marker carries the log's identity: snapshot 000000000001-000000000002 persisted with none (epoch 1)", func(e *Engine) {
+		{"marker-without-log-identity", "every marker carries the log's identity: snapshot 000000000001-000000000002 persisted with none (epoch 1)", func(t *testing.T, e *Engine) {
 			e.epoch = 1
 			e.putMarkerOf(&snapshot{id: SnapshotID{1, 2}, stage: persistBody, content: newBatchSet()})
 		}},
-		{"key-bucket-written-while-busy", "one write per key bucket at a time: bucket 5 written while busy true with 0 keys in flight", func(e *Engine) {
+		{"key-bucket-written-while-busy", "one write per key bucket at a time: bucket 5 written while busy true with 0 keys in flight", func(t *testing.T, e *Engine) {
 			b := e.keys.bucket(5)
 			b.busy = true // a read (refreshBucket) or a merge holds it
 			e.writeBucket(b, func(bool) {})
 		}},
-		{"log-scan-units-not-the-scan's", "the units recovery holds are the log's: partition 0 holds 1, its scan 0", func(e *Engine) {
+		{"log-scan-units-not-the-scan's", "the units recovery holds are the log's: partition 0 holds 1, its scan 0", func(t *testing.T, e *Engine) {
 			l := &diskLog{e: e}
 			ps := &partScan{p: &logPart{l: l}, scan: wal.NewPartitionScan(0), units: map[uint64]*unitScan{7: {}}}
 			l.scanSegment(ps, &logSeg{num: 1, path: "wal/p000/s1"}, nil)
@@ -547,57 +547,57 @@ func TestRecoveryFailsWithAnError(t *testing.T) {
 func TestInvariantStageChecks(t *testing.T) {
 	seg := func(seq uint64) *segState { return &segState{Segment: Segment{ID: SnapshotID{1, seq}}} }
 	cases := []breakCase{
-		{"compaction-running", "0 ≤ running ≤ CompactionConcurrency: running 3, limit 2", func(e *Engine) {
+		{"compaction-running", "0 ≤ running ≤ CompactionConcurrency: running 3, limit 2", func(t *testing.T, e *Engine) {
 			e.cfg.CompactionConcurrency, e.running = 2, 3
 			e.checkCompaction()
 		}},
-		{"compaction-lane-order", "every lane is in the lane order once: 1 lanes, 0 in order", func(e *Engine) {
+		{"compaction-lane-order", "every lane is in the lane order once: 1 lanes, 0 in order", func(t *testing.T, e *Engine) {
 			e.cfg.CompactionConcurrency = 1
 			e.lanes = map[laneKey]*lane{{}: {}}
 			e.checkCompaction()
 		}},
-		{"compaction-segment-order", "owned segments in id order", func(e *Engine) {
+		{"compaction-segment-order", "owned segments in id order", func(t *testing.T, e *Engine) {
 			e.cfg.CompactionConcurrency = 1
 			e.segs = []*segState{seg(2), seg(1)}
 			e.checkCompaction()
 		}},
-		{"forget-unowned", "a reclaimed segment was owned", func(e *Engine) {
+		{"forget-unowned", "a reclaimed segment was owned", func(t *testing.T, e *Engine) {
 			e.forget(seg(9))
 		}},
-		{"checkpoint-waiter-unserved", "a checkpoint waiter has a round running or scheduled: 1 waiting", func(e *Engine) {
+		{"checkpoint-waiter-unserved", "a checkpoint waiter has a round running or scheduled: 1 waiting", func(t *testing.T, e *Engine) {
 			e.ckptWaiters = []checkpointWaiter{{}}
 			e.checkCheckpointing()
 		}},
-		{"queue-over-capacity", "len(queue) ≤ max(QueueCapacity, replayed): 2 snapshots queued, capacity 1, replayed 0", func(e *Engine) {
+		{"queue-over-capacity", "len(queue) ≤ max(QueueCapacity, replayed): 2 snapshots queued, capacity 1, replayed 0", func(t *testing.T, e *Engine) {
 			e.cfg.QueueCapacity = 1
 			e.queue = []*snapshot{{id: SnapshotID{1, 1}, content: newBatchSet()}, {id: SnapshotID{1, 2}, content: newBatchSet()}}
 			e.checkQueue()
 		}},
-		{"active-before-last-commit", "snapshots in id order: active 000000000001-000000000002, last committed 000000000001-000000000003", func(e *Engine) {
+		{"active-before-last-commit", "snapshots in id order: active 000000000001-000000000002, last committed 000000000001-000000000003", func(t *testing.T, e *Engine) {
 			e.cfg.QueueCapacity = 1
 			e.active, e.lastCommit = &snapshot{id: SnapshotID{1, 2}, content: newBatchSet()}, SnapshotID{1, 3}
 			e.checkQueue()
 		}},
-		{"segment-registered-out-of-order", "owned segments in id order: 000000000001-000000000001 registered after 000000000001-000000000002", func(e *Engine) {
+		{"segment-registered-out-of-order", "owned segments in id order: 000000000001-000000000001 registered after 000000000001-000000000002", func(t *testing.T, e *Engine) {
 			e.segs = []*segState{seg(2)}
 			e.checkSegAppend(seg(1))
 		}},
-		{"open-groups-negative", "0 ≤ open groups ≤ parts of a segment: segment 000000000001-000000000004, -1 open, 0 parts", func(e *Engine) {
+		{"open-groups-negative", "0 ≤ open groups ≤ parts of a segment: segment 000000000001-000000000004, -1 open, 0 parts", func(t *testing.T, e *Engine) {
 			st := seg(4)
 			st.Index, st.open = &segment.Index{}, -1
 			e.checkPending(st)
 		}},
-		{"lane-two-open-jobs", "a lane has one open job at most: lane lake/ns has 2", func(e *Engine) {
+		{"lane-two-open-jobs", "a lane has one open job at most: lane lake/ns has 2", func(t *testing.T, e *Engine) {
 			g := segment.Group{SinkRef: "lake", Namespace: "ns"}
 			other := segment.Group{SinkRef: "lake", Namespace: "ns", CDC: true}
 			ln := &lane{key: laneOf(g), open: []*openJob{{group: g, pieces: []piece{{seg: seg(1)}}}, {group: other, pieces: []piece{{seg: seg(2)}}}}}
 			e.lanes = map[laneKey]*lane{ln.key: ln}
 			e.checkOpen([]segment.Group{g})
 		}},
-		{"job-ends-twice", "a job ends once per start: job j (cut in segment 000000000001-000000000001) ends in state 2", func(e *Engine) {
+		{"job-ends-twice", "a job ends once per start: job j (cut in segment 000000000001-000000000001) ends in state 2", func(t *testing.T, e *Engine) {
 			e.checkJobEnds(&job{id: "j", cut: seg(1), state: jobApplied})
 		}},
-		{"cut-leaves-open-part", "a cut takes its whole open job: cut of", func(e *Engine) {
+		{"cut-leaves-open-part", "a cut takes its whole open job: cut of", func(t *testing.T, e *Engine) {
 			o := &openJob{pieces: []piece{{seg: seg(1)}}}
 			e.checkOpenFrom(seg(3), segment.Cut{}, o, SnapshotID{1, 2})
 		}},
@@ -625,18 +625,18 @@ func TestInvariantReporting(t *testing.T) {
 		t.Fatalf("err %v: %d alerts, %d namespaces, %d trouble events", e.err, len(e.alerts), len(e.namespaces), len(e.trouble.events))
 	}
 	cases := []breakCase{
-		{"alerts-past-bound", "the alert queue holds at most AlertsMax: 258 alerts queued, limit 256", func(e *Engine) {
+		{"alerts-past-bound", "the alert queue holds at most AlertsMax: 258 alerts queued, limit 256", func(t *testing.T, e *Engine) {
 			e.alerts = make([]Alert, AlertsMax+1)
 			e.alert(AlertCannotApply, errors.New("refused"))
 		}},
-		{"namespaces-past-bound", fmt.Sprintf("namespaces counted ≤ NamespacesTrackedMax: 1025 counted after adding %q, limit 1024", NamespaceOther), func(e *Engine) {
+		{"namespaces-past-bound", fmt.Sprintf("namespaces counted ≤ NamespacesTrackedMax: 1025 counted after adding %q, limit 1024", NamespaceOther), func(t *testing.T, e *Engine) {
 			e.namespaces = map[string]*NamespaceStats{}
 			for i := range NamespacesTrackedMax { // none of them NamespaceOther
 				e.namespaces[fmt.Sprint("ns", i)] = &NamespaceStats{}
 			}
 			e.namespace("one more")
 		}},
-		{"trouble-events-past-bound", "trouble events ≤ TroubleEventsMax: 258 queued after event 1 (store put), limit 256", func(e *Engine) {
+		{"trouble-events-past-bound", "trouble events ≤ TroubleEventsMax: 258 queued after event 1 (store put), limit 256", func(t *testing.T, e *Engine) {
 			e.trouble.events = make([]TroubleEvent, TroubleEventsMax+1)
 			e.failing("store put", errors.New("refused"))
 		}},

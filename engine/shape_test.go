@@ -122,7 +122,10 @@ func closureDepth(n ast.Node) int {
 }
 
 // assertions counts the calls in n that check an invariant: broken,
-// invariantError, panic, and the check* methods (assert.go).
+// invariantError, panic, and every call of a check* function — the
+// invariant checks of assert.go, and also the few data checks that
+// return an error (checkBodySize, checkOffsetKeys), which the count does
+// not tell apart.
 func assertions(n ast.Node) int {
 	count := 0
 	ast.Inspect(n, func(m ast.Node) bool {
