@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/engine/wal"
 )
 
 // unit is one submitted ingest unit while the engine holds it: in the
@@ -24,7 +25,7 @@ type unit struct {
 	// acked, dones emptied).
 	part uint32
 	seq  uint64
-	seg  *logSeg
+	seg  *wal.Segment
 	// replayed: rebuilt from the log at recovery. Its entry may be in the
 	// page cache only (an fsync error the last process never rolled past),
 	// so it is not taken as committed until its generation commits: its

@@ -104,14 +104,18 @@ import (
 //     generation; each part at its index, rows and bytes the sums of
 //     what it holds (batchSet.check): prepend.
 //   - the disk WAL: a log segment deleted only when nothing unflushed is
-//     in it, not the append target, oldest first (checkSegDeleted):
-//     collect. Recovery holds the units its partition scan holds:
-//     scanSegment.
+//     in it, not the append target, oldest first (wal.Partition's
+//     checkDeleted, reported through logHooks.Broken): collect. A batch
+//     fits its segment and continues the sequence (kick); one batch in
+//     flight per partition (durable, failed). Recovery holds the units its
+//     partition scan holds (scanSegment), finds segments in number order
+//     (wal.Partition.Found) and resumes each partition from its own scan
+//     (Resume). Units on their way into live ≥ 0 (joinLive).
 //   - what is reported stays bounded: the alert queue ≤ AlertsMax
 //     (alert), the namespaces counted one by one ≤ NamespacesTrackedMax
 //     (namespace), the trouble events ≤ TroubleEventsMax (troubleEvent).
 //   - staged procedures: a recovery round (recovery), a snapshot's commit
-//     protocol (snapshot.stage), a log segment's creation (logOpen) and a
+//     protocol (snapshot.stage), a log segment's creation (package wal's open) and a
 //     multipart upload (multipart) each keep the stage they are in; every
 //     step asserts on entry the stage it completes, so a callback that
 //     arrives twice or out of order fails closed (checkStage).

@@ -300,37 +300,6 @@ func TestInvariantAccumulator(t *testing.T) {
 	}
 }
 
-// A log segment deleted out of order, with generations in it, or as the
-// append target fails the engine closed.
-func TestInvariantLogSegDeleted(t *testing.T) {
-	for name, c := range map[string]struct {
-		segs []*logSeg
-		del  int
-		want string
-	}{
-		"not the oldest": {[]*logSeg{{num: 1}, {num: 2}, {num: 3}}, 1, "log segments are deleted oldest first: partition 0 deleted segment 2, its oldest is 1"},
-		"dirty":          {[]*logSeg{{num: 1, dirty: map[uint64]uint64{7: 40}}, {num: 2}}, 0, "nothing unflushed is in it: partition 0 segment 1 holds generations map[7:40]"},
-		"target":         {[]*logSeg{{num: 5}}, 0, "the append target is never deleted: partition 0 segment 5"},
-		"none left":      {nil, -1, "log segments are deleted oldest first: partition 0 deleted segment 9, it holds none"},
-	} {
-		e := bare()
-		p := &logPart{l: &diskLog{e: e}, segs: c.segs}
-		del := &logSeg{num: 9}
-		if c.del >= 0 {
-			del = c.segs[c.del]
-		}
-		if p.checkSegDeleted(del) {
-			t.Fatalf("%s: passed", name)
-		}
-		wantFailed(t, e, c.want)
-	}
-	e := bare()
-	p := &logPart{l: &diskLog{e: e}, segs: []*logSeg{{num: 1}, {num: 2}}}
-	if !p.checkSegDeleted(p.segs[0]) || e.err != nil {
-		t.Fatalf("the oldest clean segment: %v", e.err)
-	}
-}
-
 // TestInvariantStages: a step's callback that arrives in another stage —
 // twice, or out of order — fails closed, for each staged procedure.
 func TestInvariantStages(t *testing.T) {
@@ -353,16 +322,6 @@ func TestInvariantStages(t *testing.T) {
 		if !errors.Is(got, ErrInvariant) {
 			t.Fatalf("done(%v); want the invariant's error", got)
 		}
-	})
-	t.Run("log-open", func(t *testing.T) {
-		e := bare()
-		o := &logOpen{p: &logPart{l: &diskLog{e: e}}, seg: &logSeg{path: "wal/p000/s1"}, stage: openAllocating}
-		o.headerWritten(nil)
-		wantFailed(t, e, "a header write completes before its fsync")
-		e = bare()
-		o = &logOpen{p: &logPart{l: &diskLog{e: e}}, seg: &logSeg{path: "wal/p000/s1"}, stage: openFinished}
-		o.dirSynced(nil) // twice
-		wantFailed(t, e, "in stage finished, a callback of syncing-dir")
 	})
 	t.Run("multipart", func(t *testing.T) {
 		e := bare()
@@ -424,12 +383,8 @@ func TestInvariantPreconditions(t *testing.T) {
 			e.loadRuns(&keyBucket{num: 3}, make([]segment.KeyRunRef, segment.KeyManifestRunsMax+1), func([]*keyRun, bool, error) {})
 		}},
 		{"flushed-mask-past-partitions", "partition mask names partitions of the log", func(t *testing.T, e *Engine) {
-			l := &diskLog{e: e, parts: []*logPart{{}, {}}}
+			l := testDiskLog(e, 2)
 			l.recordFlushed(SnapshotID{1, 1}, 1<<2, 1, nil)
-		}},
-		{"roll-negative-entry", "a new log segment holds its header and the entry", func(t *testing.T, e *Engine) {
-			p := &logPart{l: &diskLog{e: e, cfg: DiskWAL{SegmentBytes: 1 << 20}}}
-			p.roll(-1 << 30)
 		}},
 		{"for-each-answered-twice", "each call of a forEach answers once", func(t *testing.T, e *Engine) {
 			e.forEach(1, 1, func(_ int, d func(error)) { d(nil); d(nil) }, func(error) {})
@@ -442,10 +397,6 @@ func TestInvariantPreconditions(t *testing.T) {
 			e.state = stateRecovering
 			e.open(recovered{owned: make([]Segment, 1)})
 		}},
-		{"failed-batch-not-in-flight", "a failed batch is the one in flight", func(t *testing.T, e *Engine) {
-			p := &logPart{l: &diskLog{e: e}}
-			p.failed(&logBatch{seg: &logSeg{path: "wal/p/s1"}}, errors.New("io"))
-		}},
 		{"attempt-answered-twice", "a request's attempt answers once", func(t *testing.T, e *Engine) {
 			e.retryStop(func(d func(error)) { d(nil); d(nil) }, func(error) bool { return false }, func(error, bool) {})
 		}},
@@ -454,16 +405,16 @@ func TestInvariantPreconditions(t *testing.T) {
 			l.beforePersist(&snapshot{stage: persistBody, content: newBatchSet()}, func() {})
 		}},
 		{"seal-range-past-partitions", "a unit's log partition is one of the log's: partition 3 of 1", func(t *testing.T, e *Engine) {
-			l := &diskLog{e: e, parts: []*logPart{{}}}
+			l := testDiskLog(e, 1)
 			s := &snapshot{content: newBatchSet()}
-			s.content.units = []*unit{{part: 3, seq: 1, seg: &logSeg{}}}
+			s.content.units = []*unit{{part: 3, seq: 1, seg: &wal.Segment{}}}
 			l.beforePersist(s, func() {})
 		}},
 		{"runs-replaced-without-merge", "a merge replaces runs while it holds its bucket", func(t *testing.T, e *Engine) {
 			e.replaceRuns(&keyBucket{num: 4}, nil, &keyRun{}, func() {})
 		}},
 		{"rebuild-from-incomplete-seal", "a generation is rebuilt only from a complete seal", func(t *testing.T, e *Engine) {
-			l := &diskLog{e: e, parts: []*logPart{{}}}
+			l := testDiskLog(e, 1)
 			seal := &sealScan{id: SnapshotID{1, 1}, ranges: map[uint32][]wal.SeqRange{0: {{Lo: 1, Hi: 1}}}}
 			l.rebuild(seal, map[uint32]*partScan{0: {units: map[uint64]*unitScan{}}})
 		}},
@@ -500,9 +451,9 @@ func TestInvariantPreconditions(t *testing.T) {
 			e.writeBucket(b, func(bool) {})
 		}},
 		{"log-scan-units-not-the-scan's", "the units recovery holds are the log's: partition 0 holds 1, its scan 0", func(t *testing.T, e *Engine) {
-			l := &diskLog{e: e}
-			ps := &partScan{p: &logPart{l: l}, scan: wal.NewPartitionScan(0), units: map[uint64]*unitScan{7: {}}}
-			l.scanSegment(ps, &logSeg{num: 1, path: "wal/p000/s1"}, nil)
+			l := testDiskLog(e, 1)
+			ps := &partScan{p: l.log.Partition(0), scan: wal.NewPartitionScan(0), units: map[uint64]*unitScan{7: {}}}
+			l.scanSegment(ps, &wal.Segment{Num: 1, Path: "wal/p000/s1"}, nil)
 		}},
 	}
 	runBreaks(t, cases)
@@ -653,4 +604,12 @@ func TestTroubleNeedsAnError(t *testing.T) {
 		}
 	}()
 	bare().failing(troublePersist, nil)
+}
+
+// testDiskLog is a disk log of n partitions on no ports, for checks that
+// fail before any I/O.
+func testDiskLog(e *Engine, n int) *diskLog {
+	l := &diskLog{e: e, cfg: DiskWAL{Partitions: n}}
+	l.log = wal.New(wal.Config{Partitions: n, SegmentBytes: 1 << 20, BatchBytes: 1 << 16, AttemptsMax: AttemptsMax}, nil, nil, logHooks{l})
+	return l
 }

@@ -125,7 +125,8 @@
 //     reporting (stats.go). Multi-step procedures are staged records
 //     whose every step asserts its stage: recovery (recovery.go), a
 //     snapshot's commit protocol (snapshot.stage, persist.go), a log
-//     segment's creation (logOpen) and a multipart upload (multipart).
+//     segment's creation (package wal's open) and a multipart upload
+//     (multipart).
 //   - ports.go, errors.go: the ports and their contracts; sentinels.
 //   - counting.go: the object-store port wrapped to count every request
 //     (retries included), so that recovery's cost can be stated.
@@ -136,11 +137,13 @@
 //   - durable.go: the seam between "a unit is durable (ack)" and "a
 //     snapshot is a committed segment (compaction)": the S3 WAL's s3Log
 //     and the local-disk WAL's diskLog.
-//   - wal_disk.go, wal_disk_commit.go, wal_disk_unit.go: the local-disk
-//     WAL — log partitions, group commit, poisoning, seal and flushed
-//     records, dirty maps, valves; wal_disk_recover.go,
+//   - wal_disk.go, wal_disk_hooks.go, wal_disk_unit.go: the local-disk
+//     WAL's policy — admission, acks, the memtable's generations, seal and
+//     flushed records, valves — over wal.Log, package wal's log core
+//     (partitions, segment files, group commit, poisoning, pins,
+//     deletion), which reports back through logHooks; wal_disk_recover.go,
 //     wal_disk_replay.go: reading the log back and replaying it. The
-//     log's bytes are package wal's.
+//     log's bytes are package wal's too.
 //   - flush.go, persist.go, retry.go: the coalescing writer and the commit
 //     protocol (body, create-only marker, fence check, ack).
 //   - epoch.go, writer.go, fence.go: writer epochs, seals, fencing of

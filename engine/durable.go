@@ -1,5 +1,11 @@
 package engine
 
+import (
+	"time"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
 // The durable log is the seam between two facts the WAL decides:
 //
 //   - a unit is durable, so its source may be acked;
@@ -43,8 +49,22 @@ type durableLog interface {
 	heldBytes() int64
 	// failAll answers every unit the log holds that was not acked.
 	failAll(err error)
-	// files counts the log segment files the log holds (0: S3 WAL).
+	// files counts the log segment files the log holds (0: S3 WAL);
+	// filesAtRest is how many an empty log holds (one per partition, the
+	// append target).
 	files() int
+	filesAtRest() int
+
+	// Policy the log sets for the writer. sealDelay: a fixed delay
+	// before live is sealed, in place of the adaptive one (ok false).
+	// stamp dates a snapshot at its seal, or leaves it to be dated when
+	// its body is encoded. ahead: a queued snapshot's body may be
+	// prepared while the active one persists. order puts a body's PARTs
+	// in the log's order.
+	sealDelay() (time.Duration, bool)
+	stamp(s *snapshot)
+	ahead() bool
+	order(parts []segment.Part)
 
 	// Recovery (wal_disk_recover.go): recoverLog reads the log before
 	// the store is recovered; logIDs are the snapshot ids it will persist
@@ -81,7 +101,17 @@ func (l s3Log) roomFreed()                             {}
 func (l s3Log) heldBytes() int64                       { return 0 }
 func (l s3Log) failAll(error)                          {}
 func (l s3Log) files() int                             { return 0 }
-func (l s3Log) recoverLog(_ int, done func(error))     { done(nil) } // nothing to read: at once, as Starts next step
-func (l s3Log) logIDs() []SnapshotID                   { return nil }
-func (l s3Log) holds(SnapshotID) bool                  { return false }
-func (l s3Log) replay(map[SnapshotID]*segState)        {}
+func (l s3Log) filesAtRest() int                       { return 0 }
+
+// The S3 WAL's writer policy: the adaptive seal delay (acks wait for the
+// commit, so the delay is the ack latency), the body dated when it is
+// encoded, prepared ahead while the previous snapshot persists, PARTs in
+// the accumulator's order.
+func (l s3Log) sealDelay() (time.Duration, bool)   { return 0, false }
+func (l s3Log) stamp(*snapshot)                    {}
+func (l s3Log) ahead() bool                        { return true }
+func (l s3Log) order([]segment.Part)               {}
+func (l s3Log) recoverLog(_ int, done func(error)) { done(nil) } // nothing to read: at once, as Starts next step
+func (l s3Log) logIDs() []SnapshotID               { return nil }
+func (l s3Log) holds(SnapshotID) bool              { return false }
+func (l s3Log) replay(map[SnapshotID]*segState)    {}

@@ -307,16 +307,9 @@ func (e *Engine) Idle() bool {
 // and the disk WAL holds one log segment per partition (its append
 // target) at most: every other one was deleted.
 func (e *Engine) Drained() bool {
-	return e.Idle() && e.running == 0 && len(e.segs) == 0 && e.WALFiles() <= e.walPartitions()
+	return e.Idle() && e.running == 0 && len(e.segs) == 0 && e.WALFiles() <= e.dlog.filesAtRest()
 }
 
 // WALFiles returns how many log segment files the disk WAL holds (0 for
 // the S3 WAL).
 func (e *Engine) WALFiles() int { return e.dlog.files() }
-
-func (e *Engine) walPartitions() int {
-	if e.cfg.Disk == nil {
-		return 0
-	}
-	return e.cfg.Disk.Partitions
-}

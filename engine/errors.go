@@ -3,14 +3,16 @@ package engine
 import (
 	"errors"
 	"fmt"
+
+	"github.com/skipprd/skipprd/engine/wal"
 )
 
 // Port errors. Ports wrap these so the engine can branch on errors.Is.
 var (
 	// ErrAmbiguous: the request may or may not have taken effect.
 	ErrAmbiguous = errors.New("outcome unknown")
-	// ErrNotFound: no such key (or file).
-	ErrNotFound = errors.New("not found")
+	// ErrNotFound: no such key (or file). The Disk port's (package wal).
+	ErrNotFound = wal.ErrNotFound
 	// ErrPreconditionFailed: an If-None-Match / If-Match condition failed;
 	// the write did not happen.
 	ErrPreconditionFailed = errors.New("precondition failed")
@@ -22,7 +24,7 @@ var (
 	// ErrTooLarge: an object is larger than the caller's limit.
 	ErrTooLarge = errors.New("object exceeds read limit")
 	// ErrExists: Disk.Open with Create found the path already present.
-	ErrExists = errors.New("already exists")
+	ErrExists = wal.ErrExists
 	// ErrRefused: the store refused the request for a reason no retry
 	// changes until an operator acts — access denied (401, 403), a
 	// missing bucket. It did not take effect. The engine keeps retrying

@@ -97,8 +97,8 @@ func (e *Engine) sealSoon() {
 // flushDelay is the delay budget for the unit just appended to an empty
 // accumulator.
 func (e *Engine) flushDelay() time.Duration {
-	if d := e.cfg.Disk; d != nil && d.SealDelay > 0 {
-		return min(d.SealDelay, e.cfg.MaxDelay) // acks do not wait for it (DiskWAL.SealDelay)
+	if d, ok := e.dlog.sealDelay(); ok {
+		return min(d, e.cfg.MaxDelay)
 	}
 	d := flushDelayCold
 	if e.persistEMA > 0 {
@@ -135,9 +135,7 @@ func (e *Engine) seal() {
 	id := SnapshotID{Epoch: e.epoch, Seq: e.nextSeq}
 	e.nextSeq++
 	s := &snapshot{id: id, dir: e.layout.SegmentDir(e.p.Clock.WallUnixMs()), content: e.live}
-	if e.cfg.Disk != nil {
-		s.created = e.p.Clock.WallUnixMs() // recorded in the log's seal: a replay encodes the same body
-	}
+	e.dlog.stamp(s)
 	e.queue = append(e.queue, s)
 	e.live = newBatchSet()
 	e.checkQueue()

@@ -112,6 +112,7 @@ func TestFlushDelay(t *testing.T) {
 	} {
 		e := &Engine{cfg: Config{TargetBytes: 10 << 20, MaxDelay: c.maxDelay},
 			writing: writing{persistEMA: c.ema, live: newBatchSet()}, admission: admission{rateEMA: c.rate}}
+		e.dlog = s3Log{e}
 		e.live.bytes = c.live
 		if got := e.flushDelay(); got != c.want {
 			t.Errorf("%s: delay %v, want %v", c.name, got, c.want)

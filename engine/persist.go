@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -136,10 +134,9 @@ func (a *bodyAhead) finish(err error) {
 }
 
 // prepareAhead starts the body of the oldest queued snapshot while the
-// active one is being persisted (S3 WAL only: the disk WAL logs a
-// generation's seal in beforePersist, in order, before its body).
+// active one is being persisted, where the log allows it (durableLog.ahead).
 func (e *Engine) prepareAhead() {
-	if e.cfg.Disk != nil || e.active == nil || len(e.queue) == 0 || e.queue[0].ahead != nil || e.cooling || e.state == stateFailed {
+	if !e.dlog.ahead() || e.active == nil || len(e.queue) == 0 || e.queue[0].ahead != nil || e.cooling || e.state == stateFailed {
 		return
 	}
 	e.mark(MarkBodyAhead)
@@ -157,12 +154,7 @@ func (e *Engine) prepare(s *snapshot) {
 	a := &bodyAhead{}
 	s.ahead = a
 	parts := s.content.encodeParts()
-	if e.cfg.Disk != nil {
-		// The disk WAL rebuilds a generation partition by partition after
-		// a crash, so its PART order must not depend on how units of
-		// different log partitions interleaved: key order.
-		slices.SortStableFunc(parts, func(a, b segment.Part) int { return strings.Compare(a.Key.String(), b.Key.String()) })
-	}
+	e.dlog.order(parts)
 	retainParts(parts)
 	offsets := s.content.offsets
 	if s.created == 0 {

@@ -17,7 +17,7 @@ import (
 
 const (
 	// closureDepthMax: a callback inside a callback inside a callback, no
-	// deeper. A longer sequence is a staged record (recovery, logOpen,
+	// deeper. A longer sequence is a staged record (recovery, wal's open,
 	// multipart, atomicWrite, partCopy).
 	closureDepthMax = 3
 	// longFunctionLines: a function longer than this asserts at least once

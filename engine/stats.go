@@ -150,6 +150,9 @@ func (e *Engine) Stats() Stats {
 	}
 	if l, ok := e.dlog.(*diskLog); ok {
 		s.WALLogBytes = l.totalBytes()
+		ls := l.log.Stats()
+		s.WALSyncs, s.WALSyncFailures = ls.Syncs, ls.SyncFailures
+		s.WALSegmentsCreated, s.WALSegmentsDeleted = ls.SegmentsCreated, ls.SegmentsDeleted
 	}
 	s.KeyRuns, s.KeyMemBytes = e.keys.runs(), e.keys.memBytes()
 	s.OffsetKeys = e.committed.len()

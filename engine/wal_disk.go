@@ -4,16 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
 	"github.com/skipprd/skipprd/engine/wal"
 )
 
-// diskLog is the local-disk WAL (docs/DESIGN.md §9; the byte layout is in
-// package wal): Partitions independent logs of fixed-size segment files
-// under wal/partition-{id}/, each with its own group committer
-// (wal_disk_commit.go).
+// diskLog is the local-disk WAL's policy (docs/DESIGN.md §9): when a
+// unit is acked, which memtable generation it joins, when generations are
+// sealed and flushed, and the pressure valves. The log itself — its
+// partitions, segment files, group commit and deletion — is wal.Log
+// (package wal, which also holds the byte layout); it tells the engine
+// what happened through logHooks (wal_disk_hooks.go).
 //
 // A unit's life in disk mode:
 //
@@ -39,9 +43,13 @@ import (
 // a WAL larger than TotalBytesMax, forces live to be sealed; a partition
 // larger than PartitionBytesMax refuses units until segments are freed.
 type diskLog struct {
-	e     *Engine
-	cfg   DiskWAL
-	parts []*logPart
+	e   *Engine
+	cfg DiskWAL
+	log *wal.Log[logJoin]
+	// queuedBytes: held bytes of the units accepted and not yet durable
+	// (queued in the log, in its batch, or of a failed batch not yet
+	// answered).
+	queuedBytes int64
 	// backlog: durable (acked) units that found no room in live and wait
 	// for the next seal, in order.
 	backlog      []logJoin
@@ -52,7 +60,8 @@ type diskLog struct {
 	scan         *logScan // what recovery read, until replay
 }
 
-// logJoin is a durable unit on its way into live.
+// logJoin is a unit on its way into live: the handle of its log entry
+// (wal.Write.Unit) and, once durable, of its place in the backlog.
 type logJoin struct {
 	u  *unit
 	in Unit
@@ -70,9 +79,14 @@ var ErrPartitionHalted = errors.New("engine: WAL partition halted")
 
 func newDiskLog(e *Engine, cfg DiskWAL) *diskLog {
 	l := &diskLog{e: e, cfg: cfg, nextGen: 2}
-	for i := range cfg.Partitions {
-		l.parts = append(l.parts, &logPart{l: l, id: uint32(i), nextNum: 1, nextSeq: 1})
+	var interval time.Duration
+	if cfg.Sync == BatchSync {
+		interval = cfg.BatchSyncInterval
 	}
+	l.log = wal.New(wal.Config{
+		Partitions: cfg.Partitions, SegmentBytes: cfg.SegmentBytes, BatchBytes: cfg.BatchBytes,
+		BatchSyncInterval: interval, AttemptsMax: AttemptsMax,
+	}, e.p.Disk, e.p.Timers, logHooks{l})
 	e.live.gen = 1
 	return l
 }
@@ -80,8 +94,8 @@ func newDiskLog(e *Engine, cfg DiskWAL) *diskLog {
 // partOf routes a partition key to its log partition: FNV-1a of the
 // namespace and partition, so one namespace partition always lands in
 // one log (its units keep their order).
-func (l *diskLog) partOf(k segment.PartitionKey) *logPart {
-	return l.parts[WALPartitionOf(k.Namespace, k.Partition, len(l.parts))]
+func (l *diskLog) partOf(k segment.PartitionKey) *wal.Partition[logJoin] {
+	return l.log.Partition(WALPartitionOf(k.Namespace, k.Partition, l.cfg.Partitions))
 }
 
 // WALPartitionOf is the disk WAL partition (of n) that units of a
@@ -101,18 +115,18 @@ func (l *diskLog) canonical(in Unit) (Unit, error) { return canonicalFor(l.e, in
 
 func (l *diskLog) refuse(in Unit) error {
 	p := l.partOf(in.Key)
-	if p.halted != nil {
-		return fmt.Errorf("%w: partition %d: %v", ErrPartitionHalted, p.id, p.halted)
+	if err := p.Halted(); err != nil {
+		return fmt.Errorf("%w: partition %d: %v", ErrPartitionHalted, p.ID(), err)
 	}
 	if n := l.slots(); n > l.e.cfg.LiveSegmentsMax {
 		l.e.mark(MarkBackpressureWAL)
 		return fmt.Errorf("%w: WAL backlog of %d segments (counting the memtable and units on their way into it), limit %d",
 			ErrResourceExhausted, n, l.e.cfg.LiveSegmentsMax)
 	}
-	if p.bytes > l.cfg.PartitionBytesMax {
+	if p.Bytes() > l.cfg.PartitionBytesMax {
 		l.e.mark(MarkBackpressureWALDisk)
 		l.makeRoom(p)
-		return fmt.Errorf("%w: WAL partition %d holds %d bytes, limit %d: retry after a flush", ErrResourceExhausted, p.id, p.bytes, l.cfg.PartitionBytesMax)
+		return fmt.Errorf("%w: WAL partition %d holds %d bytes, limit %d: retry after a flush", ErrResourceExhausted, p.ID(), p.Bytes(), l.cfg.PartitionBytesMax)
 	}
 	return nil
 }
@@ -137,19 +151,15 @@ func (l *diskLog) slots() int {
 // makeRoom works towards freeing a full partition: live is sealed (its
 // generation pins segments until flushed), and a target segment that
 // pins nothing is rolled away from, so it can be deleted.
-func (l *diskLog) makeRoom(p *logPart) {
-	e := l.e
-	e.sealSoon()
-	if t := p.target(); t != nil && len(t.dirty) == 0 && p.batch == nil && len(p.segs) > 0 {
-		t.retired = true
-		p.roll(0)
-	}
+func (l *diskLog) makeRoom(p *wal.Partition[logJoin]) {
+	l.e.sealSoon()
+	p.RetireTarget()
 }
 
 // accept queues a held unit's entry on its partition.
 func (l *diskLog) accept(u *unit, in Unit) {
 	p := l.partOf(in.Key)
-	u.part = p.id
+	u.part = p.ID()
 	payload, err := unitPayload(in)
 	if err != nil {
 		// canonical produced it, so the encoder refusing it is a bug.
@@ -158,31 +168,34 @@ func (l *diskLog) accept(u *unit, in Unit) {
 	}
 	l.e.hold(u)
 	l.inFlight++
-	p.queue = append(p.queue, &logWrite{u: u, in: in, payload: payload, size: wal.EntryBytes(len(payload))})
-	p.queuedBytes += u.bytes
+	l.queuedBytes += u.bytes
 	l.e.checkHeld()
-	p.kick()
+	p.Append(&wal.Write[logJoin]{Unit: logJoin{u, in}, Payload: payload})
 }
 
 // unitDurable runs when a unit's entry is covered by a completed fsync:
 // the unit is committed. It is acked and joins live (or the backlog).
-func (l *diskLog) unitDurable(w *logWrite, seq uint64, seg *logSeg) {
-	e, u := l.e, w.u
+func (l *diskLog) unitDurable(w *wal.Write[logJoin], seq uint64, seg *wal.Segment) {
+	e, u := l.e, w.Unit.u
 	u.seq, u.seg = seq, seg
 	e.releaseKeys(u)
-	e.mergeCommitted(w.in.Offsets)
+	e.mergeCommitted(w.Unit.in.Offsets)
 	e.countAcked(u)
 	e.observeAckDelay(u)
 	for _, d := range u.dones {
 		e.answer(d, nil)
 	}
 	u.dones = nil
-	l.join(u, w.in)
+	l.join(u, w.Unit.in)
 }
 
 // leaveQueue moves a unit's held bytes out of its partition's queue, just
 // before they enter live or the backlog (held stays the same sum).
-func (l *diskLog) leaveQueue(u *unit) { l.parts[u.part].queuedBytes -= u.bytes }
+func (l *diskLog) leaveQueue(u *unit) {
+	if l.queuedBytes -= u.bytes; l.queuedBytes < 0 {
+		l.e.broken("queued bytes ≥ 0: %d after unit %d of partition %d left the queue", l.queuedBytes, u.seq, u.part)
+	}
+}
 
 // join moves a durable unit into live, sealing live first if the unit
 // would break a segment limit. With no room even then — or when live is
@@ -191,7 +204,7 @@ func (l *diskLog) leaveQueue(u *unit) { l.parts[u.part].queuedBytes -= u.bytes }
 // segment) until a seal or a reclaim makes room (drain).
 func (l *diskLog) join(u *unit, in Unit) {
 	e := l.e
-	u.seg.pin(e.live.gen, u.seq, e.now()) // until it is in a generation
+	u.seg.Pin(e.live.gen, u.seq, e.now()) // until it is in a generation
 	if len(l.backlog) == 0 && !e.roomFor(in) {
 		e.sealSoon()
 	}
@@ -212,12 +225,7 @@ func (l *diskLog) join(u *unit, in Unit) {
 	e.afterAppend()
 }
 
-func (l *diskLog) totalBytes() (n int64) {
-	for _, p := range l.parts {
-		n += p.bytes
-	}
-	return n
-}
+func (l *diskLog) totalBytes() int64 { return l.log.Bytes() }
 
 // fits reports whether a durable unit can join live now.
 func (l *diskLog) fits(in Unit) bool {
@@ -232,7 +240,7 @@ func (l *diskLog) joinLive(u *unit, in Unit) {
 	e := l.e
 	e.joinLive(u, in)
 	releaseUnit(in) // live holds it now
-	u.seg.pin(e.live.gen, u.seq, e.now())
+	u.seg.Pin(e.live.gen, u.seq, e.now())
 	if l.inFlight--; l.inFlight < 0 {
 		e.broken("units in flight ≥ 0: %d after unit %d of partition %d joined live", l.inFlight, u.seq, u.part)
 	}
@@ -267,45 +275,25 @@ func (l *diskLog) drain() {
 // merged: failed snapshots' units now belong to live's generation, in
 // every dirty map.
 func (l *diskLog) merged(from []*batchSet, into *batchSet) {
-	for _, p := range l.parts {
-		for _, s := range p.segs {
-			for _, b := range from {
-				s.regen(b.gen, into.gen)
-			}
-		}
+	for _, b := range from {
+		l.log.Regen(b.gen, into.gen)
 	}
 }
 
-func (l *diskLog) files() (n int) {
-	for _, p := range l.parts {
-		n += len(p.segs)
-	}
-	return n
-}
+func (l *diskLog) files() int { return l.log.Files() }
 
-func (l *diskLog) heldBytes() int64 {
-	n := l.backlogBytes
-	for _, p := range l.parts {
-		n += p.queuedBytes
-	}
-	return n
-}
+func (l *diskLog) heldBytes() int64 { return l.backlogBytes + l.queuedBytes }
 
 // failAll answers the units whose entries are not yet durable; those of
 // a failed batch keep their answer, outcome unknown.
 func (l *diskLog) failAll(err error) {
-	for _, p := range l.parts {
-		answers := p.afterRoll
-		p.afterRoll = nil
-		for _, a := range answers {
-			a()
-		}
-		for _, w := range p.pendingWrites() {
-			if w.u != nil {
-				for _, d := range w.u.dones {
+	for _, p := range l.log.Partitions() {
+		for _, w := range p.Stop() {
+			if u := w.Unit.u; w.IsUnit() {
+				for _, d := range u.dones {
 					l.e.answer(d, fmt.Errorf("%w: %v", ErrClosed, err))
 				}
-				w.u.dones = nil
+				u.dones = nil
 			}
 		}
 	}
@@ -329,16 +317,16 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 		return
 	}
 	for _, pr := range ranges {
-		if int(pr.part) >= len(l.parts) {
-			l.e.broken("a unit's log partition is one of the log's: partition %d of %d (snapshot %s)", pr.part, len(l.parts), s.id)
+		if int(pr.part) >= l.cfg.Partitions {
+			l.e.broken("a unit's log partition is one of the log's: partition %d of %d (snapshot %s)", pr.part, l.cfg.Partitions, s.id)
 			return
 		}
-		p := l.parts[pr.part]
+		p := l.log.Partition(pr.part)
 		rec := wal.SealRecord{
 			Snapshot: wal.SnapshotRef{Epoch: s.id.Epoch, Seq: s.id.Seq}, CreatedUnixMs: s.created,
 			Dir: s.dir, Partitions: mask, Ranges: pr.ranges,
 		}
-		p.record(rec, s.content.gen, func() {
+		p.AppendRecord(rec, s.content.gen, func() {
 			if left--; left == 0 {
 				next()
 			}
@@ -359,16 +347,16 @@ func (l *diskLog) committed(s *snapshot, st *segState) {
 // in a halted partition cannot be forgotten there, so its segment is kept
 // for good (the halt was alerted).
 func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
-	if mask>>len(l.parts) != 0 {
-		l.e.broken("a generation's partition mask names partitions of the log: snapshot %s, mask %#x, %d partitions", id, mask, len(l.parts))
+	if mask>>l.cfg.Partitions != 0 {
+		l.e.broken("a generation's partition mask names partitions of the log: snapshot %s, mask %#x, %d partitions", id, mask, l.cfg.Partitions)
 		return
 	}
-	var parts []*logPart
-	for _, p := range l.parts {
-		if mask&(1<<p.id) == 0 {
+	var parts []*wal.Partition[logJoin]
+	for _, p := range l.log.Partitions() {
+		if mask&(1<<p.ID()) == 0 {
 			continue
 		}
-		if p.halted != nil {
+		if p.Halted() != nil {
 			if st != nil {
 				st.keep = true
 			}
@@ -386,7 +374,7 @@ func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
 	}
 	left := len(parts)
 	for _, p := range parts {
-		p.record(wal.FlushedRecord{Snapshot: wal.SnapshotRef{Epoch: id.Epoch, Seq: id.Seq}}, 0, func() {
+		p.AppendRecord(wal.FlushedRecord{Snapshot: wal.SnapshotRef{Epoch: id.Epoch, Seq: id.Seq}}, 0, func() {
 			if left--; left > 0 {
 				return
 			}
@@ -403,14 +391,7 @@ func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
 
 // forget removes a flushed generation from every dirty map and deletes
 // the log segments that no longer hold anything unflushed.
-func (l *diskLog) forget(gen uint64) {
-	for _, p := range l.parts {
-		for _, s := range p.segs {
-			s.unpin(gen)
-		}
-		p.collect()
-	}
-}
+func (l *diskLog) forget(gen uint64) { l.log.Unpin(gen) }
 
 // partRanges is one partition's share of a generation.
 type partRanges struct {
@@ -451,13 +432,31 @@ func (l *diskLog) valve() {
 	if e.state != stateReady || e.live.empty() {
 		return
 	}
-	for _, p := range l.parts {
-		for _, s := range p.segs {
-			if len(s.dirty) > 0 && e.now()-s.pinnedSince > l.cfg.PinnedMax {
-				e.mark(MarkWALValveAge)
-				e.sealSoon()
-				return
-			}
-		}
+	if l.log.PinnedLonger(l.cfg.PinnedMax) {
+		e.mark(MarkWALValveAge)
+		e.sealSoon()
 	}
 }
+
+// The disk WAL's writer policy.
+//
+// sealDelay: DiskWAL.SealDelay when set — acks do not wait for the
+// commit, so the delay only batches generations.
+func (l *diskLog) sealDelay() (time.Duration, bool) { return l.cfg.SealDelay, l.cfg.SealDelay > 0 }
+
+// stamp dates the snapshot at its seal: the date is recorded in the log's
+// seal record, so a replay encodes the very same body.
+func (l *diskLog) stamp(s *snapshot) { s.created = l.e.p.Clock.WallUnixMs() }
+
+// ahead: no body is prepared ahead — the log records a generation's seal
+// in beforePersist, in order, before its body.
+func (l *diskLog) ahead() bool { return false }
+
+// order sorts PARTs by key: a generation is rebuilt partition by
+// partition after a crash, so its PART order must not depend on how units
+// of different log partitions interleaved.
+func (l *diskLog) order(parts []segment.Part) {
+	slices.SortStableFunc(parts, func(a, b segment.Part) int { return strings.Compare(a.Key.String(), b.Key.String()) })
+}
+
+func (l *diskLog) filesAtRest() int { return l.cfg.Partitions }

@@ -68,14 +68,14 @@ func (sc *logScan) flushedEverywhere(s *sealScan) bool {
 }
 
 type partScan struct {
-	p     *logPart
+	p     *wal.Partition[logJoin]
 	scan  *wal.PartitionScan
 	units map[uint64]*unitScan // by sequence number; INVARIANT: len = scan.Units() (scanSegment)
 }
 
 type unitScan struct {
 	rec  wal.UnitRecord
-	seg  *logSeg
+	seg  *wal.Segment
 	used bool // claimed by a generation
 }
 
@@ -85,15 +85,13 @@ type sealScan struct {
 	dir     string
 	mask    uint64
 	ranges  map[uint32][]wal.SeqRange
-	segs    []*logSeg // where its seal records are
+	segs    []*wal.Segment // where its seal records are
 }
 
 // recoverLog reads the log, retrying transient read failures.
 func (l *diskLog) recoverLog(round int, done func(error)) {
 	l.scan = &logScan{seals: map[SnapshotID]*sealScan{}, flushed: map[SnapshotID]uint64{}}
-	for _, p := range l.parts { // a retry starts over
-		p.segs, p.bytes, p.nextNum, p.nextSeq, p.halted = nil, 0, 1, 1, nil
-	}
+	l.log.Reset() // a retry starts over
 	l.readLog(func(err error) {
 		switch {
 		case err == nil:
@@ -127,8 +125,8 @@ func (l *diskLog) readLog(done func(error)) {
 			if !ok {
 				continue // not ours
 			}
-			if int(id) >= len(l.parts) {
-				done(fmt.Errorf("%w: the log has partition %d, WAL_PARTITIONS is %d: set it to at least %d", errConfig, id, len(l.parts), id+1))
+			if int(id) >= l.cfg.Partitions {
+				done(fmt.Errorf("%w: the log has partition %d, WAL_PARTITIONS is %d: set it to at least %d", errConfig, id, l.cfg.Partitions, id+1))
 				return
 			}
 			ids = append(ids, id)
@@ -142,8 +140,8 @@ func (l *diskLog) readParts(ids []uint32, done func(error)) {
 		done(nil)
 		return
 	}
-	p := l.parts[ids[0]]
-	dir := wal.PartitionDir(p.id)
+	p := l.log.Partition(ids[0])
+	dir := wal.PartitionDir(p.ID())
 	l.e.p.Disk.ReadDir(dir, func(names []string, err error) {
 		if err != nil {
 			done(fmt.Errorf("read %s: %w", dir, err))
@@ -156,7 +154,7 @@ func (l *diskLog) readParts(ids []uint32, done func(error)) {
 			}
 		}
 		slices.Sort(nums)
-		ps := &partScan{p: p, scan: wal.NewPartitionScan(p.id), units: map[uint64]*unitScan{}}
+		ps := &partScan{p: p, scan: wal.NewPartitionScan(p.ID()), units: map[uint64]*unitScan{}}
 		l.scan.parts = append(l.scan.parts, ps)
 		l.readSegs(ps, nums, func(err error) {
 			if err != nil {
@@ -178,17 +176,18 @@ func (l *diskLog) readSegs(ps *partScan, nums []uint64, done func(error)) {
 	}
 	p := ps.p
 	num := nums[0]
-	name := wal.SegmentPath(p.id, num)
-	p.nextNum = max(p.nextNum, num+1)
+	name := wal.SegmentPath(p.ID(), num)
 	l.readSegment(name, 0, nil, func(b []byte, size int64, err error) {
 		if err != nil {
 			done(err)
 			return
 		}
-		seg := &logSeg{num: num, path: name, size: size, dirty: map[uint64]uint64{}}
-		p.segs = append(p.segs, seg)
-		p.bytes += size
-		if p.halted == nil {
+		seg := p.Found(num, name, size)
+		if seg == nil { // out of order: broken, failed closed
+			done(l.e.err)
+			return
+		}
+		if p.Halted() == nil {
 			l.scanSegment(ps, seg, b)
 		}
 		l.readSegs(ps, nums[1:], done)
@@ -263,13 +262,13 @@ func (l *diskLog) readOpen(name string, f File, tries int, best []byte, done fun
 
 // scanSegment decodes one segment image into ps and the scan, under the
 // log's rules (wal.PartitionScan).
-func (l *diskLog) scanSegment(ps *partScan, seg *logSeg, b []byte) {
+func (l *diskLog) scanSegment(ps *partScan, seg *wal.Segment, b []byte) {
 	e, p := l.e, ps.p
-	torn := ps.scan.Add(seg.num, seg.path, b, wal.PartitionHooks{
+	torn := ps.scan.Add(seg.Num, seg.Path, b, wal.PartitionHooks{
 		Unit: func(_ uint64, rec *wal.UnitRecord) { ps.units[rec.Seq] = &unitScan{rec: *rec, seg: seg} },
-		Seal: func(_ uint64, rec *wal.SealRecord) { l.addSeal(p.id, seg, *rec) },
+		Seal: func(_ uint64, rec *wal.SealRecord) { l.addSeal(p.ID(), seg, *rec) },
 		Flushed: func(_ uint64, rec *wal.FlushedRecord) {
-			l.scan.flushed[SnapshotID{rec.Snapshot.Epoch, rec.Snapshot.Seq}] |= 1 << p.id
+			l.scan.flushed[SnapshotID{rec.Snapshot.Epoch, rec.Snapshot.Seq}] |= 1 << p.ID()
 		},
 		Drop: func(seq uint64) {
 			delete(ps.units, seq)
@@ -279,20 +278,19 @@ func (l *diskLog) scanSegment(ps *partScan, seg *logSeg, b []byte) {
 	if torn {
 		e.mark(MarkWALTornTail)
 	}
-	p.nextSeq = ps.scan.NextSeq
 	if uint64(len(ps.units)) != ps.scan.Units() {
-		e.broken("the units recovery holds are the log's: partition %d holds %d, its scan %d", p.id, len(ps.units), ps.scan.Units())
+		e.broken("the units recovery holds are the log's: partition %d holds %d, its scan %d", p.ID(), len(ps.units), ps.scan.Units())
 		return
 	}
+	p.Resume(ps.scan)
 	if err := ps.scan.Halted; err != nil {
-		p.halted = err
 		e.mark(MarkWALCorrupt)
 		e.stats.WALCorruptions++
-		e.alert(AlertWALHalted, fmt.Errorf("%w: WAL partition %d halted: %v", ErrCorrupt, p.id, err))
+		e.alert(AlertWALHalted, fmt.Errorf("%w: WAL partition %d halted: %v", ErrCorrupt, p.ID(), err))
 	}
 }
 
-func (l *diskLog) addSeal(part uint32, seg *logSeg, r wal.SealRecord) {
+func (l *diskLog) addSeal(part uint32, seg *wal.Segment, r wal.SealRecord) {
 	id := SnapshotID{r.Snapshot.Epoch, r.Snapshot.Seq}
 	s := l.scan.seals[id]
 	if s == nil {

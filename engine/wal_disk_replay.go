@@ -14,7 +14,7 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 	}
 	units := map[uint32]*partScan{}
 	for _, ps := range sc.parts {
-		units[ps.p.id] = ps
+		units[ps.p.ID()] = ps
 	}
 	var ids []SnapshotID
 	//engine:orderless — collected, then sorted (newest first) below.
@@ -71,11 +71,7 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 	}
 	e.checkHeld()
 	e.checkQueue()
-	for _, p := range l.parts {
-		if p.halted == nil {
-			p.roll(0)
-		}
-	}
+	l.log.Start()
 	l.valveCancel = e.p.Timers.AfterFunc(l.cfg.PinnedMax/4+1, l.valve)
 	e.pump()
 }
@@ -102,13 +98,13 @@ func (l *diskLog) claim(s *sealScan, units map[uint32]*partScan) {
 // is in every partition it names, none halted, every unit present and
 // not claimed by a newer generation.
 func (l *diskLog) complete(s *sealScan, units map[uint32]*partScan) bool {
-	for part := range uint32(len(l.parts)) {
+	for part := range uint32(l.cfg.Partitions) {
 		if s.mask&(1<<part) == 0 {
 			continue
 		}
 		rs, ok := s.ranges[part]
 		ps := units[part]
-		if !ok || ps == nil || ps.p.halted != nil {
+		if !ok || ps == nil || ps.p.Halted() != nil {
 			return false
 		}
 		for _, r := range rs {
@@ -122,7 +118,7 @@ func (l *diskLog) complete(s *sealScan, units map[uint32]*partScan) bool {
 			}
 		}
 	}
-	return s.mask != 0 && s.mask>>len(l.parts) == 0
+	return s.mask != 0 && s.mask>>l.cfg.Partitions == 0
 }
 
 // rebuild makes a complete generation a snapshot again, with its id,
@@ -132,7 +128,7 @@ func (l *diskLog) rebuild(s *sealScan, units map[uint32]*partScan) *snapshot {
 	content := newBatchSet()
 	content.gen = l.nextGen
 	l.nextGen++
-	for part := range uint32(len(l.parts)) {
+	for part := range uint32(l.cfg.Partitions) {
 		for _, r := range s.ranges[part] {
 			for seq := r.Lo; seq <= r.Hi; seq++ {
 				us := units[part].units[seq]
@@ -146,7 +142,7 @@ func (l *diskLog) rebuild(s *sealScan, units map[uint32]*partScan) *snapshot {
 		}
 	}
 	for _, seg := range s.segs {
-		seg.pin(content.gen, 0, e.now())
+		seg.Pin(content.gen, 0, e.now())
 	}
 	return &snapshot{id: s.id, dir: s.dir, content: content, created: s.created, replayed: true}
 }
@@ -163,7 +159,7 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 	if err != nil {
 		// The entry passed its CRC, so this is a unit the engine accepted
 		// and cannot read back: a bug, or damage the CRC missed.
-		e.broken("a logged unit decodes: %s: %v", us.seg.path, err)
+		e.broken("a logged unit decodes: %s: %v", us.seg.Path, err)
 		return
 	}
 	u := &unit{idem: in.IdempotencyKey, ns: in.Key.Namespace, bytes: unitBytes(in), since: e.now(), part: part, seq: us.rec.Seq, seg: us.seg, replayed: true}
@@ -181,7 +177,7 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 		return
 	}
 	e.hold(u)
-	us.seg.pin(into.gen, u.seq, e.now())
+	us.seg.Pin(into.gen, u.seq, e.now())
 	e.stats.WALReplayedUnits++
 	e.replayPending++
 }
@@ -191,7 +187,7 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 func (l *diskLog) replayLive(sc *logScan) {
 	e := l.e
 	for _, ps := range sc.parts {
-		if ps.p.halted != nil {
+		if ps.p.Halted() != nil {
 			continue // frozen as found, for the operator: nothing of it is delivered
 		}
 		seqs := make([]uint64, 0, len(ps.units))
@@ -205,7 +201,7 @@ func (l *diskLog) replayLive(sc *logScan) {
 		for _, seq := range seqs {
 			e.mark(MarkWALReplayedLive)
 			e.startLive()
-			l.replayUnit(ps.units[seq], ps.p.id, e.live)
+			l.replayUnit(ps.units[seq], ps.p.ID(), e.live)
 		}
 	}
 	if !e.live.empty() {
@@ -220,7 +216,7 @@ func (l *diskLog) logFlushed(s *sealScan, st *segState) {
 	gen := l.nextGen
 	l.nextGen++
 	for _, seg := range s.segs {
-		seg.pin(gen, 0, l.e.now())
+		seg.Pin(gen, 0, l.e.now())
 	}
 	l.recordFlushed(s.id, s.mask, gen, st)
 }

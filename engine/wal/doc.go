@@ -1,10 +1,13 @@
-// Package wal owns the bytes of the local-disk write-ahead log: file
-// names, entry framing, the four record kinds, and Scan, recovery's
-// reader of one segment file's image. It is a pure codec: it does no I/O
-// (the engine reads and writes through its Disk port) and knows nothing of
-// group commit, fsync or recovery policy. The records embed the encodings
-// of package segment (partition key, offsets blob, CDC sidecar); nothing
-// else knows this layout.
+// Package wal owns the local-disk write-ahead log: its bytes — file
+// names, entry framing, the four record kinds, and Scan, recovery's reader
+// of one segment file's image — and its core, Log (log.go): partitions of
+// segment files, group commit, poisoning, generation pins and deletion,
+// over the Disk port (port.go, which package engine re-exports) and the
+// engine's timers. The codec does no I/O; Log does its I/O only through
+// the ports, on the engine's loop, and knows nothing of acks, memtables or
+// recovery policy: it reports what happened through Hooks. The records
+// embed the encodings of package segment (partition key, offsets blob,
+// CDC sidecar); nothing else knows this layout.
 //
 // All integers are little-endian, all lengths explicit. Every length and
 // count read from bytes is checked against a named limit (limits.go) and

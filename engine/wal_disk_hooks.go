@@ -1,0 +1,56 @@
+package engine
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/skipprd/skipprd/engine/wal"
+)
+
+// logHooks is what the disk WAL's log (wal.Log) tells the engine: a unit
+// durable or of unknown outcome, a segment poisoned, a segment that could
+// not be created, an invariant broken. Each runs on the loop.
+type logHooks struct{ l *diskLog }
+
+func (h logHooks) Durable(w *wal.Write[logJoin], seq uint64, seg *wal.Segment) {
+	if u := w.Unit.u; u == nil || seq == 0 {
+		h.l.e.broken("a durable entry is a held unit's, with a sequence number: unit %p, sequence %d", u, seq)
+		return
+	}
+	h.l.unitDurable(w, seq, seg)
+}
+
+// Unknown answers a unit of a failed batch: it is no longer held, and its
+// source may retry it under the same idempotency key or offsets.
+func (h logHooks) Unknown(w *wal.Write[logJoin], err error) {
+	l, u := h.l, w.Unit.u
+	e := l.e
+	l.queuedBytes -= u.bytes
+	l.inFlight--
+	if l.queuedBytes < 0 || l.inFlight < 0 {
+		e.broken("queued bytes and units in flight ≥ 0: %d bytes, %d units after unit of partition %d answered unknown", l.queuedBytes, l.inFlight, u.part)
+		return
+	}
+	e.answerUnheld(u, fmt.Errorf("%w: %v", ErrUnknownOutcome, err))
+	releaseUnit(w.Unit.in)
+	e.checkHeld()
+}
+
+func (h logHooks) Poisoned(seg *wal.Segment, err error) {
+	e := h.l.e
+	e.mark(MarkWALPoisoned)
+	e.walError = fmt.Errorf("WAL segment %s poisoned: %w", seg.Path, err)
+}
+
+func (h logHooks) OpenFailed(part uint32, err error) {
+	e := h.l.e
+	e.mark(MarkWALOpenRetry)
+	e.walError = fmt.Errorf("WAL partition %d: %w", part, err)
+	e.failing(troubleWAL(part), fmt.Errorf("open a new log segment: %w", err))
+}
+
+func (h logHooks) Opened(part uint32)                { h.l.e.succeeded(troubleWAL(part)) }
+func (h logHooks) Backoff(attempt int) time.Duration { return h.l.e.backoff(attempt) }
+func (h logHooks) Broken(format string, args ...any) { h.l.e.broken(format, args...) }
+func (h logHooks) Stopped() bool                     { return h.l.e.state == stateFailed }
+func (h logHooks) Now() time.Duration                { return h.l.e.now() }
