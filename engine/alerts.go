@@ -105,6 +105,12 @@ func (e *Engine) alert(kind AlertKind, err error) {
 		// this check does not recur.
 		e.broken("the alert queue holds at most AlertsMax: %d alerts queued, limit %d", len(e.alerts), AlertsMax)
 	}
+	// AlertsSince finds an alert by its Seq's distance from the newest:
+	// the queue holds the newest alerts, numbered one by one.
+	if n := len(e.alerts); uint64(n) > e.stats.Alerts || n > 1 && e.alerts[n-2].Seq != e.stats.Alerts-1 {
+		e.broken("alerts queued numbered one by one, newest last: alert %d (%s) queued after alert %d, %d queued",
+			e.stats.Alerts, kind, e.alerts[max(n-2, 0)].Seq, n)
+	}
 }
 
 // alertKindOf classifies an error by its sentinel: fenced, invariant and

@@ -31,6 +31,10 @@ func (e *Engine) claimRound(nonce uint64, round int, done func(writerRecord, str
 			return
 		}
 		next := writerRecord{epoch: cur.epoch + 1, nonce: nonce, wal: cur.wal, floor: cur.floor, seals: cur.seals}
+		if next.epoch <= cur.epoch {
+			done(next, "", invariantError("a claim takes a newer epoch: epoch %d after %d", next.epoch, cur.epoch))
+			return
+		}
 		if next.wal.IsZero() {
 			// The first claim of this log (or the first by a build that
 			// knows identities): the log gets its identity now.

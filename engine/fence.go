@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Fencing before deletes (docs/DESIGN.md §11). A superseded writer that is
@@ -45,6 +46,10 @@ func (e *Engine) readFence() {
 	waiting := e.fence.waiters
 	e.fence.waiters = nil
 	e.readWriter(func(cur writerRecord, _ ObjectInfo, err error) {
+		if !e.fence.reading {
+			e.broken("a fence read answers once: a read answered with none in flight (%d served, %d waiting)", len(waiting), len(e.fence.waiters))
+			return
+		}
 		e.fence.reading = false
 		if e.state == stateFailed {
 			return
@@ -81,6 +86,11 @@ func (e *Engine) readFence() {
 // segment (every job of it applied) and the job is done elsewhere; a
 // marker without its body is corruption.
 func (e *Engine) bodyMissing(j *job, st *segState, cause error) {
+	if !slices.ContainsFunc(j.pieces, func(p piece) bool { return p.seg == st }) || j.state != jobRunning {
+		e.broken("a running job misses a body of its own: job %s (cut in segment %s, state %d) missing segment %s, %d pieces",
+			j.id, j.cut.ID, j.state, st.ID, len(j.pieces))
+		return
+	}
 	key := e.layout.Key(st.Dir, st.ID, KindMarker)
 	e.retry(func(d func(error)) {
 		e.p.Store.HeadObject(key, func(_ ObjectInfo, err error) { d(err) })

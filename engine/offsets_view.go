@@ -176,6 +176,13 @@ func (v *offsetsView) mergeFloor(fam, mark string, e segment.Offset, durable boo
 	}
 	v.mergeKey(e, durable)
 	v.dropCovered(fam, mark)
+	if _, held := v.vals[e.Key]; !held {
+		// A family that is a prefix of FloorPrefix ("f", "fl", …) covers
+		// floor keys, its own among them: the floor would never reach
+		// _offsets, nor would the keys it dropped.
+		v.inv.broken("a family's floor is held once merged: %q (family %q, mark %q) dropped by what it covers, %d keys held",
+			e.Key, fam, mark, len(v.vals))
+	}
 }
 
 // dropCovered drops the keys of family fam at or below mark: a range of

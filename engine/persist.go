@@ -92,6 +92,15 @@ func (e *Engine) persist(s *snapshot) {
 	if !e.checkStage(s, persistBody, persistQueued) {
 		return
 	}
+	if s != e.active && e.state != stateFailed {
+		active := SnapshotID{}
+		if e.active != nil {
+			active = e.active.id
+		}
+		e.broken("the writer persists its active snapshot only: persist of %s, active %s (%t), %d queued",
+			s.id, active, e.active != nil, len(e.queue))
+		return
+	}
 	s.startedAt = e.now() // the writer's time on it: a body made ahead is off its path
 	if s.ahead == nil {
 		e.prepare(s)
@@ -215,6 +224,15 @@ func (e *Engine) putMarkerOf(s *snapshot) {
 		e.broken("every marker carries the log's identity: snapshot %s persisted with none (epoch %d)", s.id, e.epoch)
 		return
 	}
+	if s.index == nil || int64(len(s.body)) != s.index.BodyBytes {
+		bodyBytes := int64(-1)
+		if s.index != nil {
+			bodyBytes = s.index.BodyBytes
+		}
+		e.broken("a marker follows its body and promises its size: snapshot %s, body %d bytes, index %t says %d",
+			s.id, len(s.body), s.index != nil, bodyBytes)
+		return
+	}
 	s.index.Origin, s.index.Spanning = origin, true
 	s.index.Cuts = e.decideCuts(s)
 	if e.state == stateFailed {
@@ -232,6 +250,11 @@ func (e *Engine) putMarkerOf(s *snapshot) {
 // (an earlier one failed and took it back into the accumulator): the
 // same best effort as a failed persist; what is left is an orphan.
 func (e *Engine) dropBody(s *snapshot) {
+	if s.ahead == nil || !s.ahead.dropped || s.stage != persistQueued {
+		e.broken("only a body made ahead for a snapshot never persisted is dropped: snapshot %s in stage %s, made ahead %t",
+			s.id, s.stage, s.ahead != nil)
+		return
+	}
 	e.mark(MarkBodyAheadDropped)
 	if s.uploadID != "" {
 		e.bestEffort().AbortMultipartUpload(e.key(s, KindBody), s.uploadID, func(error) {})
@@ -260,6 +283,11 @@ func releaseParts(parts []segment.Part) {
 // uploadBody stores the body: one PUT when it fits a part, else a
 // multipart upload of PartBytes parts.
 func (e *Engine) uploadBody(s *snapshot, done func(error)) {
+	if len(s.body) == 0 || s.stage > persistBody || s.uploadID != "" {
+		e.broken("a body is uploaded once, encoded, before its marker: snapshot %s in stage %s, body %d bytes, upload %q in progress",
+			s.id, s.stage, len(s.body), s.uploadID)
+		return
+	}
 	key := e.key(s, KindBody)
 	if int64(len(s.body)) <= e.cfg.PartBytes {
 		e.retry(func(d func(error)) {
@@ -316,6 +344,10 @@ func (m *multipart) checkStage(want, next uploadStage) bool {
 }
 
 func (m *multipart) finish(err error) {
+	if m.inFlight != 0 || m.stage != uploadParts {
+		m.e.broken("a multipart upload fails only once no part is in flight: %s in stage %s, %d parts in flight", m.key, m.stage, m.inFlight)
+		return
+	}
 	m.stage = uploadFinished
 	m.done(err)
 }
@@ -353,6 +385,11 @@ func (m *multipart) launch() {
 // uploadPart uploads part i (numbered i+1), retried.
 func (m *multipart) uploadPart(i int) {
 	e, size := m.e, int64(len(m.s.body))
+	if i < 0 || i >= len(m.parts) || int64(i)*e.cfg.PartBytes >= size || m.s.uploadID == "" {
+		e.broken("a part lies within its body, in a created upload: %s part %d of %d, body %d bytes, part size %d, upload %q",
+			m.key, i, len(m.parts), size, e.cfg.PartBytes, m.s.uploadID)
+		return
+	}
 	chunk := m.s.body[int64(i)*e.cfg.PartBytes : min(int64(i+1)*e.cfg.PartBytes, size)]
 	tries := 0
 	e.retry(func(d func(error)) {
@@ -382,10 +419,25 @@ func (m *multipart) partDone(err error, _ bool) {
 	case m.failed != nil:
 		m.finish(m.failed)
 	case m.next == len(m.parts):
+		if !m.checkPartsLanded() {
+			return
+		}
 		m.stage = uploadCompleting
 		m.e.retry(m.complete, m.completed)
 	}
 	m.launch()
+}
+
+// checkPartsLanded: an upload completes with every part landed, each
+// under its own number. O(parts), once per upload.
+func (m *multipart) checkPartsLanded() bool {
+	for i, p := range m.parts {
+		if p.Number != int32(i+1) {
+			m.e.broken("a multipart upload completes with every part landed: %s part %d of %d numbered %d", m.key, i+1, len(m.parts), p.Number)
+			return false
+		}
+	}
+	return true
 }
 
 func (m *multipart) complete(d func(error)) {
@@ -585,6 +637,9 @@ func (e *Engine) commit(s *snapshot) {
 	st.reclaimAfter = s.settledAt
 	if s.replayed {
 		e.replayed--
+		if e.replayed < 0 {
+			e.broken("replayed snapshots queued or active ≥ 0: %d after replayed snapshot %s committed", e.replayed, s.id)
+		}
 	}
 	e.dlog.committed(s, st)
 	e.register(st)
@@ -610,6 +665,10 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 	if !e.checkStage(s, persistFailed, persistBody, persistMarker, persistSettling) {
 		return
 	}
+	if s != e.active {
+		e.broken("only the active snapshot fails its persist: %s failed, active %t, %d queued", s.id, e.active != nil, len(e.queue))
+		return
+	}
 	e.stats.PersistFailures++
 	e.mark(MarkPersistFailed)
 	e.failing(troublePersist, fmt.Errorf("segment %s: %w", s.id, err))
@@ -618,6 +677,11 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 		e.bestEffort().AbortMultipartUpload(e.key(s, KindBody), s.uploadID, func(error) {})
 	}
 	e.bestEffort().DeleteObject(e.key(s, KindBody), func(error) {})
+	// Every unit of the snapshot, the queue and live ends up in live.
+	units, bytes := len(s.content.units)+len(e.live.units), s.content.bytes+e.live.bytes
+	for _, q := range e.queue {
+		units, bytes = units+len(q.content.units), bytes+q.content.bytes
+	}
 	older := s.content
 	for _, q := range e.queue {
 		if a := q.ahead; a != nil {
@@ -639,6 +703,11 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 	}
 	if err := e.live.prepend(older); err != nil {
 		e.failClosed(err)
+		return
+	}
+	if len(e.live.units) != units || e.live.bytes != bytes {
+		e.broken("a failed persist moves every unit back into live: live holds %d units of %d bytes, want %d of %d (%d snapshots moved)",
+			len(e.live.units), e.live.bytes, units, bytes, len(moved))
 		return
 	}
 	e.dlog.merged(moved, e.live)
@@ -683,7 +752,10 @@ func concatBatches(schema *arrow.Schema, batches []arrow.RecordBatch) (arrow.Rec
 		}
 	}()
 	var rows int64
-	for _, b := range batches {
+	for i, b := range batches {
+		if int(b.NumCols()) != len(cols) {
+			return nil, invariantError("a part's batches have its schema's columns: batch %d of %d has %d columns, schema %d", i, len(batches), b.NumCols(), len(cols))
+		}
 		rows += b.NumRows()
 	}
 	in := make([]arrow.Array, len(batches))
@@ -696,6 +768,9 @@ func concatBatches(schema *arrow.Schema, batches []arrow.RecordBatch) (arrow.Rec
 			return nil, err
 		}
 		cols[c] = col
+		if int64(col.Len()) != rows {
+			return nil, invariantError("a merged column holds every row of its batches: column %d has %d rows, batches %d", c, col.Len(), rows)
+		}
 	}
 	return array.NewRecordBatch(schema, cols, rows), nil
 }

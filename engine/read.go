@@ -28,8 +28,9 @@ func (e *Engine) getVerified(in GetObjectInput, mark Mark, check func(body []byt
 	done func(body []byte, info ObjectInfo, err error)) {
 	var body []byte
 	var info ObjectInfo
-	damaged := 0
+	damaged, reads := 0, 0
 	e.retry(func(d func(error)) {
+		reads++
 		e.p.Store.GetObject(in, func(b []byte, i ObjectInfo, err error) {
 			body, info = b, i
 			if err == nil {
@@ -42,6 +43,12 @@ func (e *Engine) getVerified(in GetObjectInput, mark Mark, check func(body []byt
 			d(err)
 		})
 	}, func(err error, _ bool) {
+		if reads < 1 || reads > AttemptsMax || damaged > reads {
+			e.broken("a verified read reads 1..AttemptsMax times, each answer checked once: %s, %d reads, %d failed their check, limit %d",
+				in.Key, reads, damaged, AttemptsMax)
+			done(nil, ObjectInfo{}, e.err)
+			return
+		}
 		switch {
 		case damaged == AttemptsMax:
 			err = fmt.Errorf("%w: %s failed its check on %d reads: %v", ErrCorrupt, in.Key, AttemptsMax, err)

@@ -44,6 +44,10 @@ func (e *Engine) writeBitmap(st *segState) {
 		st.dirty = true
 		return
 	}
+	if n := len(st.Index.Entries); st.applied.Len() != n {
+		e.broken("a bitmap written has one bit per PART: segment %s, %d bits, %d parts", st.ID, st.applied.Len(), n)
+		return
+	}
 	if !e.checkBitmapWrite(st) {
 		return
 	}
@@ -52,6 +56,10 @@ func (e *Engine) writeBitmap(st *segState) {
 	key := e.layout.Key(st.Dir, st.ID, KindBitmap)
 	in := PutObjectInput{Key: key, Body: st.applied.Encode(), IfMatch: st.bitmapETag, IfNoneMatch: st.bitmapETag == ""}
 	e.p.Store.PutObject(in, func(etag string, err error) {
+		if !st.writing {
+			e.broken("a segment's bitmap writes never overlap: a write of segment %s answered with none in flight (%v)", st.ID, err)
+			return
+		}
 		if err == nil {
 			st.bitmapETag = etag
 			st.writing = false
@@ -66,6 +74,10 @@ func (e *Engine) writeBitmap(st *segState) {
 		// unheard: read it, OR its bits into ours, write again later.
 		e.mark(MarkBitmapConflict)
 		e.readBitmap(st.Segment, func(b *segment.Bitmap, etag string, rerr error) {
+			if !st.writing {
+				e.broken("a segment's bitmap writes never overlap: the re-read of segment %s answered with no write in flight", st.ID)
+				return
+			}
 			st.writing = false
 			if rerr == nil && b != nil {
 				e.mergeBits(st, b) // same segment: same length
@@ -142,6 +154,11 @@ func (e *Engine) wakeCuts(st *segState) {
 // deleteSegment deletes a reclaimed segment's objects, marker first.
 func (e *Engine) deleteSegment(st *segState) {
 	if st.gone {
+		return
+	}
+	if !st.reclaiming {
+		e.broken("a segment's objects are deleted only once its reclaim began: segment %s, %d pending, %d of %d bits set",
+			st.ID, st.pending(), st.applied.Count(), st.applied.Len())
 		return
 	}
 	e.deleteInOrder(st, []ObjectKind{KindMarker, KindBody, KindBitmap}, func() {

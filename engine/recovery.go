@@ -134,6 +134,10 @@ func (r *recovery) claimed(rec writerRecord, etag string, err error) {
 		r.fail(err)
 		return
 	}
+	if rec.epoch == 0 || rec.floor > rec.epoch {
+		r.fail(invariantError("a claimed epoch is a writer's, at or above its floor: epoch %d, floor %d (round %d)", rec.epoch, rec.floor, r.round))
+		return
+	}
 	e := r.e
 	r.claim, r.etag = rec, etag
 	e.epoch, e.writerNonce, e.nextSeq = rec.epoch, rec.nonce, 1
@@ -163,6 +167,10 @@ func (r *recovery) listed(listing []*listedSegment, err error) {
 		r.fail(err)
 		return
 	}
+	if err := checkListing(listing); err != nil {
+		r.fail(err)
+		return
+	}
 	r.listing = listing
 	r.e.sealEpochs(r.claim, r.etag, listing, r.sealedEpochs)
 }
@@ -176,6 +184,11 @@ func (r *recovery) sealedEpochs(sealed writerRecord, err error) {
 		r.fail(err)
 		return
 	}
+	if sealed.epoch != r.claim.epoch || sealed.nonce != r.claim.nonce {
+		r.fail(invariantError("the seals keep the claim: sealed epoch %d nonce %x, claimed epoch %d nonce %x",
+			sealed.epoch, sealed.nonce, r.claim.epoch, r.claim.nonce))
+		return
+	}
 	r.sealed = sealed
 	r.e.readMarkers(validMarkers(r.listing, sealed), r.markersRead)
 }
@@ -187,6 +200,10 @@ func (r *recovery) markersRead(owned []Segment, err error) {
 		return
 	}
 	if err != nil {
+		r.fail(err)
+		return
+	}
+	if err := checkOwned(owned, len(r.listing)); err != nil {
 		r.fail(err)
 		return
 	}
@@ -209,6 +226,12 @@ func (r *recovery) bitmapsRead(bitmaps []*segment.Bitmap, etags []string, err er
 		r.done(r.e.err)
 		return
 	}
+	for i, b := range bitmaps {
+		if n := len(r.owned[i].Index.Entries); b != nil && b.Len() != n {
+			r.fail(invariantError("a segment's bitmap has one bit per PART: segment %s, %d bits, %d parts", r.owned[i].ID, b.Len(), n))
+			return
+		}
+	}
 	r.bitmaps, r.etags = bitmaps, etags
 	r.e.readCheckpoint(r.checkpointRead)
 }
@@ -221,6 +244,11 @@ func (r *recovery) checkpointRead(view *offsetsView, keys *keyStore, err error) 
 	}
 	if err != nil {
 		r.fail(err)
+		return
+	}
+	if view == nil || keys == nil || view.inv == nil || keys.inv == nil {
+		r.fail(invariantError("a checkpoint read gives the offsets view and the key store, each failing closed on a broken invariant: view %t, keys %t",
+			view != nil && view.inv != nil, keys != nil && keys.inv != nil))
 		return
 	}
 	e := r.e
@@ -241,6 +269,12 @@ type recovered struct {
 func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed writerRecord, ops uint64, done func(error)) {
 	if e.state != stateRecovering {
 		done(ErrClosed) // Close was called during recovery
+		return
+	}
+	if sealed.epoch != e.epoch || sealed.nonce != e.writerNonce {
+		e.broken("recovery finishes under the epoch it claimed: sealed epoch %d nonce %x, engine epoch %d nonce %x",
+			sealed.epoch, sealed.nonce, e.epoch, e.writerNonce)
+		done(e.err)
 		return
 	}
 	e.succeeded(troubleRecovery)
@@ -264,6 +298,10 @@ func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed wr
 // in between, this one is the stale one and fails closed.
 func (e *Engine) sealEpochs(rec writerRecord, etag string, listing []*listedSegment, done func(writerRecord, error)) {
 	sealed := rec.sealed(listing, e.dlog.logIDs())
+	if err := checkSealed(rec, sealed); err != nil {
+		done(sealed, err)
+		return
+	}
 	if sealed.floor == rec.floor && slices.Equal(sealed.seals, rec.seals) {
 		done(sealed, nil)
 		return
@@ -292,6 +330,60 @@ func (e *Engine) sealEpochs(rec writerRecord, etag string, listing []*listedSegm
 			}
 		})
 	})
+}
+
+// checkSealed: sealing moves the floor up to the claimed epoch and adds
+// seals, and changes nothing else — the claim stays, and a seal already
+// written never moves (another writer may have trusted it). O(seals),
+// once per recovery round.
+func checkSealed(rec, sealed writerRecord) error {
+	if sealed.epoch != rec.epoch || sealed.nonce != rec.nonce || sealed.wal != rec.wal || sealed.floor < rec.floor {
+		return invariantError("sealing keeps the claim and raises the floor: epoch %d→%d, nonce %x→%x, wal changed %t, floor %d→%d",
+			rec.epoch, sealed.epoch, rec.nonce, sealed.nonce, sealed.wal != rec.wal, rec.floor, sealed.floor)
+	}
+	i := 0
+	for _, old := range rec.seals {
+		for i < len(sealed.seals) && sealed.seals[i].epoch < old.epoch {
+			i++
+		}
+		if i < len(sealed.seals) && sealed.seals[i].epoch == old.epoch && sealed.seals[i].seq != old.seq {
+			return invariantError("a seal never moves: epoch %d sealed at %d, resealed at %d", old.epoch, old.seq, sealed.seals[i].seq)
+		}
+	}
+	return nil
+}
+
+// checkListing: a listing is in ascending snapshot-id order, one entry
+// per id (sortedListing), each with a key of its own. O(listing), once
+// per round.
+func checkListing(listing []*listedSegment) error {
+	for i, ls := range listing {
+		if ls.body == nil && ls.marker == nil && ls.bitmap == nil {
+			return invariantError("a listed snapshot id has a key: %s at %d of %d has none", ls.id, i, len(listing))
+		}
+		if i > 0 && listing[i-1].id.Compare(ls.id) >= 0 {
+			return invariantError("a listing in ascending id order: %s at %d after %s", ls.id, i, listing[i-1].id)
+		}
+	}
+	return nil
+}
+
+// checkOwned: the owned segments are listed markers, in ascending id
+// order (register takes them so), each with its index. O(owned), once
+// per round.
+func checkOwned(owned []Segment, listed int) error {
+	if len(owned) > listed {
+		return invariantError("owned segments are listed ones: %d owned, %d listed", len(owned), listed)
+	}
+	for i, s := range owned {
+		if s.Index == nil {
+			return invariantError("an owned segment has its marker's index: %s at %d of %d has none", s.ID, i, len(owned))
+		}
+		if i > 0 && owned[i-1].ID.Compare(s.ID) >= 0 {
+			return invariantError("owned segments in ascending id order: %s at %d after %s", s.ID, i, owned[i-1].ID)
+		}
+	}
+	return nil
 }
 
 // validMarkers keeps the listed segments whose marker counts.
@@ -358,6 +450,9 @@ func (e *Engine) open(r recovered) {
 		st.keep, st.bitmapLost, st.bitmapETag = keep, keep, r.bitmapETags[i]
 		st.logPending = e.dlog.holds(s.ID)
 		e.register(st)
+	}
+	if len(e.segs) != len(r.owned) && e.state != stateFailed {
+		e.broken("recovery registers every owned segment once: %d registered, %d owned", len(e.segs), len(r.owned))
 	}
 }
 
@@ -456,6 +551,10 @@ func (e *Engine) listSegments(done func([]*listedSegment, error)) {
 				e.addListed(byID, o)
 			}
 			if got.NextToken != "" {
+				if got.NextToken == token {
+					done(nil, invariantError("a LIST page moves on: %s gave next token %q for token %q (%d ids so far)", e.layout.SegmentsPrefix(), got.NextToken, token, len(byID)))
+					return
+				}
 				page(got.NextToken)
 				return
 			}

@@ -54,6 +54,11 @@ func (e *Engine) streamOnce(p piece, prev []uint32, done func(*segment.Body, []u
 	check := segment.NewStreamCheck(key, st.Index)
 	windows := make([]segment.Window, len(p.ordinals))
 	for i, o := range p.ordinals {
+		if int(o) >= len(st.Index.Entries) {
+			e.broken("a piece's ordinals are its segment's PARTs: %s ordinal %d of %d PARTs", key, o, len(st.Index.Entries))
+			done(nil, nil, e.err)
+			return
+		}
 		off, n := segment.PartWindow(st.Index.Entries[o])
 		windows[i] = segment.Window{Off: off, Bytes: make([]byte, 0, n)}
 	}
@@ -68,6 +73,10 @@ func (e *Engine) streamOnce(p piece, prev []uint32, done func(*segment.Body, []u
 			return
 		}
 		if at >= st.Index.BodyBytes {
+			if !e.checkStreamed(key, windows, len(sums), chunks) {
+				done(nil, sums, e.err)
+				return
+			}
 			if err := check.Done(); err != nil {
 				done(nil, sums, err)
 				return
@@ -92,6 +101,23 @@ func (e *Engine) streamOnce(p piece, prev []uint32, done func(*segment.Body, []u
 		})
 	}
 	next(0)
+}
+
+// checkStreamed: a pass that reached the body's end read each chunk once
+// (one checksum per chunk: the next pass compares them one to one) and
+// filled every window of the piece. O(PARTs of the piece), once per pass.
+func (e *Engine) checkStreamed(key string, windows []segment.Window, reads, chunks int) bool {
+	if reads != chunks {
+		e.broken("a whole pass reads each chunk of its body once: %s, %d reads, %d chunks", key, reads, chunks)
+		return false
+	}
+	for i, w := range windows {
+		if len(w.Bytes) != cap(w.Bytes) {
+			e.broken("a whole pass fills every PART window: %s window %d at %d holds %d of %d bytes", key, i, w.Off, len(w.Bytes), cap(w.Bytes))
+			return false
+		}
+	}
+	return true
 }
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)

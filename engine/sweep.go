@@ -32,6 +32,11 @@ import (
 // under a new id) is an orphan too.
 
 func (e *Engine) sweep(listing []*listedSegment, w writerRecord) {
+	if w.epoch != e.epoch || w.nonce != e.writerNonce {
+		e.broken("the sweeper judges markers by our own claim: writer record epoch %d nonce %x, ours epoch %d nonce %x",
+			w.epoch, w.nonce, e.epoch, e.writerNonce)
+		return
+	}
 	e.stats.Sweeps++
 	wall := e.p.Clock.WallUnixMs()
 	var orphans, fenced []*listedSegment
@@ -55,6 +60,12 @@ func (e *Engine) sweep(listing []*listedSegment, w writerRecord) {
 // sweepFenced deletes a marker that does not count, then its body and
 // bitmap.
 func (e *Engine) sweepFenced(ls *listedSegment, done func(error)) {
+	if ls.marker == nil || e.writer.valid(ls.id) {
+		e.broken("the sweeper deletes only markers that do not count: %s, marker listed %t, floor %d, %d seals",
+			ls.id, ls.marker != nil, e.writer.floor, len(e.writer.seals))
+		done(nil)
+		return
+	}
 	e.deleteOnce(ls, []ObjectKind{KindMarker, KindBody, KindBitmap}, func() {
 		e.mark(MarkFencedMarkerSwept)
 		e.stats.OrphansSwept++
@@ -122,6 +133,11 @@ func (e *Engine) sweepOrphan(ls *listedSegment, done func(error)) {
 			done(nil) // committed after all, or unknown: leave it
 			return
 		}
+		if ls.marker != nil || !e.abandoned(ls.id) {
+			e.broken("an orphan is abandoned and has no marker: %s, marker listed %t, epoch %d, next seq %d", ls.id, ls.marker != nil, e.epoch, e.nextSeq)
+			done(nil)
+			return
+		}
 		var kinds []ObjectKind
 		if ls.body != nil {
 			kinds = append(kinds, KindBody)
@@ -177,6 +193,10 @@ func (e *Engine) sweepUploads(keyMarker, idMarker string) {
 				done(nil)
 			})
 		}, func(error) {
+			if p.Truncated && p.NextKeyMarker == keyMarker && p.NextUploadIDMarker == idMarker {
+				e.broken("a truncated uploads page moves on: next markers %q/%q repeat the request's", p.NextKeyMarker, p.NextUploadIDMarker)
+				return
+			}
 			if p.Truncated {
 				e.sweepUploads(p.NextKeyMarker, p.NextUploadIDMarker)
 			}

@@ -30,6 +30,13 @@ func (e *Engine) Tape() []TapeSegment {
 	out := make([]TapeSegment, 0, len(e.segs))
 	for _, st := range e.segs {
 		ts := TapeSegment{ID: st.ID.String(), Reclaiming: st.reclaiming, Kept: st.keep}
+		if st.applied == nil || st.applied.Len() != len(st.Index.Entries) {
+			bits := -1
+			if st.applied != nil {
+				bits = st.applied.Len()
+			}
+			e.broken("an owned segment's bitmap has one bit per PART: segment %s, %d bits, %d parts", st.ID, bits, len(st.Index.Entries))
+		}
 		for _, en := range st.Index.Entries {
 			applied := st.applied != nil && int(en.Ordinal) < st.applied.Len() && st.applied.IsSet(en.Ordinal)
 			if applied {

@@ -72,6 +72,9 @@ func (e *Engine) recordFailure(op string, err error, event bool) {
 		t.now = map[string]*Trouble{}
 	}
 	cur, ok := t.now[op]
+	if ok && !e.checkTrouble(cur) {
+		return
+	}
 	if !ok {
 		cur = &Trouble{Op: op, Since: e.now()}
 		t.now[op] = cur
@@ -90,8 +93,22 @@ func (e *Engine) succeeded(op string) {
 	if !ok {
 		return
 	}
+	if !e.checkTrouble(cur) {
+		return
+	}
 	delete(t.now, op)
 	e.troubleEvent(TroubleEvent{Op: op, Cleared: true, Err: cur.Err, Attempts: cur.Attempts, Lasted: e.now() - cur.Since, At: e.now()})
+}
+
+// checkTrouble: a trouble on record has failed at least once, with its
+// last error, since a time not in the future (troubles' INVARIANT).
+func (e *Engine) checkTrouble(cur *Trouble) bool {
+	if cur.Attempts == 0 || cur.Err == nil || cur.Since > e.now() {
+		e.broken("a trouble has failed since it started: %s, %d attempts, error %t, since %v, now %v",
+			cur.Op, cur.Attempts, cur.Err != nil, cur.Since, e.now())
+		return false
+	}
+	return true
 }
 
 // troubleFor is how long op has been failing, if it is.
@@ -115,6 +132,12 @@ func (e *Engine) troubleEvent(ev TroubleEvent) {
 	t.events = append(t.events, ev)
 	if len(t.events) > TroubleEventsMax {
 		e.broken("trouble events ≤ TroubleEventsMax: %d queued after event %d (%s), limit %d", len(t.events), ev.Seq, ev.Op, TroubleEventsMax)
+	}
+	// TroubleEventsSince finds an event by its Seq's distance from the
+	// newest: the queue holds the newest events, numbered one by one.
+	if n := len(t.events); uint64(n) > t.seq || n > 1 && t.events[n-2].Seq != t.seq-1 {
+		e.broken("trouble events numbered one by one, newest last: event %d (%s) queued after event %d, %d queued",
+			t.seq, ev.Op, t.events[max(n-2, 0)].Seq, n)
 	}
 }
 
