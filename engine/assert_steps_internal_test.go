@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -200,9 +201,9 @@ func TestInvariantReportingQueues(t *testing.T) {
 }
 
 // TestInvariantFloorHeld: a floor whose family is a prefix of FloorPrefix
-// covers its own key. checkOffsetKeys accepts such a family today, so the
-// view's check is what stops the floor (and the keys it dropped) from
-// silently missing from _offsets.
+// covers its own key: the view's check stops the floor (and the keys it
+// dropped) from silently missing from _offsets. Submit refuses such a
+// family first (TestFloorFamilyCoveringFloorsRefused).
 func TestInvariantFloorHeld(t *testing.T) {
 	var got capture
 	v := newOffsetsView()
@@ -213,4 +214,25 @@ func TestInvariantFloorHeld(t *testing.T) {
 	}
 	v.merge(segment.Offsets{{Key: segment.FloorKey("f", "zz"), Value: 1}})
 	got.want(t, `a family's floor is held once merged: "floor/f\x00zz" (family "f", mark "zz") dropped by what it covers`)
+}
+
+// TestFloorFamilyCoveringFloorsRefused: a floor whose family would cover
+// floor keys (a prefix of FloorPrefix) is refused with a message naming
+// it; a family under FloorPrefix is no floor at all; a source's family
+// passes.
+func TestFloorFamilyCoveringFloorsRefused(t *testing.T) {
+	for _, fam := range []string{"floor/", "floor/a"} {
+		if err := checkOffsetKeys(segment.Offsets{{Key: "k", Value: 1}, {Key: segment.FloorKey(fam, "zz"), Value: 1}}); err == nil || !strings.Contains(err.Error(), "is no floor") {
+			t.Errorf("family %q: %v; want it refused as no floor", fam, err)
+		}
+	}
+	for _, fam := range []string{"f", "fl", "floor"} {
+		err := checkOffsetKeys(segment.Offsets{{Key: "k", Value: 1}, {Key: segment.FloorKey(fam, "zz"), Value: 1}})
+		if err == nil || !strings.Contains(err.Error(), "would cover floors") || !strings.Contains(err.Error(), fmt.Sprintf("family %q", fam)) {
+			t.Errorf("family %q: %v; want it refused as covering floors", fam, err)
+		}
+	}
+	if err := checkOffsetKeys(segment.Offsets{{Key: "k", Value: 1}, {Key: segment.FloorKey("objects/b", "zz"), Value: 1}}); err != nil {
+		t.Errorf("a source's family: %v", err)
+	}
 }

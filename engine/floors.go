@@ -47,6 +47,12 @@ func checkOffsetKeys(o segment.Offsets) error {
 		if strings.HasPrefix(idemPrefix, fam) || strings.HasPrefix(fam, idemPrefix) {
 			return fmt.Errorf("floor %q: family %q would cover idempotency keys", e.Key, fam)
 		}
+		if strings.HasPrefix(segment.FloorPrefix, fam) {
+			// A family that prefixes "floor/" covers every floor key, its
+			// own among them: merging it would drop the floor it carries.
+			// (A family under "floor/" is no floor: ParseFloor refuses it.)
+			return fmt.Errorf("floor %q: family %q would cover floors (%q…)", e.Key, fam, segment.FloorPrefix)
+		}
 	}
 	if len(o) > 0 && plain == 0 {
 		return fmt.Errorf("offsets %v hold floors only; a unit with floors needs a plain offset too", o)
