@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -91,11 +90,12 @@ type sealScan struct {
 // recoverLog reads the log, retrying transient read failures.
 func (l *diskLog) recoverLog(round int, done func(error)) {
 	l.scan = &logScan{seals: map[SnapshotID]*sealScan{}, flushed: map[SnapshotID]uint64{}}
-	l.log.Reset() // a retry starts over
-	l.readLog(func(err error) {
+	l.log.Read(l.readSegment, func() { l.e.mark(MarkReadDamaged) }, func(err error) {
 		switch {
 		case err == nil:
 			done(nil)
+		case l.e.state == stateFailed:
+			done(l.e.err)
 		case errors.Is(err, ErrInvariant), errors.Is(err, errConfig):
 			done(err)
 		default:
@@ -105,159 +105,20 @@ func (l *diskLog) recoverLog(round int, done func(error)) {
 	})
 }
 
-var errConfig = errors.New("engine: configuration does not match the log")
+// errConfig: the log on disk does not fit the configuration (a partition
+// past WAL_PARTITIONS); retrying does not help.
+var errConfig = wal.ErrConfig
 
 func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 
-func (l *diskLog) readLog(done func(error)) {
-	l.e.p.Disk.ReadDir(wal.Root, func(names []string, err error) {
-		if isNotFound(err) {
-			done(nil)
-			return
-		}
-		if err != nil {
-			done(fmt.Errorf("read %s: %w", wal.Root, err))
-			return
-		}
-		var ids []uint32
-		for _, n := range names {
-			id, ok := wal.ParsePartitionDir(n)
-			if !ok {
-				continue // not ours
-			}
-			if int(id) >= l.cfg.Partitions {
-				done(fmt.Errorf("%w: the log has partition %d, WAL_PARTITIONS is %d: set it to at least %d", errConfig, id, l.cfg.Partitions, id+1))
-				return
-			}
-			ids = append(ids, id)
-		}
-		l.readParts(ids, done)
-	})
-}
-
-func (l *diskLog) readParts(ids []uint32, done func(error)) {
-	if len(ids) == 0 {
-		done(nil)
-		return
+// readSegment scans one segment image the log read, starting its
+// partition's scan at the partition's first segment.
+func (l *diskLog) readSegment(p *wal.Partition[logJoin], seg *wal.Segment, b []byte) {
+	n := len(l.scan.parts)
+	if n == 0 || l.scan.parts[n-1].p != p {
+		l.scan.parts = append(l.scan.parts, &partScan{p: p, scan: wal.NewPartitionScan(p.ID()), units: map[uint64]*unitScan{}})
 	}
-	p := l.log.Partition(ids[0])
-	dir := wal.PartitionDir(p.ID())
-	l.e.p.Disk.ReadDir(dir, func(names []string, err error) {
-		if err != nil {
-			done(fmt.Errorf("read %s: %w", dir, err))
-			return
-		}
-		var nums []uint64
-		for _, n := range names {
-			if num, ok := wal.ParseSegmentName(n); ok {
-				nums = append(nums, num)
-			}
-		}
-		slices.Sort(nums)
-		ps := &partScan{p: p, scan: wal.NewPartitionScan(p.ID()), units: map[uint64]*unitScan{}}
-		l.scan.parts = append(l.scan.parts, ps)
-		l.readSegs(ps, nums, func(err error) {
-			if err != nil {
-				done(err)
-				return
-			}
-			l.readParts(ids[1:], done)
-		})
-	})
-}
-
-// readSegs reads a partition's segments in order. Every segment file
-// stays listed (it is deleted whole later); after corruption the rest are
-// not read.
-func (l *diskLog) readSegs(ps *partScan, nums []uint64, done func(error)) {
-	if len(nums) == 0 {
-		done(nil)
-		return
-	}
-	p := ps.p
-	num := nums[0]
-	name := wal.SegmentPath(p.ID(), num)
-	l.readSegment(name, 0, nil, func(b []byte, size int64, err error) {
-		if err != nil {
-			done(err)
-			return
-		}
-		seg := p.Found(num, name, size)
-		if seg == nil { // out of order: broken, failed closed
-			done(l.e.err)
-			return
-		}
-		if p.Halted() == nil {
-			l.scanSegment(ps, seg, b)
-		}
-		l.readSegs(ps, nums[1:], done)
-	})
-}
-
-// readSegment reads a whole segment file. A read whose scan is not clean
-// (torn or corrupt) is read again — a read can be damaged where the disk
-// is not, and damage never makes an entry valid — up to AttemptsMax
-// times, keeping the read with the most valid entries; a clean read, or
-// two reads that agree, end it.
-//
-// The file is fsynced first: a process that died without a power loss
-// leaves written but unsynced bytes in the page cache, which recovery
-// reads and replays as committed — they must be durable before anything
-// is acked because of them.
-func (l *diskLog) readSegment(name string, tries int, best []byte, done func([]byte, int64, error)) {
-	e := l.e
-	e.p.Disk.Open(name, OpenMode{Write: true}, func(f File, err error) {
-		if err != nil {
-			done(nil, 0, fmt.Errorf("open %s: %w", name, err))
-			return
-		}
-		f.Sync(func(err error) {
-			if err != nil {
-				f.Close(func(error) { done(nil, 0, fmt.Errorf("sync %s: %w", name, err)) })
-				return
-			}
-			l.readOpen(name, f, tries, best, done)
-		})
-	})
-}
-
-func (l *diskLog) readOpen(name string, f File, tries int, best []byte, done func([]byte, int64, error)) {
-	e := l.e
-	f.Size(func(size int64, err error) {
-		if err == nil && size > l.cfg.SegmentBytes+wal.EntryPayloadMax+4*DirectAlign {
-			err = fmt.Errorf("%w: log segment %s has %d bytes, more than any segment this log writes", ErrCorrupt, name, size)
-		}
-		if err != nil {
-			f.Close(func(error) { done(nil, 0, err) })
-			return
-		}
-		buf := make([]byte, size)
-		f.ReadAt(buf, 0, func(n int, err error) {
-			if n < 0 || n > len(buf) {
-				e.broken("a read returns at most the bytes asked: %s read %d of %d", name, n, len(buf))
-				f.Close(func(error) { done(nil, 0, e.err) })
-				return
-			}
-			f.Close(func(error) {
-				if err != nil {
-					done(nil, 0, fmt.Errorf("read %s: %w", name, err))
-					return
-				}
-				buf = buf[:n]
-				r := wal.Scan(name, buf)
-				same := best != nil && bytes.Equal(best, buf) // two reads agree: the disk holds this
-				if best != nil && len(wal.Scan(name, best).Entries) > len(r.Entries) {
-					buf = best
-				}
-				if (r.Torn || r.Corrupt != nil) && !same && tries+1 < AttemptsMax {
-					e.mark(MarkReadDamaged)
-					l.readSegment(name, tries+1, buf, done)
-					return
-				}
-				done(buf, size, nil)
-			})
-		})
-	})
+	l.scanSegment(l.scan.parts[len(l.scan.parts)-1], seg, b)
 }
 
 // scanSegment decodes one segment image into ps and the scan, under the

@@ -878,3 +878,45 @@ func TestCloseWaitsForTheFlushedRecord(t *testing.T) {
 	r.disk = sim.NewDisk(r.sched, r.root.Split("slow-disk"), sim.DiskConfig{Latency: lat})
 	closeDrains(t, r, 3)
 }
+
+// TestDiskFewerPartitionsRefused: a log written with two partitions does
+// not start with one — recovery fails at once (no retry helps) with an
+// error that names the partition and the count to set; with two again it
+// starts and delivers every acked unit.
+func TestDiskFewerPartitionsRefused(t *testing.T) {
+	r := newDiskRig(t, 2)
+	r.start()
+	var units []*result
+	for i := range 8 { // namespaces spread over both partitions
+		units = append(units, r.submit(unit(fmt.Sprint("ns", i), int64(i))))
+	}
+	r.until(func() bool { return allDone(units) }, "acks")
+	if got := r.loggedUnits(); len(got) != 2 {
+		t.Fatalf("units logged in partitions %v; want both", got)
+	}
+	r.crash()
+	r.cfg.Disk.Partitions = 1
+	r.inc = r.sched.NewIncarnation()
+	eng, err := engine.New(r.cfg, r.ports())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var done bool
+	var startErr error
+	eng.Start(func(err error) { done, startErr = true, err })
+	r.until(func() bool { return done }, "recovery")
+	if !errors.Is(startErr, wal.ErrConfig) || !strings.Contains(fmt.Sprint(startErr), "the log has partition 1, WAL_PARTITIONS is 1: set it to at least 2") {
+		t.Fatalf("start with 1 partition: %v; want the configuration refused", startErr)
+	}
+	r.cfg.Disk.Partitions = 2
+	r.start()
+	r.closeEngine()
+	var all []int64
+	for _, vals := range r.committedValues() {
+		all = append(all, vals...)
+	}
+	slices.Sort(all)
+	if !slices.Equal(all, []int64{0, 1, 2, 3, 4, 5, 6, 7}) {
+		t.Fatalf("committed %v after starting with the log's partition count; want each of 0..7 once", all)
+	}
+}
