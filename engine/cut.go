@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"slices"
 	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
@@ -30,139 +29,49 @@ import (
 //
 // A lane whose interval runs out while nothing is being written gets a
 // segment of its own: a snapshot with no PARTs, only cuts (cutDue).
+//
+// The decision is the cut planner's (cutPlanner, planner.go): a pure
+// function of the segment's PARTs by group, the lanes' open jobs, the
+// sinks' limits, the clock, the valve and whether the engine closes, with
+// tests of its own that need no Engine. This file is the Engine's side:
+// it gathers those inputs (decideCuts, openSummaries, valveBoundary —
+// which marks the valve open), arms the timer of the earliest interval
+// (armInterval, cutDue), and counts each cut by its reason when
+// registration forms its job (markCut, from endJob in compact.go).
 
 // decideCuts returns the cuts of snapshot s, whose index is encoded: the
-// lanes' open jobs it ends, in canonical order.
+// lanes' open jobs it ends, in canonical order (the planner's decision on
+// the engine's state).
 func (e *Engine) decideCuts(s *snapshot) []segment.Cut {
 	if s != e.active || e.lastCommit.Compare(s.id) >= 0 {
 		e.broken("cuts are decided for the active snapshot, every earlier one committed: snapshot %s, last commit %s", s.id, e.lastCommit)
 		return nil
 	}
-	now := e.now()
-	groups, pieces := indexPieces(s.index)
-	valveBefore, valve := e.valveBoundary()
-	var cuts []segment.Cut
-	for _, k := range e.cutLanes(groups) {
-		limits := e.cfg.LanesOf(k.sinkRef)
-		var open *openJob
-		if ln := e.lanes[k]; ln != nil {
-			open = ln.openNow()
-		}
-		var mine []int // this segment's groups of the lane
-		for i, g := range groups {
-			if laneOf(g) == k {
-				mine = append(mine, i)
-			}
-		}
-		if len(mine) > 1 || len(mine) == 1 && open != nil && groups[mine[0]] != open.group {
-			cuts = append(cuts, shapeCuts(s.id, open, groups, pieces, mine)...)
-			continue
-		}
-		c, ok := pendingCut(s.id, open, groups, pieces, mine)
-		if !ok {
-			continue
-		}
-		since := now
-		if open != nil {
-			since = open.since
-		}
-		switch {
-		case limits.FileBytes == 0:
-			c.Reason = segment.CutEvery
-		case c.bytes >= min(limits.FileBytes, e.jobBytesMax()):
-			c.Reason = segment.CutSize
-		case now-since >= limits.FlushInterval:
-			c.Reason = segment.CutInterval
-		case valve && c.First.Compare(refOf(valveBefore)) < 0:
-			c.Reason = segment.CutValve
-		case e.state == stateClosing:
-			c.Reason = segment.CutClose
-		default:
-			continue
-		}
-		cuts = append(cuts, c.Cut)
-	}
-	segment.SortCuts(cuts)
-	if len(cuts) > segment.CutsMax {
-		cuts = cuts[:segment.CutsMax] // the rest are cut by a later segment
-	}
-	return cuts
+	in := cutInput{id: s.id, now: e.now(), groups: indexGroups(s.index), open: e.openSummaries(),
+		cacheBytes: e.cache.budget, closing: e.state == stateClosing}
+	in.valveBefore, in.valve = e.valveBoundary()
+	return e.planner().decide(in)
 }
 
-// jobBytesMax bounds a job's payload bytes by memory: a quarter of the
-// body cache's share of the pool, which a running job's slices are
-// counted against (apply.go). On a small machine files come out smaller
-// than file_bytes rather than overrunning memory.
-func (e *Engine) jobBytesMax() int64 { return max(e.cache.budget/4, 1) }
+// planner is the engine's cut planner: its sinks' limits, and its checks
+// failing the engine closed.
+func (e *Engine) planner() cutPlanner { return cutPlanner{limits: e.cfg.LanesOf, inv: e.failClosed} }
 
-// sizedCut is a cut and the payload bytes of the job it ends.
-type sizedCut struct {
-	segment.Cut
-	bytes int64
-}
-
-// pendingCut returns what cutting the lane in segment id would record:
-// the open job, extended by this segment's one group of the lane (mine,
-// at most one index, of open's group). false: nothing to cut.
-func pendingCut(id SnapshotID, open *openJob, groups []segment.Group, pieces []piece, mine []int) (sizedCut, bool) {
-	var c sizedCut
-	if open != nil {
-		c.Group, c.First = open.group, refOf(open.first())
-		c.Segments, c.Parts, c.bytes = uint32(len(segmentsOf(open.pieces))), uint32(open.parts()), open.bytes
-	}
-	if len(mine) == 1 {
-		p := pieces[mine[0]]
-		if open == nil {
-			c.Group, c.First = groups[mine[0]], refOf(id)
-		}
-		c.Segments++
-		c.Parts += uint32(len(p.ordinals))
-		c.bytes += p.bytes
-	}
-	return c, c.Segments > 0
-}
-
-// shapeCuts cuts a lane whose schema or CDC-ness changes in segment id:
-// its open job, and each of this segment's groups of it (mine).
-func shapeCuts(id SnapshotID, open *openJob, groups []segment.Group, pieces []piece, mine []int) []segment.Cut {
-	var out []segment.Cut
-	for _, i := range mine {
-		if open != nil && groups[i] == open.group {
-			continue // joins the open job, cut below
-		}
-		out = append(out, segment.Cut{Group: groups[i], First: refOf(id), Segments: 1, Parts: uint32(len(pieces[i].ordinals)), Reason: segment.CutShape})
-	}
-	if open != nil {
-		var own []int
-		for _, i := range mine {
-			if groups[i] == open.group {
-				own = append(own, i)
-			}
-		}
-		c, _ := pendingCut(id, open, groups, pieces, own)
-		c.Reason = segment.CutShape
-		out = append(out, c.Cut)
-	}
-	return out
-}
-
-func refOf(id SnapshotID) segment.SegmentRef { return segment.SegmentRef{Epoch: id.Epoch, Seq: id.Seq} }
-
-// cutLanes lists the lanes a cut decision looks at: those with an open
-// job (in creation order), then those new in this segment.
-func (e *Engine) cutLanes(groups []segment.Group) []laneKey {
-	var out []laneKey
+// openSummaries lists the lanes' open jobs, in lane creation order.
+func (e *Engine) openSummaries() []openSummary {
+	var out []openSummary
 	for _, ln := range e.laneOrder {
-		if ln.openNow() != nil {
-			out = append(out, ln.key)
-		}
-	}
-	for _, g := range groups {
-		if k := laneOf(g); !slices.Contains(out, k) {
-			out = append(out, k)
+		if o := ln.openNow(); o != nil {
+			out = append(out, o.summary())
 		}
 	}
 	return out
+}
+
+// summary is what the planner (and OpenJobs) sees of an open job.
+func (o *openJob) summary() openSummary {
+	return openSummary{group: o.group, first: o.first(), segments: uint32(len(segmentsOf(o.pieces))),
+		parts: uint32(o.parts()), bytes: o.bytes, since: o.since}
 }
 
 // openNow is the lane's open job (between registrations there is one at
@@ -176,10 +85,15 @@ func (ln *lane) openNow() *openJob {
 	return nil
 }
 
-// indexPieces groups an encoded index's PARTs (segment-less pieces).
-func indexPieces(ix *segment.Index) ([]segment.Group, []piece) {
+// indexGroups sums an encoded index's PARTs by group, in index order.
+func indexGroups(ix *segment.Index) []groupParts {
 	st := &segState{Segment: Segment{Index: ix}, applied: segment.NewBitmap(len(ix.Entries))}
-	return st.pieces()
+	groups, pieces := st.pieces()
+	out := make([]groupParts, len(groups))
+	for i, g := range groups {
+		out[i] = groupParts{group: g, parts: uint32(len(pieces[i].ordinals)), bytes: pieces[i].bytes}
+	}
+	return out
 }
 
 // valveBoundary reports whether the WAL is at its pressure valve and, if
@@ -239,23 +153,15 @@ func (e *Engine) armInterval() {
 }
 
 // nextInterval is when the earliest open job's flush interval runs out
-// (now, for a job of a sink without limits).
+// (the planner's intervalEnd; now, for a job of a sink without limits).
 func (e *Engine) nextInterval() (time.Duration, bool) {
 	var at time.Duration
 	found := false
 	for _, ln := range e.laneOrder {
-		o := ln.openNow()
-		if o == nil {
-			continue
-		}
-		// A lane whose sink takes a job per segment has an open job only
-		// after a restart under other limits: it is due now.
-		d := o.since
-		if l := e.cfg.LanesOf(ln.key.sinkRef); l.FileBytes > 0 {
-			d += l.FlushInterval
-		}
-		if !found || d < at {
-			at, found = d, true
+		if o := ln.openNow(); o != nil {
+			if d := e.planner().intervalEnd(ln.key.sinkRef, o.since); !found || d < at {
+				at, found = d, true
+			}
 		}
 	}
 	return at, found
@@ -305,13 +211,9 @@ type OpenJob struct {
 // OpenJobs lists the lanes' open jobs, in lane creation order.
 func (e *Engine) OpenJobs() []OpenJob {
 	var out []OpenJob
-	for _, ln := range e.laneOrder {
-		o := ln.openNow()
-		if o == nil {
-			continue
-		}
-		out = append(out, OpenJob{SinkRef: ln.key.sinkRef, Namespace: ln.key.namespace, First: o.first(),
-			Segments: len(segmentsOf(o.pieces)), Parts: o.parts(), Bytes: o.bytes, Waited: e.now() - o.since})
+	for _, o := range e.openSummaries() {
+		out = append(out, OpenJob{SinkRef: o.group.SinkRef, Namespace: o.group.Namespace, First: o.first,
+			Segments: int(o.segments), Parts: int(o.parts), Bytes: o.bytes, Waited: e.now() - o.since})
 	}
 	return out
 }

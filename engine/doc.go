@@ -154,8 +154,9 @@
 //     for the simulator's coverage report.
 //   - recovery.go, sweep.go: recovery from markers, bitmaps and the
 //     offsets checkpoint; the orphan sweeper.
-//   - cut.go: where the writer ends lanes' open jobs; jobs.go: compaction
-//     ids and contents.
+//   - planner.go: the cut planner, where the writer ends lanes' open
+//     jobs (a pure decision); cut.go: the engine's side of it (inputs,
+//     the interval timer, marks); jobs.go: compaction ids and contents.
 //   - compact.go, apply.go, reclaim.go, cache.go, memory.go: compaction
 //     jobs and lanes, body loading (cache, GET, stream), completion
 //     bitmaps, reclaim, the memory pool; stream.go: a body larger than
