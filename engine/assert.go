@@ -129,6 +129,20 @@ import (
 //     segment, cuts only for the active snapshot, a body prepared once,
 //     recovery opened once, a replay only of complete seals. shape_test.go
 //     holds every function over 30 lines to at least one.
+//   - each step's hand-over: a recovery round's claimed epoch above its
+//     floor, its listing in id order, seals that keep the claim
+//     (checkSealed), owned segments in id order with their indexes
+//     (checkOwned); a persist only of the active snapshot, a marker after
+//     its body, a multipart completed only with every part landed
+//     (checkPartsLanded); a bitmap a bit per PART, its writes never
+//     overlapping; a streamed pass reading each chunk once
+//     (checkStreamed); a trouble on record failing since it started
+//     (checkTrouble); alerts and trouble events numbered one by one; a
+//     family's floor still held once merged (mergeFloor).
+//   - the compaction planner (planner.go: cutPlanner.checkInput,
+//     checkCuts): sizes ≥ 0, one open job per lane, open jobs older than
+//     the segment cut; cuts in canonical order, one per group, each with
+//     a reason — reported through its invariantHook.
 
 // invariantError is the error of a broken invariant: ErrInvariant and the
 // message.
