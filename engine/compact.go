@@ -553,6 +553,11 @@ func (e *Engine) compact() {
 		if e.running >= e.cfg.CompactionConcurrency {
 			return
 		}
+		if j.state != jobPending {
+			// A head refused at its start (refuseJob) runs compact again,
+			// which may have started the later heads of this list.
+			continue
+		}
 		e.startJob(j)
 	}
 }
