@@ -103,11 +103,22 @@ func (e *Engine) mergeKeys(done func()) {
 			d(err)
 		})
 	}, func(err error) {
+		if !b.busy {
+			e.broken("a merge holds its bucket while it reads its inputs: bucket %d, %d runs read, not busy", b.num, len(ins))
+			done()
+			return
+		}
 		if err != nil {
 			b.busy = false
 			if errors.Is(err, ErrCorrupt) {
 				e.failClosed(err) // raises the alert
 			}
+			done()
+			return
+		}
+		most, sum := e.checkMergeInputs(b, ins, lists)
+		if most < 0 {
+			b.busy = false
 			done()
 			return
 		}
@@ -117,9 +128,37 @@ func (e *Engine) mergeKeys(done func()) {
 				done()
 				return
 			}
+			if r.ref.Count < most || r.ref.Count > sum {
+				// mergeEntries keeps each hash once: the output holds at
+				// least its largest input's keys and at most all of them.
+				e.broken("a merged key run holds its inputs' keys: bucket %d, %d runs of %d keys (largest %d) merged into %d",
+					b.num, len(ins), sum, most, r.ref.Count)
+				b.busy = false
+				done()
+				return
+			}
 			e.replaceRuns(b, ins, r, done)
 		})
 	})
+}
+
+// checkMergeInputs: a merge read each input whole — as many keys as its
+// ref counts — and their sum fits one run (smallestFitting). It returns
+// the largest input's count and the sum, or most < 0 after failing
+// closed. O(inputs), at most KeyManifestRunsMax.
+func (e *Engine) checkMergeInputs(b *keyBucket, ins []*keyRun, lists [][]segment.KeyEntry) (most, sum int) {
+	for i, r := range ins {
+		if len(lists[i]) != r.ref.Count {
+			e.broken("a merge reads its input runs whole: bucket %d, run %d-%d counts %d keys, %d read", b.num, r.ref.Epoch, r.ref.Seq, r.ref.Count, len(lists[i]))
+			return -1, 0
+		}
+		most, sum = max(most, r.ref.Count), sum+r.ref.Count
+	}
+	if sum > segment.KeyRunEntriesMax {
+		e.broken("a merge's inputs fit one run: bucket %d, %d runs of %d keys, limit %d", b.num, len(ins), sum, segment.KeyRunEntriesMax)
+		return -1, 0
+	}
+	return most, sum
 }
 
 // replaceRuns lists r instead of ins in b's manifest, then deletes ins.
@@ -127,6 +166,12 @@ func (e *Engine) mergeKeys(done func()) {
 func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()) {
 	if !b.busy {
 		e.broken("a merge replaces runs while it holds its bucket: bucket %d not busy", b.num)
+		done()
+		return
+	}
+	if len(ins) < 2 {
+		e.broken("a merge replaces two runs or more: bucket %d, %d runs replaced", b.num, len(ins))
+		b.busy = false
 		done()
 		return
 	}
