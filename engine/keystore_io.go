@@ -116,12 +116,6 @@ func (e *Engine) putRun(num int64, build func() []segment.KeyEntry, done func(*k
 			done(nil, err)
 			return
 		}
-		if meta.Count != n {
-			err = invariantError("a key run holds the entries built: bucket %d, %d built, its meta counts %d", num, n, meta.Count)
-			e.failClosed(err)
-			done(nil, err)
-			return
-		}
 		r := &keyRun{ref: segment.KeyRunRef{Epoch: e.epoch, Seq: e.keySeq, Count: meta.Count, MinValue: meta.MinValue, Value: meta.Value}, meta: meta}
 		e.keySeq++
 		in := PutObjectInput{Key: e.layout.IdemRunKey(num, r.ref.Epoch, r.ref.Seq), Body: body, IfNoneMatch: true}

@@ -116,8 +116,7 @@ func (e *Engine) mergeKeys(done func()) {
 			done()
 			return
 		}
-		most, sum := e.checkMergeInputs(b, ins, lists)
-		if most < 0 {
+		if !e.checkMergeInputs(b, ins, lists) {
 			b.busy = false
 			done()
 			return
@@ -128,37 +127,28 @@ func (e *Engine) mergeKeys(done func()) {
 				done()
 				return
 			}
-			if r.ref.Count < most || r.ref.Count > sum {
-				// mergeEntries keeps each hash once: the output holds at
-				// least its largest input's keys and at most all of them.
-				e.broken("a merged key run holds its inputs' keys: bucket %d, %d runs of %d keys (largest %d) merged into %d",
-					b.num, len(ins), sum, most, r.ref.Count)
-				b.busy = false
-				done()
-				return
-			}
 			e.replaceRuns(b, ins, r, done)
 		})
 	})
 }
 
 // checkMergeInputs: a merge read each input whole — as many keys as its
-// ref counts — and their sum fits one run (smallestFitting). It returns
-// the largest input's count and the sum, or most < 0 after failing
-// closed. O(inputs), at most KeyManifestRunsMax.
-func (e *Engine) checkMergeInputs(b *keyBucket, ins []*keyRun, lists [][]segment.KeyEntry) (most, sum int) {
+// ref counts, each into its own list — and their sum fits one run
+// (smallestFitting). O(inputs), at most KeyManifestRunsMax.
+func (e *Engine) checkMergeInputs(b *keyBucket, ins []*keyRun, lists [][]segment.KeyEntry) bool {
+	sum := 0
 	for i, r := range ins {
 		if len(lists[i]) != r.ref.Count {
 			e.broken("a merge reads its input runs whole: bucket %d, run %d-%d counts %d keys, %d read", b.num, r.ref.Epoch, r.ref.Seq, r.ref.Count, len(lists[i]))
-			return -1, 0
+			return false
 		}
-		most, sum = max(most, r.ref.Count), sum+r.ref.Count
+		sum += r.ref.Count
 	}
 	if sum > segment.KeyRunEntriesMax {
 		e.broken("a merge's inputs fit one run: bucket %d, %d runs of %d keys, limit %d", b.num, len(ins), sum, segment.KeyRunEntriesMax)
-		return -1, 0
+		return false
 	}
-	return most, sum
+	return true
 }
 
 // replaceRuns lists r instead of ins in b's manifest, then deletes ins.
