@@ -38,6 +38,10 @@ import (
 // RecoveryConcurrency at a time; ok reports that every write landed. done
 // is not called once the engine has failed closed.
 func (e *Engine) writeKeyBuckets(done func(ok bool)) {
+	if !e.ckptWriting {
+		e.broken("key buckets are written inside a checkpoint round: %d buckets dirty, no round running", len(e.keys.dirty()))
+		return
+	}
 	bs := e.keys.dirty()
 	ok := true
 	e.forEach(len(bs), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {

@@ -167,7 +167,7 @@ func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()
 	}
 	runs := slices.DeleteFunc(slices.Clone(b.runs), func(x *keyRun) bool { return slices.Contains(ins, x) })
 	if len(runs) != len(b.runs)-len(ins) || !e.keys.live(b) {
-		e.dropRuns(b.num, []*keyRun{r})
+		e.dropRuns(b, []*keyRun{r})
 		b.busy = false
 		done()
 		return
@@ -180,17 +180,27 @@ func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()
 		// lists them.
 		if ok || b.lists(r) {
 			e.mark(MarkIdemRunsMerged)
-			e.dropRuns(b.num, slices.DeleteFunc(slices.Clone(ins), b.lists))
+			e.dropRuns(b, slices.DeleteFunc(slices.Clone(ins), b.lists))
 		}
 		done()
 	})
 }
 
-// dropRuns deletes run objects no manifest lists, best effort (the
-// sweeper deletes what is left once the bucket expires).
-func (e *Engine) dropRuns(num int64, runs []*keyRun) {
+// dropRuns deletes run objects of b no manifest lists, best effort (the
+// sweeper deletes what is left once the bucket expires). O(runs × b's
+// runs), both at most KeyManifestRunsMax, once per merge.
+func (e *Engine) dropRuns(b *keyBucket, runs []*keyRun) {
 	for _, r := range runs {
-		e.bestEffort().DeleteObject(e.layout.IdemRunKey(num, r.ref.Epoch, r.ref.Seq), func(error) {})
+		if b.lists(r) {
+			// Its keys are durable only there: deleting it would forget
+			// them, and a retry of one would be taken again.
+			e.broken("a key run is deleted only once no manifest lists it: bucket %d lists run %d-%d (%d keys), %d runs dropped",
+				b.num, r.ref.Epoch, r.ref.Seq, r.ref.Count, len(runs))
+			return
+		}
+	}
+	for _, r := range runs {
+		e.bestEffort().DeleteObject(e.layout.IdemRunKey(b.num, r.ref.Epoch, r.ref.Seq), func(error) {})
 	}
 }
 
