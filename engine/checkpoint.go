@@ -213,6 +213,10 @@ func (e *Engine) roundDone(attempt int, ok bool) {
 func (e *Engine) writeSources(done func(landed bool)) {
 	v := e.committed
 	key := e.layout.CheckpointKey()
+	if !e.ckptWriting {
+		e.broken("_offsets is written inside a checkpoint round: %s written with no round running", key)
+		return
+	}
 	if len(v.flight) > 0 { // beginWrite REQUIRES it; fail closed rather than panic
 		e.broken("one write of _offsets at a time: %s written while %d keys of another write are in flight", key, len(v.flight))
 		return
