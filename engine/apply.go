@@ -94,6 +94,12 @@ func (e *Engine) gather(j *job, i int, got []*segment.Slice, releases []func()) 
 		e.broken("a job gathers its pieces in order, one release per body held: piece %d of %d, %d releases", i, len(j.pieces), len(releases))
 		return
 	}
+	if j.state != jobRunning {
+		// Only a running job is counted in running and ended once
+		// (checkJobEnds): one gathering otherwise would end it again.
+		e.broken("a job gathers its pieces while it runs: job %s (cut in segment %s) in state %d at piece %d of %d", j.id, j.cut.ID, j.state, i, len(j.pieces))
+		return
+	}
 	releaseAll := func() {
 		for _, s := range got {
 			s.Release()

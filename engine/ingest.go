@@ -381,6 +381,11 @@ func (e *Engine) append(in Unit, done func(error)) {
 		return
 	}
 	u := &unit{idem: in.IdempotencyKey, ns: in.Key.Namespace, dones: []func(error){done}, bytes: unitBytes(in), since: e.now()}
+	if u.bytes > unitBytesMax {
+		e.broken("an appended unit fits its limit (validateUnit): %d bytes, limit %d, unit for %s", u.bytes, unitBytesMax, in.Key)
+		e.answer(done, fmt.Errorf("%w: %v", ErrClosed, e.err))
+		return
+	}
 	u.offsets = slices.Clone(in.Offsets) // the caller keeps its slice
 	for _, o := range pendingKeys(u.offsets) {
 		if prev := e.offsetPending[o.Key]; prev != nil {
