@@ -116,6 +116,17 @@ func TestInvariantAdmission(t *testing.T) {
 				t.Errorf("held %d, %d keys pending: the refused unit must not be held", e.held, len(e.offsetPending)+len(e.idemPending))
 			}
 		}},
+		{"append-past-unit-limit", "an appended unit fits its limit (validateUnit): ", func(t *testing.T, e *Engine) {
+			e.p.Timers, e.state = &heldTimers{}, stateReady
+			// Offsets are counted at their keys' length: many of one
+			// long key cost the count, not the memory.
+			key, big := strings.Repeat("k", 1<<20), make(segment.Offsets, unitBytesMax>>20+1)
+			for i := range big {
+				big[i] = segment.Offset{Key: key, Value: 1}
+			}
+			e.append(Unit{Offsets: big}, func(error) {})
+			answered(t, e)
+		}},
 		{"hold-nothing", "a held unit costs bytes: unit 4 of partition 1 holds 0 bytes", func(t *testing.T, e *Engine) {
 			e.hold(&unit{part: 1, seq: 4})
 		}},
@@ -189,6 +200,9 @@ func TestInvariantApply(t *testing.T) {
 				t.Errorf("running %d: a refused start must not count", e.running)
 			}
 		}},
+		{"gather-a-job-not-running", "a job gathers its pieces while it runs: job j (cut in segment 000000000001-000000000001) in state 2 at piece 0 of 1", func(t *testing.T, e *Engine) {
+			e.gather(&job{id: "j", cut: seg, state: jobApplied, pieces: []piece{{seg: seg}}}, 0, nil, nil)
+		}},
 		{"apply-missing-slices", "a job applies one slice per PART it holds: job j (cut in segment 000000000001-000000000001), 0 slices, 2 PARTs in 1 pieces", func(t *testing.T, e *Engine) {
 			released := false
 			j := &job{id: "j", cut: seg, state: jobRunning, pieces: []piece{{seg: seg, ordinals: []segment.SliceOrdinal{0, 1}}}}
@@ -243,6 +257,13 @@ func TestInvariantCheckpointSteps(t *testing.T) {
 			e.scheduleCheckpoint()
 			e.ckptScheduled = false // as if it had fired already
 			timers.fns[0]()
+		}},
+		{"buckets-written-outside-a-round", "key buckets are written inside a checkpoint round: 1 buckets dirty, no round running", func(t *testing.T, e *Engine) {
+			e.keys.add(segment.KeyHashOf("k"), 1)
+			e.writeKeyBuckets(func(bool) { t.Error("answered after failing") })
+		}},
+		{"offsets-written-outside-a-round", "_offsets is written inside a checkpoint round: _offsets written with no round running", func(t *testing.T, e *Engine) {
+			e.writeSources(func(bool) { t.Error("answered after failing") })
 		}},
 		{"round-ends-without-one", "a checkpoint round ends while it runs: attempt 0, round running false", func(t *testing.T, e *Engine) {
 			e.roundDone(0, true)
@@ -361,6 +382,10 @@ func TestInvariantKeyStoreIO(t *testing.T) {
 		{"merge-inputs-past-a-run", "a merge's inputs fit one run: bucket 0, 2 runs of 1048577 keys", func(t *testing.T, e *Engine) {
 			big := &keyRun{ref: segment.KeyRunRef{Count: segment.KeyRunEntriesMax}}
 			e.checkMergeInputs(&keyBucket{}, []*keyRun{big, run(1)}, [][]segment.KeyEntry{make([]segment.KeyEntry, segment.KeyRunEntriesMax), {{Hash: h}}})
+		}},
+		{"listed-run-dropped", "a key run is deleted only once no manifest lists it: bucket 4 lists run 0-2 (1 keys), 2 runs dropped", func(t *testing.T, e *Engine) {
+			b := &keyBucket{num: 4, runs: []*keyRun{run(2)}}
+			e.dropRuns(b, []*keyRun{run(1), run(2)}) // no store: a delete would panic
 		}},
 		{"merge-of-one-run", "a merge replaces two runs or more: bucket 4, 1 runs replaced", func(t *testing.T, e *Engine) {
 			b := &keyBucket{num: 4, busy: true}
