@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -415,4 +416,42 @@ func TestInvariantKeyStoreExpiry(t *testing.T) {
 	s.buckets[9] = &keyBucket{num: 9} // a bucket without its number
 	s.expire(0)
 	got.want(t, "key store bucket numbers one per bucket: 1 numbers, 2 buckets after expiring 0 before bucket 0")
+}
+
+// oneSink configures the sink "lake" only.
+type oneSink struct{}
+
+func (oneSink) Sink(ref string) (Sink, bool) { return nil, ref == "lake" }
+
+// TestRefusedHeadStartsNoJobTwice: a lane head that can never start (no
+// sink of its ref) is refused inside compact, and refuseJob runs compact
+// again, which starts the later heads; the outer compact must not start
+// them a second time from its own list of heads.
+//
+// KNOWN BUG (compact.go, not fixed here): compact's loop keeps the heads
+// it listed before the refusal and starts them again. Before startJob
+// asserted that a job starts only while pending, this ended with running
+// 4 for 2 jobs, each gathered and applied twice at once; now the second
+// start fails closed: "a job starts only while pending, with pieces: job
+// j1 … in state 1, 1 pieces, 2 running". Unskip once compact skips heads
+// that are no longer startable.
+func TestRefusedHeadStartsNoJobTwice(t *testing.T) {
+	t.Skip("known bug: compact starts again the heads a refused head's nested compact started (see the comment)")
+	e := bare()
+	withPorts(e)
+	e.state, e.p.Sinks = stateReady, oneSink{}
+	e.cfg.CompactionConcurrency = 4
+	e.cache.budget = 1 << 20
+	e.lanes = map[laneKey]*lane{}
+	for i, ref := range []string{"gone", "lake", "lake"} {
+		st := &segState{Segment: Segment{ID: SnapshotID{1, uint64(i + 1)}, Index: &segment.Index{BodyBytes: 10}}}
+		g := segment.Group{SinkRef: ref, Namespace: fmt.Sprint("ns", i)}
+		j := &job{id: fmt.Sprint("j", i), group: g, cut: st, pieces: []piece{{seg: st, ordinals: []segment.SliceOrdinal{0}}}}
+		ln := &lane{key: laneOf(g), jobs: []*job{j}}
+		e.lanes[ln.key], e.laneOrder = ln, append(e.laneOrder, ln)
+	}
+	e.compact()
+	if e.err != nil || e.running != 2 {
+		t.Fatalf("running %d, err %v; want the two startable heads started once each", e.running, e.err)
+	}
 }
