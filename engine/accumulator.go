@@ -95,12 +95,18 @@ func (s *batchSet) add(u *unit, in Unit) error {
 		return err
 	}
 	p := s.part(in.Key, in.Schema, in.Sidecar != nil)
+	if p.key != in.Key || len(s.index) != len(s.parts) {
+		return invariantError("index[p.key] is p's position: unit for %v finds part %v; %d parts, %d index entries", in.Key, p.key, len(s.parts), len(s.index))
+	}
 	p.batches = append(p.batches, in.Batches...)
 	for _, b := range in.Batches {
 		p.rows += b.NumRows()
 	}
 	if in.Sidecar != nil {
 		p.sidecar = append(p.sidecar, in.Sidecar.Rows...)
+	}
+	if p.cdc && int64(len(p.sidecar)) != p.rows {
+		return invariantError("a CDC part's sidecar has a row per row: part %v holds %d sidecar rows for %d rows after a unit of %d batches", p.key, len(p.sidecar), p.rows, len(in.Batches))
 	}
 	if len(pendingKeys(in.Offsets)) < len(in.Offsets) {
 		s.offsets = segment.MaxMerge(s.offsets, in.Offsets) // a floor drops what it covers
@@ -170,6 +176,9 @@ func (s *batchSet) check() error {
 // within each partition key is kept when a failed snapshot's content
 // returns to the accumulator ahead of newer units.
 func (s *batchSet) prepend(o *batchSet) error {
+	if o == s {
+		return invariantError("a set is prepended another set's content: %d units prepended to themselves", len(s.units))
+	}
 	merged := newBatchSet()
 	for _, src := range []*batchSet{o, s} {
 		for _, p := range src.parts {
@@ -205,6 +214,10 @@ func (s *batchSet) encodeParts() []segment.Part {
 // waiting for an fsync would spend behind it on the loop. The set is the
 // work's alone: it was sealed, and its units are answered.
 func (e *Engine) releaseOffLoop(s *batchSet) {
+	if s == e.live {
+		e.broken("only a sealed set is released: the live accumulator (%d units, %d parts) released", len(s.units), len(s.parts))
+		return
+	}
 	parts := s.parts
 	s.parts = nil
 	release := func() {

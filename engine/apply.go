@@ -14,6 +14,13 @@ import (
 // decode only the job's PARTs (off the loop), segment after segment; then
 // hand them all to the sink.
 func (e *Engine) startJob(j *job) {
+	if j.state != jobPending || len(j.pieces) == 0 {
+		// A job runs once at a time: a second start would count it in
+		// running twice and hand its slices to the sink twice at once.
+		e.broken("a job starts only while pending, with pieces: job %s (cut in segment %s) in state %d, %d pieces, %d running",
+			j.id, j.cut.ID, j.state, len(j.pieces), e.running)
+		return
+	}
 	if err := e.unstartable(j); err != nil {
 		j.state = jobRunning
 		e.running++
@@ -87,6 +94,12 @@ func (e *Engine) gather(j *job, i int, got []*segment.Slice, releases []func()) 
 		e.broken("a job gathers its pieces in order, one release per body held: piece %d of %d, %d releases", i, len(j.pieces), len(releases))
 		return
 	}
+	if j.state != jobRunning {
+		// Only a running job is counted in running and ended once
+		// (checkJobEnds): one gathering otherwise would end it again.
+		e.broken("a job gathers its pieces while it runs: job %s (cut in segment %s) in state %d at piece %d of %d", j.id, j.cut.ID, j.state, i, len(j.pieces))
+		return
+	}
 	releaseAll := func() {
 		for _, s := range got {
 			s.Release()
@@ -137,6 +150,12 @@ func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func(
 		release()
 		return
 	}
+	if parts := j.parts(); len(slices) != parts {
+		e.broken("a job applies one slice per PART it holds: job %s (cut in segment %s), %d slices, %d PARTs in %d pieces",
+			j.id, j.cut.ID, len(slices), parts, len(j.pieces))
+		release()
+		return
+	}
 	in := &Job{ID: j.id, Content: j.content, Origin: j.cut.Index.Origin, SinkRef: j.sinkRef(), Namespace: j.namespace(),
 		Segment: j.cut.ID, SegmentCreatedUnixMs: j.cut.Index.CreatedAtUnixMs, Segments: j.segmentIDs(), Slices: slices}
 	rows := in.Rows()
@@ -164,6 +183,14 @@ func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func(
 		c.RowsApplied += uint64(rows)
 		e.jobDone(j, true)
 	})
+}
+
+// parts counts the PARTs j holds: O(pieces).
+func (j *job) parts() (n int) {
+	for _, p := range j.pieces {
+		n += len(p.ordinals)
+	}
+	return n
 }
 
 // segmentIDs lists the segments j holds PARTs of, ascending.
@@ -229,6 +256,10 @@ func (e *Engine) withBody(j *job, p piece, done func(*segment.Body, func(), erro
 	e.cache.reserved += size
 	e.fetchBody(p.seg, func(b *segment.Body, err error) {
 		e.cache.reserved -= size
+		if e.cache.reserved < 0 {
+			e.broken("body cache reserved bytes ≥ 0: %d after the fetch of segment %s (%d bytes) answered", e.cache.reserved, id, size)
+			return
+		}
 		if err != nil {
 			done(nil, nil, err)
 			return

@@ -51,10 +51,20 @@ func (c *bodyCache) get(id SnapshotID) (*segment.Body, bool) {
 // entries as needed. It reports whether the body is cached.
 func (c *bodyCache) put(id SnapshotID, b *segment.Body, size int64, pin bool) bool {
 	if e, ok := c.entries[id]; ok {
+		if e.size != size {
+			// used counts the first size: another would drift from Σ sizes
+			// once this entry is dropped.
+			c.inv.broken("a segment's body has one size: %s cached at %d bytes, put again at %d", id, e.size, size)
+			return false
+		}
 		if pin {
 			e.pins++
 		}
 		return true
+	}
+	if size < 0 {
+		c.inv.broken("a cached body's size ≥ 0: %s put at %d bytes", id, size)
+		return false
 	}
 	if !c.makeRoom(size) {
 		return false
@@ -87,7 +97,13 @@ func (c *bodyCache) pinnedBytes() (n int64) {
 }
 
 func (c *bodyCache) unpin(id SnapshotID) {
-	if e, ok := c.entries[id]; ok && e.pins > 0 {
+	if e, ok := c.entries[id]; ok {
+		if e.pins <= 0 {
+			// Each get or pinned put is unpinned once: a second unpin
+			// would let eviction take a body another job still reads.
+			c.inv.broken("a body is unpinned once per pin: %s unpinned with %d pins", id, e.pins)
+			return
+		}
 		e.pins--
 	}
 	c.makeRoom(0) // a budget that shrank while this was pinned

@@ -131,6 +131,10 @@ func (e *Engine) scheduleCheckpoint() {
 		delay = 0 // nothing more will be coalesced: do not hold the close
 	}
 	e.p.Timers.AfterFunc(delay, func() {
+		if !e.ckptScheduled {
+			e.broken("a scheduled checkpoint round fires once: fired with none scheduled, a round running %t, %d waiting", e.ckptWriting, len(e.ckptWaiters))
+			return
+		}
 		e.ckptScheduled = false
 		if !e.ckptWriting && e.state != stateFailed {
 			e.writeCheckpoint(0)
@@ -150,6 +154,10 @@ func (e *Engine) writeCheckpoint(attempt int) {
 	e.ckptWriting = true
 	e.expireKeys()
 	e.writeKeyBuckets(func(ok bool) {
+		if !e.ckptWriting {
+			e.broken("a round's key buckets land while the round runs: attempt %d, round running false", attempt)
+			return
+		}
 		// ok: every key recent when the round began is durable — those of
 		// an old-format _offsets, read at recovery, among them.
 		if ok && e.committed.dirty() {
@@ -161,6 +169,10 @@ func (e *Engine) writeCheckpoint(attempt int) {
 }
 
 func (e *Engine) roundDone(attempt int, ok bool) {
+	if !e.ckptWriting || attempt < 0 {
+		e.broken("a checkpoint round ends while it runs: attempt %d, round running %t", attempt, e.ckptWriting)
+		return
+	}
 	if !ok {
 		e.failing(troubleCheckpoint, fmt.Errorf("checkpoint round attempt %d did not land (the store's own troubles say why)", attempt+1))
 		// A merge may be what the round lacks (a bucket's manifest full).
@@ -182,6 +194,10 @@ func (e *Engine) roundDone(attempt int, ok bool) {
 	}
 	e.ckptWaiters = append(again, e.ckptWaiters...)
 	e.mergeKeys(func() {
+		if !e.ckptWriting {
+			e.broken("a checkpoint round ends once: attempt %d ended with no round running, %d waiting", attempt, len(e.ckptWaiters))
+			return
+		}
 		e.ckptWriting = false
 		if len(e.ckptWaiters) > 0 && e.state != stateFailed {
 			e.scheduleCheckpoint()
@@ -197,6 +213,10 @@ func (e *Engine) roundDone(attempt int, ok bool) {
 func (e *Engine) writeSources(done func(landed bool)) {
 	v := e.committed
 	key := e.layout.CheckpointKey()
+	if !e.ckptWriting {
+		e.broken("_offsets is written inside a checkpoint round: %s written with no round running", key)
+		return
+	}
 	if len(v.flight) > 0 { // beginWrite REQUIRES it; fail closed rather than panic
 		e.broken("one write of _offsets at a time: %s written while %d keys of another write are in flight", key, len(v.flight))
 		return

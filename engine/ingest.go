@@ -207,6 +207,9 @@ func (e *Engine) fingerprint(s *arrow.Schema) segment.SchemaFingerprint {
 		e.schemas = e.schemas[:schemasCached-1]
 	}
 	e.schemas = append(e.schemas, schemaFP{s, fp})
+	if len(e.schemas) > schemasCached {
+		e.broken("the fingerprint cache holds at most schemasCached schemas: %d cached, limit %d", len(e.schemas), schemasCached)
+	}
 	return fp
 }
 
@@ -269,6 +272,15 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 			return true
 		}
 		if u, ok := e.idemPending[k]; ok {
+			if u.idem != k || len(u.dones) == 0 && !u.replayed {
+				// releaseKeys deletes by u.idem: a unit under another key
+				// would never free this one. A submitted unit without a
+				// submitter was answered, so its keys were released.
+				e.broken("idemPending maps a key to the unanswered unit holding it: key %q, unit holds %q, %d waiting, replayed %t",
+					k, u.idem, len(u.dones), u.replayed)
+				e.answer(done, fmt.Errorf("%w: %v", ErrClosed, e.err)) // not held: failing closed did not answer it
+				return true
+			}
 			e.mark(MarkDuplicateJoined)
 			u.dones = append(u.dones, done)
 			return true
@@ -363,7 +375,17 @@ func (e *Engine) roomFor(in Unit) bool {
 // idempotency key and offset keys) and goes to the durable log, which
 // decides when it is durable (durable.go).
 func (e *Engine) append(in Unit, done func(error)) {
+	if e.state != stateReady {
+		e.broken("a unit is appended only while ingest is open (admit): state %d, unit for %s", e.state, in.Key)
+		e.answer(done, fmt.Errorf("%w: %v", ErrClosed, e.err))
+		return
+	}
 	u := &unit{idem: in.IdempotencyKey, ns: in.Key.Namespace, dones: []func(error){done}, bytes: unitBytes(in), since: e.now()}
+	if u.bytes > unitBytesMax {
+		e.broken("an appended unit fits its limit (validateUnit): %d bytes, limit %d, unit for %s", u.bytes, unitBytesMax, in.Key)
+		e.answer(done, fmt.Errorf("%w: %v", ErrClosed, e.err))
+		return
+	}
 	u.offsets = slices.Clone(in.Offsets) // the caller keeps its slice
 	for _, o := range pendingKeys(u.offsets) {
 		if prev := e.offsetPending[o.Key]; prev != nil {
@@ -376,10 +398,18 @@ func (e *Engine) append(in Unit, done func(error)) {
 		// The value is when the key was seen: it expires after the window.
 		in.Offsets = append(segment.Offsets(nil), in.Offsets...).Advance(idemPrefix+u.idem, uint64(e.p.Clock.WallUnixMs()))
 	}
+	submitted, key := batchRows(in.Batches), in.Key
 	in, err := e.dlog.canonical(in)
 	if err != nil {
 		e.stats.UnitsRejected++
 		e.answer(done, fmt.Errorf("%w: %v", ErrInvalidUnit, err))
+		return
+	}
+	if rows := batchRows(in.Batches); rows != submitted || in.Key != key {
+		// The disk log keeps what its entry decodes to: a replay rebuilds
+		// the same snapshot only if that is what was submitted.
+		e.broken("the canonical form of a unit is the unit: %d rows submitted, %d kept; key %s, kept %s", submitted, rows, key, in.Key)
+		e.answer(done, fmt.Errorf("%w: %v", ErrClosed, e.err))
 		return
 	}
 	for _, o := range pendingKeys(u.offsets) {
@@ -388,10 +418,16 @@ func (e *Engine) append(in Unit, done func(error)) {
 	if u.idem != "" {
 		e.idemPending[u.idem] = u
 	}
-	for _, b := range in.Batches {
-		u.rows += b.NumRows()
-	}
+	u.rows = submitted
 	e.dlog.accept(u, in)
+}
+
+// batchRows counts the rows of batches: O(batches), not rows.
+func batchRows(bs []arrow.RecordBatch) (rows int64) {
+	for _, b := range bs {
+		rows += b.NumRows()
+	}
+	return rows
 }
 
 // joinLive adds a held unit's content to the live accumulator.
@@ -413,13 +449,25 @@ func (e *Engine) startLive() {
 }
 
 // hold counts u's bytes as held: admitted and not yet answered.
-func (e *Engine) hold(u *unit) { e.held += u.bytes }
+func (e *Engine) hold(u *unit) {
+	if u.bytes <= 0 {
+		// unitBytes counts at least a unit's overhead: a unit held for
+		// nothing would leave held short when it is answered.
+		e.broken("a held unit costs bytes: unit %d of partition %d holds %d bytes", u.seq, u.part, u.bytes)
+	}
+	e.held += u.bytes
+}
 
 // answerUnheld answers u's submitters with err: an outcome that leaves the
 // unit the source's (ErrUnknownOutcome), so its bytes and keys are no
 // longer held.
 func (e *Engine) answerUnheld(u *unit, err error) {
 	e.held -= u.bytes
+	if e.held < 0 {
+		// Its submitters are still answered below: failing closed
+		// answers only what is held.
+		e.broken("held bytes ≥ 0: %d after answering unit %d of partition %d (%d bytes) unheld", e.held, u.seq, u.part, u.bytes)
+	}
 	e.releaseKeys(u)
 	for _, d := range u.dones {
 		e.answer(d, err)

@@ -182,9 +182,17 @@ func (s *keyStore) durable(h segment.KeyHash, val uint64, cutoffMs int64) bool {
 func (s *keyStore) expire(cutoffMs int64) (dropped []*keyBucket) {
 	first := s.firstLive(cutoffMs)
 	for len(s.nums) > 0 && s.nums[0] < first {
-		dropped = append(dropped, s.buckets[s.nums[0]])
+		b := s.buckets[s.nums[0]]
+		if b == nil || b.num != s.nums[0] {
+			s.inv.broken("key store bucket numbers one per bucket: number %d expires without its bucket (%d numbers, %d buckets)", s.nums[0], len(s.nums), len(s.buckets))
+			return dropped
+		}
+		dropped = append(dropped, b)
 		delete(s.buckets, s.nums[0])
 		s.nums = s.nums[1:]
+	}
+	if len(s.nums) != len(s.buckets) {
+		s.inv.broken("key store bucket numbers one per bucket: %d numbers, %d buckets after expiring %d before bucket %d", len(s.nums), len(s.buckets), len(dropped), first)
 	}
 	return dropped
 }

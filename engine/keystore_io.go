@@ -38,6 +38,10 @@ import (
 // RecoveryConcurrency at a time; ok reports that every write landed. done
 // is not called once the engine has failed closed.
 func (e *Engine) writeKeyBuckets(done func(ok bool)) {
+	if !e.ckptWriting {
+		e.broken("key buckets are written inside a checkpoint round: %d buckets dirty, no round running", len(e.keys.dirty()))
+		return
+	}
 	bs := e.keys.dirty()
 	ok := true
 	e.forEach(len(bs), e.cfg.RecoveryConcurrency, func(i int, d func(error)) {
@@ -81,6 +85,14 @@ func (e *Engine) writeBucket(b *keyBucket, done func(landed bool)) {
 	}
 	e.putRun(b.num, func() []segment.KeyEntry { return entries }, func(r *keyRun, err error) {
 		if err != nil {
+			finish(false)
+			return
+		}
+		if b.lists(r) {
+			// Its ref is this incarnation's next (epoch, seq): listed
+			// already, it would be listed twice, and the manifest's
+			// encoder refuses that.
+			e.broken("a new key run is not listed yet: bucket %d already lists run %d-%d (%d runs)", b.num, r.ref.Epoch, r.ref.Seq, len(b.runs))
 			finish(false)
 			return
 		}
@@ -133,6 +145,13 @@ func insertRun(runs []*keyRun, r *keyRun) []*keyRun {
 // version last seen. On success runs become b's; a refused or unheard
 // write re-reads the manifest into b and reports false.
 func (e *Engine) putManifest(b *keyBucket, runs []*keyRun, done func(ok bool)) {
+	if !b.busy {
+		// busy keeps a read of the manifest from answering after this
+		// write landed, which would forget the write's run (refreshBucket).
+		e.broken("a manifest is written while its bucket is held: bucket %d with %d runs written, not busy", b.num, len(runs))
+		done(false)
+		return
+	}
 	refs := make([]segment.KeyRunRef, len(runs))
 	for i, r := range runs {
 		refs[i] = r.ref
@@ -145,6 +164,11 @@ func (e *Engine) putManifest(b *keyBucket, runs []*keyRun, done func(ok bool)) {
 	}
 	in := PutObjectInput{Key: e.layout.IdemBucketKey(b.num), Body: body, IfMatch: b.etag, IfNoneMatch: b.etag == ""}
 	e.p.Store.PutObject(in, func(etag string, err error) {
+		if !b.busy {
+			e.broken("a bucket stays held until its manifest write answers: bucket %d answered (%v), not busy", b.num, err)
+			done(false)
+			return
+		}
 		if err == nil {
 			b.etag, b.runs, b.rewrite = etag, runs, false
 			done(true)
@@ -267,8 +291,30 @@ func (e *Engine) loadRuns(b *keyBucket, refs []segment.KeyRunRef, done func(runs
 			return
 		}
 		kept := slices.DeleteFunc(runs, func(r *keyRun) bool { return r == nil })
+		if err := checkRunMetas(b.num, kept); err != nil {
+			e.failClosed(err)
+			done(nil, false, err)
+			return
+		}
 		done(kept, len(kept) < len(refs), nil)
 	})
+}
+
+// checkRunMetas: every run a bucket lists carries its meta (lookups
+// probe its filter) of the count its ref records. O(runs), at most
+// KeyManifestRunsMax, once per manifest read.
+func checkRunMetas(num int64, runs []*keyRun) error {
+	for i, r := range runs {
+		if r.meta == nil || r.meta.Count != r.ref.Count {
+			count := -1
+			if r.meta != nil {
+				count = r.meta.Count
+			}
+			return invariantError("a listed key run carries its meta: bucket %d, run %d of %d (%d-%d) counts %d keys, its meta %d (-1: none)",
+				num, i, len(runs), r.ref.Epoch, r.ref.Seq, r.ref.Count, count)
+		}
+	}
+	return nil
 }
 
 // readRunMeta GETs and decodes a run's meta section.
@@ -295,6 +341,14 @@ func (e *Engine) readRunMeta(num int64, ref segment.KeyRunRef, done func(*segmen
 // into s, RecoveryConcurrency at a time.
 func (e *Engine) readKeyStore(s *keyStore, done func(error)) {
 	lo, hi := e.idemBucketsToRead(s)
+	// Recovery reads ⌈window / width⌉ + 3 buckets at most (checkpoint.go):
+	// the bound that keeps this loop, and recovery's cost, finite.
+	windowMs := uint64(max(e.cfg.IdempotencyWindow.Milliseconds(), 0))
+	if limit := int64((windowMs+s.widthMs-1)/s.widthMs) + 3; lo < 0 || hi < lo || hi-lo+1 > limit {
+		e.broken("recovery reads at most ⌈window / width⌉ + 3 key buckets: buckets %d..%d, limit %d", lo, hi, limit)
+		done(e.err)
+		return
+	}
 	var bs []*keyBucket
 	for n := lo; n <= hi; n++ {
 		bs = append(bs, s.bucket(n))

@@ -42,6 +42,11 @@ func park(in Unit, done func(error)) pendingSubmit {
 // lookupKey takes the submission if its key needs a lookup — joining
 // one in flight, or starting one — and reports whether it did.
 func (e *Engine) lookupKey(in Unit, done func(error)) bool {
+	if in.IdempotencyKey == "" {
+		e.broken("a key lookup is for a unit with an idempotency key: unit for %s has none", in.Key)
+		e.answer(done, fmt.Errorf("%w: %v", ErrClosed, e.err))
+		return true
+	}
 	h := segment.KeyHashOf(in.IdempotencyKey)
 	if l := e.lookups[h]; l != nil {
 		e.mark(MarkDuplicateJoined)
@@ -56,7 +61,13 @@ func (e *Engine) lookupKey(in Unit, done func(error)) bool {
 	e.lookups[h] = l
 	e.stats.KeyLookups++
 	e.searchBlocks(h, cands, 0, func(found bool, err error) {
-		delete(e.lookups, h)
+		if e.lookups[h] != l {
+			// Its waiters are still answered below (resubmitted to a
+			// failed engine: refused).
+			e.broken("one lookup per key, ended once: the lookup of %x ends with %d waiting, not the one in flight", h, len(l.waiters))
+		} else {
+			delete(e.lookups, h)
+		}
 		for _, w := range l.waiters {
 			switch {
 			case err != nil:
@@ -90,6 +101,11 @@ func (e *Engine) searchBlocks(h segment.KeyHash, cands []blockRef, attempt int, 
 		return
 	}
 	c := cands[0]
+	if blocks := segment.KeyRunBlocks(c.run.ref.Count); c.block < 0 || c.block >= blocks {
+		e.broken("a lookup reads a block of its run: block %d of %d, run %d-%d of bucket %d", c.block, blocks, c.run.ref.Epoch, c.run.ref.Seq, c.bucket.num)
+		done(false, e.err)
+		return
+	}
 	e.readBlock(c, func(es entryList, err error) {
 		switch {
 		case errors.Is(err, ErrNotFound) && attempt+1 < AttemptsMax:
@@ -165,6 +181,11 @@ func (e *Engine) refreshBucket(b *keyBucket, attempt int, done func()) {
 	}
 	b.busy = true
 	e.readBucket(e.keys, b, func(err error) {
+		if !b.busy {
+			e.broken("a bucket stays held while its manifest is read: bucket %d answered (%v), not busy", b.num, err)
+			done()
+			return
+		}
 		b.busy = false
 		if errors.Is(err, ErrCorrupt) {
 			e.failClosed(err) // raises the alert

@@ -103,11 +103,21 @@ func (e *Engine) mergeKeys(done func()) {
 			d(err)
 		})
 	}, func(err error) {
+		if !b.busy {
+			e.broken("a merge holds its bucket while it reads its inputs: bucket %d, %d runs read, not busy", b.num, len(ins))
+			done()
+			return
+		}
 		if err != nil {
 			b.busy = false
 			if errors.Is(err, ErrCorrupt) {
 				e.failClosed(err) // raises the alert
 			}
+			done()
+			return
+		}
+		if !e.checkMergeInputs(b, ins, lists) {
+			b.busy = false
 			done()
 			return
 		}
@@ -122,6 +132,25 @@ func (e *Engine) mergeKeys(done func()) {
 	})
 }
 
+// checkMergeInputs: a merge read each input whole — as many keys as its
+// ref counts, each into its own list — and their sum fits one run
+// (smallestFitting). O(inputs), at most KeyManifestRunsMax.
+func (e *Engine) checkMergeInputs(b *keyBucket, ins []*keyRun, lists [][]segment.KeyEntry) bool {
+	sum := 0
+	for i, r := range ins {
+		if len(lists[i]) != r.ref.Count {
+			e.broken("a merge reads its input runs whole: bucket %d, run %d-%d counts %d keys, %d read", b.num, r.ref.Epoch, r.ref.Seq, r.ref.Count, len(lists[i]))
+			return false
+		}
+		sum += r.ref.Count
+	}
+	if sum > segment.KeyRunEntriesMax {
+		e.broken("a merge's inputs fit one run: bucket %d, %d runs of %d keys, limit %d", b.num, len(ins), sum, segment.KeyRunEntriesMax)
+		return false
+	}
+	return true
+}
+
 // replaceRuns lists r instead of ins in b's manifest, then deletes ins.
 // If ins are no longer all listed, r was never listed: it is deleted.
 func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()) {
@@ -130,9 +159,15 @@ func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()
 		done()
 		return
 	}
+	if len(ins) < 2 {
+		e.broken("a merge replaces two runs or more: bucket %d, %d runs replaced", b.num, len(ins))
+		b.busy = false
+		done()
+		return
+	}
 	runs := slices.DeleteFunc(slices.Clone(b.runs), func(x *keyRun) bool { return slices.Contains(ins, x) })
 	if len(runs) != len(b.runs)-len(ins) || !e.keys.live(b) {
-		e.dropRuns(b.num, []*keyRun{r})
+		e.dropRuns(b, []*keyRun{r})
 		b.busy = false
 		done()
 		return
@@ -145,17 +180,27 @@ func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()
 		// lists them.
 		if ok || b.lists(r) {
 			e.mark(MarkIdemRunsMerged)
-			e.dropRuns(b.num, slices.DeleteFunc(slices.Clone(ins), b.lists))
+			e.dropRuns(b, slices.DeleteFunc(slices.Clone(ins), b.lists))
 		}
 		done()
 	})
 }
 
-// dropRuns deletes run objects no manifest lists, best effort (the
-// sweeper deletes what is left once the bucket expires).
-func (e *Engine) dropRuns(num int64, runs []*keyRun) {
+// dropRuns deletes run objects of b no manifest lists, best effort (the
+// sweeper deletes what is left once the bucket expires). O(runs × b's
+// runs), both at most KeyManifestRunsMax, once per merge.
+func (e *Engine) dropRuns(b *keyBucket, runs []*keyRun) {
 	for _, r := range runs {
-		e.bestEffort().DeleteObject(e.layout.IdemRunKey(num, r.ref.Epoch, r.ref.Seq), func(error) {})
+		if b.lists(r) {
+			// Its keys are durable only there: deleting it would forget
+			// them, and a retry of one would be taken again.
+			e.broken("a key run is deleted only once no manifest lists it: bucket %d lists run %d-%d (%d keys), %d runs dropped",
+				b.num, r.ref.Epoch, r.ref.Seq, r.ref.Count, len(runs))
+			return
+		}
+	}
+	for _, r := range runs {
+		e.bestEffort().DeleteObject(e.layout.IdemRunKey(b.num, r.ref.Epoch, r.ref.Seq), func(error) {})
 	}
 }
 

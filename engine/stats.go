@@ -194,6 +194,11 @@ func (e *Engine) namespace(ns string) *NamespaceStats {
 
 // countAcked counts an acked unit, in total and in its namespace.
 func (e *Engine) countAcked(u *unit) {
+	if u.bytes <= 0 || u.rows < 0 {
+		// The counters are unsigned: a negative would count as 2⁶⁴ − n.
+		e.broken("an acked unit counts bytes and rows ≥ 0: unit %d of partition %d, %d bytes, %d rows", u.seq, u.part, u.bytes, u.rows)
+		return
+	}
 	e.stats.UnitsAcked++
 	e.stats.BytesAcked += uint64(u.bytes)
 	e.stats.RowsAcked += uint64(u.rows)
@@ -205,6 +210,10 @@ func (e *Engine) countAcked(u *unit) {
 // observeAckDelay records a fresh ack's submit-to-ack time.
 func (e *Engine) observeAckDelay(u *unit) {
 	d := e.now() - u.since
+	if d < 0 {
+		e.broken("submit-to-ack time ≥ 0 (the monotonic clock never goes back): unit %d of partition %d appended at %v, acked at %v", u.seq, u.part, u.since, u.since+d)
+		return
+	}
 	e.ackDelayEMA = time.Duration(ema(float64(e.ackDelayEMA), float64(d)))
 	e.stats.AckDelay.observe(d)
 }
