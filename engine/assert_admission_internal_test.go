@@ -428,15 +428,11 @@ func (oneSink) Sink(ref string) (Sink, bool) { return nil, ref == "lake" }
 // again, which starts the later heads; the outer compact must not start
 // them a second time from its own list of heads.
 //
-// KNOWN BUG (compact.go, not fixed here): compact's loop keeps the heads
-// it listed before the refusal and starts them again. Before startJob
-// asserted that a job starts only while pending, this ended with running
-// 4 for 2 jobs, each gathered and applied twice at once; now the second
-// start fails closed: "a job starts only while pending, with pieces: job
-// j1 … in state 1, 1 pieces, 2 running". Unskip once compact skips heads
-// that are no longer startable.
+// compact's loop kept the heads it listed before the refusal and started
+// them again: running 4 for 2 jobs, each gathered and applied twice at
+// once (with startJob's precondition, the second start fails closed). It
+// now skips a head that is no longer pending.
 func TestRefusedHeadStartsNoJobTwice(t *testing.T) {
-	t.Skip("known bug: compact starts again the heads a refused head's nested compact started (see the comment)")
 	e := bare()
 	withPorts(e)
 	e.state, e.p.Sinks = stateReady, oneSink{}
