@@ -236,3 +236,17 @@ func TestFloorFamilyCoveringFloorsRefused(t *testing.T) {
 		t.Errorf("a source's family: %v", err)
 	}
 }
+
+// TestInvariantLoggedEpochs: a generation the disk log sealed at or above
+// the claimed epoch is refused before any seal is written; earlier ones
+// pass.
+func TestInvariantLoggedEpochs(t *testing.T) {
+	rec := writerRecord{epoch: 3}
+	if err := checkLoggedEpochs(rec, []SnapshotID{{1, 4}, {2, 9}}); err != nil {
+		t.Fatalf("earlier epochs: %v", err)
+	}
+	err := checkLoggedEpochs(rec, []SnapshotID{{2, 9}, {3, 1}})
+	if !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), "earlier epochs than the claim: generation 000000000003-000000000001, claimed epoch 3 (2 logged)") {
+		t.Fatalf("%v; want the logged generation of our epoch refused", err)
+	}
+}

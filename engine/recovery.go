@@ -297,7 +297,12 @@ func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed wr
 // writer.go) with If-Match on the claim's ETag: if another writer claimed
 // in between, this one is the stale one and fails closed.
 func (e *Engine) sealEpochs(rec writerRecord, etag string, listing []*listedSegment, done func(writerRecord, error)) {
-	sealed := rec.sealed(listing, e.dlog.logIDs())
+	logged := e.dlog.logIDs()
+	if err := checkLoggedEpochs(rec, logged); err != nil {
+		done(rec, err)
+		return
+	}
+	sealed := rec.sealed(listing, logged)
 	if err := checkSealed(rec, sealed); err != nil {
 		done(sealed, err)
 		return
@@ -708,4 +713,17 @@ func (e *Engine) forEach(n, limit int, fn func(i int, done func(error)), done fu
 		return
 	}
 	launch()
+}
+
+// checkLoggedEpochs: the generations the disk log sealed and will persist
+// again are of epochs before the one this recovery claimed — a claim
+// takes a newer epoch than any writer's — so writerRecord.sealed seals
+// each (one at or above ours would be skipped as ours, its epoch left
+// unsealed). logged is in id order: its last is its newest.
+func checkLoggedEpochs(rec writerRecord, logged []SnapshotID) error {
+	if n := len(logged); n > 0 && logged[n-1].Epoch >= rec.epoch {
+		return invariantError("the disk log's sealed generations are of earlier epochs than the claim: generation %s, claimed epoch %d (%d logged)",
+			logged[n-1], rec.epoch, n)
+	}
+	return nil
 }
