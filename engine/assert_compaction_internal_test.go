@@ -172,3 +172,49 @@ func TestFailedJobOfAGoneSegment(t *testing.T) {
 		t.Fatalf("err %v, running %d; a gone job ends quietly", e.err, e.running)
 	}
 }
+
+func TestInvariantCutSteps(t *testing.T) {
+	cases := []breakCase{
+		{"cuts-before-index", "cuts are decided once, after the index is encoded: snapshot 000000000001-000000000002, index false, 0 cuts already", func(t *testing.T, e *Engine) {
+			e.active = &snapshot{id: SnapshotID{1, 2}, content: newBatchSet()}
+			e.decideCuts(e.active)
+		}},
+		{"cuts-decided-twice", "index true, 1 cuts already", func(t *testing.T, e *Engine) {
+			e.active = &snapshot{id: SnapshotID{1, 2}, content: newBatchSet(), index: &segment.Index{Cuts: make([]segment.Cut, 1)}}
+			e.decideCuts(e.active)
+		}},
+		{"open-job-from-the-future", "an open job waits from no later than now: lane lake/ns, lake/ns#0000000000000000 since 1h0m0s, now 1s", func(t *testing.T, e *Engine) {
+			ln := withLane(e)
+			ln.open = []*openJob{{group: laneGroup, pieces: []piece{{seg: stepSeg(1, 1, 1), ordinals: []segment.SliceOrdinal{0}}}, since: time.Hour}}
+			e.nextInterval()
+		}},
+		{"cut-of-unknown-reason", "a cut has a known reason: reason(99)", func(t *testing.T, e *Engine) {
+			e.markCut(segment.CutReason(99))
+		}},
+	}
+	runBreaks(t, cases)
+}
+
+// TestPlannerStepChecks breaks the planner's checks that are not its
+// input's or result's (planner_test.go): a sink's limits, and a segment
+// that holds a group twice.
+func TestPlannerStepChecks(t *testing.T) {
+	t.Run("negative-limits", func(t *testing.T) {
+		var c capture
+		p := cutPlanner{limits: func(string) LaneLimits { return LaneLimits{FileBytes: -1, FlushInterval: time.Second} }, inv: c.hook()}
+		if r := p.reason(cutInput{}, laneOf(laneGroup), sizedCut{}, nil); r != 0 {
+			t.Errorf("reason %s under broken limits", r)
+		}
+		c.want(t, "cut planner: a sink's lane limits ≥ 0: lake, file bytes -1, flush interval 1s")
+	})
+	t.Run("group-twice", func(t *testing.T) {
+		var c capture
+		p := cutPlanner{limits: func(string) LaneLimits { return LaneLimits{} }, inv: c.hook()}
+		open := &openSummary{group: laneGroup, first: SnapshotID{1, 1}, segments: 1, parts: 1}
+		groups := []groupParts{{group: laneGroup, parts: 1}, {group: laneGroup, parts: 1}}
+		if cuts, ok := p.shapeCuts(SnapshotID{1, 2}, open, groups, []int{0, 1}); ok || cuts != nil {
+			t.Errorf("shapeCuts gave %v, %t", cuts, ok)
+		}
+		c.want(t, "cut planner: a segment holds each group once: lake/ns#0000000000000000 2 times in 000000000001-000000000002")
+	})
+}
