@@ -218,3 +218,47 @@ func TestPlannerStepChecks(t *testing.T) {
 		c.want(t, "cut planner: a segment holds each group once: lake/ns#0000000000000000 2 times in 000000000001-000000000002")
 	})
 }
+
+func TestInvariantWriterQueue(t *testing.T) {
+	queued := func(seq uint64) *snapshot {
+		return &snapshot{id: SnapshotID{1, seq}, content: newBatchSet(), replayed: true}
+	}
+	cases := []breakCase{
+		{"flush-armed-for-empty-live", "a flush is armed only once a unit joined live: live empty, 0 bytes, flush due false", func(t *testing.T, e *Engine) {
+			e.afterAppend()
+		}},
+		{"seal-unclaimed", "a snapshot is sealed under a claimed epoch, with the log's identity, into a queue with room: epoch 0, next seq 0, origin zero true, 0 queued, capacity 0", func(t *testing.T, e *Engine) {
+			e.seal()
+		}},
+		{"seal-queue-full", "epoch 1, next seq 1, origin zero false, 1 queued, capacity 1", func(t *testing.T, e *Engine) {
+			e.epoch, e.nextSeq, e.origin = 1, 1, segment.Origin{WAL: segment.WALID{1}, Pipeline: "p"}
+			e.cfg.QueueCapacity, e.queue = 1, []*snapshot{queued(1)}
+			e.seal()
+			if len(e.queue) != 1 {
+				t.Errorf("%d queued: the refused seal queued a snapshot", len(e.queue))
+			}
+		}},
+		{"replay-out-of-order", "snapshots in id order: queue[1] is 000000000001-000000000003, after 000000000001-000000000005", func(t *testing.T, e *Engine) {
+			e.cfg.QueueCapacity, e.queue, e.replayed = 4, []*snapshot{queued(5)}, 1
+			e.queueReplayed(queued(3))
+		}},
+		{"replay-miscounted", "0 ≤ replayed snapshots ≤ those queued or active: 3 replayed, 1 queued, active false", func(t *testing.T, e *Engine) {
+			e.cfg.QueueCapacity, e.replayed = 4, 2
+			e.queueReplayed(queued(1))
+		}},
+		{"pump-miscounted", "0 ≤ replayed snapshots ≤ those queued or active: 2 replayed, 0 queued, active true", func(t *testing.T, e *Engine) {
+			e.cfg.QueueCapacity, e.queue, e.replayed = 4, []*snapshot{queued(1)}, 2
+			e.pump() // a persist would need ports: the check stops it
+		}},
+		{"pump-persisted-before", "a snapshot leaves the queue for the writer once, never persisted before: 000000000001-000000000001 in stage marker", func(t *testing.T, e *Engine) {
+			s := queued(1)
+			s.stage = persistMarker
+			e.cfg.QueueCapacity, e.queue = 4, []*snapshot{s}
+			e.pump()
+			if e.active != nil {
+				t.Error("the refused snapshot became active")
+			}
+		}},
+	}
+	runBreaks(t, cases)
+}
