@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,4 +262,45 @@ func TestInvariantWriterQueue(t *testing.T) {
 		}},
 	}
 	runBreaks(t, cases)
+}
+
+func TestInvariantClose(t *testing.T) {
+	cases := []breakCase{
+		{"close-waiting-while-ready", "a close waits, and its grace runs, only while closing: ready with a close waiting true, grace over false", func(t *testing.T, e *Engine) {
+			e.p.Timers = &heldTimers{}
+			e.state, e.closeDone = stateReady, func(error) {}
+			e.Close(func(error) {})
+			if len(e.answers) != 2 {
+				t.Errorf("%d answers due; want both closes answered", len(e.answers))
+			}
+		}},
+		{"close-grace-over-while-ready", "ready with a close waiting false, grace over true", func(t *testing.T, e *Engine) {
+			e.p.Timers = &heldTimers{}
+			e.state, e.closeGraceOver = stateReady, true
+			e.Close(func(error) {})
+		}},
+	}
+	runBreaks(t, cases)
+}
+
+// TestAnswersNeedTheirCallbacks: an answer, a close or a failure without
+// what it is about is a caller's contract broken, and panics.
+func TestAnswersNeedTheirCallbacks(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		call       func(e *Engine)
+	}{
+		{"answer", "an answer (boom) without its callback", func(e *Engine) { e.answer(nil, errors.New("boom")) }},
+		{"close", "Close without its answer", func(e *Engine) { e.Close(nil) }},
+		{"fail-closed", "failing closed without a reason", func(e *Engine) { e.failClosed(nil) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			defer func() {
+				if msg, _ := recover().(string); !strings.Contains(msg, c.want) {
+					t.Fatalf("recovered %q; want the panic %q", msg, c.want)
+				}
+			}()
+			c.call(bare())
+		})
+	}
 }
