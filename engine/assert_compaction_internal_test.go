@@ -304,3 +304,23 @@ func TestAnswersNeedTheirCallbacks(t *testing.T) {
 		})
 	}
 }
+
+// TestInvariantCloseAnswered: a close is answered once nothing is held;
+// an idle engine that still counts bytes held answers it with the
+// broken invariant instead.
+func TestInvariantCloseAnswered(t *testing.T) {
+	e := bare()
+	e.p.Timers = &heldTimers{}
+	e.state, e.closeGraceOver, e.held = stateClosing, true, 7
+	var got error
+	e.closeDone = func(err error) { got = err }
+	e.checkClosed()
+	wantFailed(t, e, "a close is answered once nothing is held: idle, held 7 bytes, 0 replayed snapshots counted")
+	if len(e.answers) != 1 {
+		t.Fatalf("%d answers due; want the close's", len(e.answers))
+	}
+	e.answers[0].done(e.answers[0].err)
+	if !errors.Is(got, ErrInvariant) {
+		t.Fatalf("the close got %v; want the broken invariant", got)
+	}
+}

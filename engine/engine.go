@@ -304,6 +304,11 @@ func (e *Engine) Close(done func(error)) {
 
 func (e *Engine) checkClosed() {
 	if e.state == stateClosing && e.closeDone != nil && e.Idle() && len(e.lookups) == 0 && !e.drainPending() {
+		if e.held != 0 || e.replayed != 0 {
+			// failing closed answers the close with the error
+			e.broken("a close is answered once nothing is held: idle, held %d bytes, %d replayed snapshots counted", e.held, e.replayed)
+			return
+		}
 		done := e.closeDone
 		e.closeDone = nil
 		e.answer(done, nil)
