@@ -262,6 +262,12 @@ func (p piece) allSet(b *segment.Bitmap) bool {
 // segment committed before spanning jobs, form a job each), then its cuts
 // end the jobs they name.
 func (e *Engine) register(st *segState) {
+	if st.applied.Len() != len(st.Index.Entries) || st.durable.Len() != st.applied.Len() ||
+		len(st.jobs) != 0 || st.open != 0 || st.gone || st.reclaiming {
+		e.broken("a segment registers once, fresh, with a bit per PART: segment %s, %d bits (%d durable), %d parts, %d jobs, %d groups open, gone %t, reclaiming %t",
+			st.ID, st.applied.Len(), st.durable.Len(), len(st.Index.Entries), len(st.jobs), st.open, st.gone, st.reclaiming)
+		return
+	}
 	e.checkSegAppend(st)
 	if st.Index.Origin.IsZero() {
 		e.mark(MarkLegacyOrigin) // committed by a build before WAL identities: legacy ids
@@ -319,6 +325,10 @@ func (e *Engine) checkCompaction() bool {
 // legacyJob is the one job of group g in a segment committed before
 // spanning jobs.
 func (e *Engine) legacyJob(st *segState, g segment.Group, p piece) *job {
+	if st.Index.Spanning || p.seg != st || len(p.ordinals) == 0 {
+		e.broken("a legacy job is one piece of a segment committed before spanning jobs: segment %s (spanning %t), piece of %s with %d PARTs",
+			st.ID, st.Index.Spanning, p.seg.ID, len(p.ordinals))
+	}
 	j := &job{group: g, cut: st, reason: segment.CutEvery, pieces: []piece{p}, bytes: p.bytes}
 	j.id = legacyCompactionID(st.Index.Origin, st.ID, p.ordinals, g.SinkRef)
 	j.content = legacyJobContent(st.Index.BodySum, p.ordinals)
@@ -349,6 +359,11 @@ func (e *Engine) settleLost(o *openJob, first SnapshotID) {
 		p.seg.open--
 		e.checkPending(p.seg)
 		o.bytes -= p.bytes
+	}
+	if o.bytes < 0 || len(kept) == 0 && o.bytes != 0 {
+		e.broken("an open job's bytes are its pieces': %d bytes left in %d pieces of %s after settling lost pieces before %s",
+			o.bytes, len(kept), o.group, first)
+		return
 	}
 	if len(kept) == len(o.pieces) {
 		return
@@ -389,12 +404,22 @@ func (e *Engine) joinOpen(g segment.Group, p piece) {
 		o.done = append(o.done, p)
 		return
 	}
+	if n := len(o.pieces); len(p.ordinals) == 0 || p.bytes < 0 || n > 0 && o.pieces[n-1].seg.ID.Compare(p.seg.ID) >= 0 {
+		last := SnapshotID{}
+		if n > 0 {
+			last = o.pieces[n-1].seg.ID
+		}
+		e.broken("an open job's pieces ascend by segment, each of ≥ 1 PART: piece of %s (%d PARTs, %d bytes) joins %s after %s (%d pieces)",
+			p.seg.ID, len(p.ordinals), p.bytes, g, last, n)
+		return
+	}
 	if len(o.pieces) == 0 {
 		o.since = e.openedAt(p.seg)
 	}
 	o.pieces = append(o.pieces, p)
 	o.bytes += p.bytes
 	p.seg.open++
+	e.checkPending(p.seg)
 }
 
 // openedAt is when a piece of st opened its lane's job, on the monotonic
@@ -424,6 +449,9 @@ func (e *Engine) lane(k laneKey) *lane {
 		ln = &lane{key: k}
 		e.lanes[k] = ln
 		e.laneOrder = append(e.laneOrder, ln)
+		if len(e.laneOrder) != len(e.lanes) {
+			e.broken("every lane is in the lane order once: %d lanes, %d in order, after lane %s/%s", len(e.lanes), len(e.laneOrder), k.sinkRef, k.namespace)
+		}
 	}
 	return ln
 }
@@ -462,7 +490,7 @@ func (e *Engine) endJob(st *segState, c segment.Cut) (*job, bool) {
 		j.state = jobApplied // every segment of it was reclaimed: applied
 		return nil, true
 	}
-	if !e.checkCut(st, c, j) {
+	if !e.checkCut(st, c, j) || !e.checkPieces(j) {
 		return nil, false
 	}
 	e.markCut(c.Reason)
@@ -475,6 +503,7 @@ func (e *Engine) endJob(st *segState, c segment.Cut) (*job, bool) {
 		applied = applied || p.done
 		if !p.done {
 			p.seg.open--
+			e.checkPending(p.seg)
 		}
 		p.seg.addJob(j)
 	}
@@ -509,9 +538,33 @@ func segmentsOf(ps []piece) []*segState {
 	return out
 }
 
+// checkPieces: a job's pieces are one per segment, in ascending segment
+// id, each of at least one PART and no negative bytes — the order its
+// content is fingerprinted in (jobContent), its sink sees its segments
+// in, and segmentsOf relies on. O(pieces) ≤ the owned segments.
+func (e *Engine) checkPieces(j *job) bool {
+	for i, p := range j.pieces {
+		if len(p.ordinals) == 0 || p.bytes < 0 || i > 0 && j.pieces[i-1].seg.ID.Compare(p.seg.ID) >= 0 {
+			prev := SnapshotID{}
+			if i > 0 {
+				prev = j.pieces[i-1].seg.ID
+			}
+			e.broken("a job's pieces are one per segment, ascending, each of ≥ 1 PART: job %s (cut in segment %s, %s) piece %d of %d in %s after %s, %d PARTs, %d bytes",
+				j.id, j.cut.ID, j.group, i, len(j.pieces), p.seg.ID, prev, len(p.ordinals), p.bytes)
+			return false
+		}
+	}
+	return true
+}
+
 // addJob queues a pending job on its lane (an applied one only joins its
 // segments).
 func (e *Engine) addJob(j *job) {
+	if j.state != jobPending && j.state != jobApplied || j.state == jobPending && len(j.pieces) == 0 {
+		e.broken("a job joins its lane pending with ≥ 1 piece, or its segments applied: job %s (cut in segment %s, %s) in state %d, %d pieces",
+			j.id, j.cut.ID, j.group, j.state, len(j.pieces))
+		return
+	}
 	for _, p := range j.pieces {
 		p.seg.addJob(j)
 	}
@@ -526,6 +579,11 @@ func (e *Engine) addJob(j *job) {
 
 // setApplied records j applied: its bits set in every segment it holds.
 func (e *Engine) setApplied(j *job) {
+	if j.state != jobPending && j.state != jobRunning {
+		e.broken("a job is applied once, from pending (found applied at its cut) or running: job %s (cut in segment %s, %s) in state %d",
+			j.id, j.cut.ID, j.group, j.state)
+		return
+	}
 	j.state = jobApplied
 	for _, p := range j.pieces {
 		for _, o := range p.ordinals {
@@ -557,6 +615,11 @@ func (e *Engine) compact() {
 			// A head refused at its start (refuseJob) runs compact again,
 			// which may have started the later heads of this list.
 			continue
+		}
+		if ln := e.lanes[laneOf(j.group)]; ln == nil || len(ln.jobs) == 0 || ln.jobs[0] != j {
+			e.broken("a job starts as its lane's head: job %s (cut in segment %s, %s), lane known %t",
+				j.id, j.cut.ID, j.group, ln != nil)
+			return
 		}
 		e.startJob(j)
 	}
@@ -637,6 +700,11 @@ func (e *Engine) jobDone(j *job, applied bool) {
 		return
 	}
 	if applied {
+		if j.unknown != nil {
+			e.broken("a job of PARTs no live cut bounded is never applied: job %s (cut in segment %s) holds PARTs of %s, whose bitmap was lost",
+				j.id, j.cut.ID, j.unknown.ID)
+			return
+		}
 		e.setApplied(j)
 		e.popLane(j)
 		for _, st := range j.segments() {
@@ -670,6 +738,11 @@ func (e *Engine) popLane(j *job) {
 	if len(ln.jobs) > 0 && ln.jobs[0] == j {
 		ln.jobs = ln.jobs[1:]
 	}
+	if len(ln.jobs) > 0 && ln.jobs[0].state != jobPending {
+		h := ln.jobs[0]
+		e.broken("only a lane's head runs: after job %s, lane %s/%s's next head %s (cut in segment %s) is in state %d",
+			j.id, ln.key.sinkRef, ln.key.namespace, h.id, h.cut.ID, h.state)
+	}
 }
 
 // retryJob puts a failed job back at the head of its lane after a backoff.
@@ -686,6 +759,9 @@ func (e *Engine) retryJob(j *job) {
 	j.failedClosing = e.state == stateClosing
 	e.running--
 	e.checkRunning()
+	if !e.checkStillHead(j, "retried") {
+		return
+	}
 	e.stats.SinkFailures++
 	e.p.Timers.AfterFunc(d, e.compact)
 	e.compact()
@@ -703,7 +779,27 @@ func (e *Engine) refuseJob(j *job, err error) {
 	}
 	e.running--
 	e.checkRunning()
+	e.checkStillHead(j, "refused")
 	e.alert(alertKindOf(err, AlertCannotApply), err)
 	e.compact()
 	e.checkClosed()
+}
+
+// checkStillHead: a job that failed (retried, or refused: its lane stops)
+// is still its lane's head — only the head runs, and only an applied job
+// leaves — unless a segment of it was reclaimed by another writer, which
+// took it out of its lane (reclaimedElsewhere).
+func (e *Engine) checkStillHead(j *job, how string) bool {
+	if j.gone() {
+		return true
+	}
+	if ln := e.lanes[laneOf(j.group)]; ln == nil || len(ln.jobs) == 0 || ln.jobs[0] != j {
+		n := 0
+		if ln != nil {
+			n = len(ln.jobs)
+		}
+		e.broken("a failed job stays its lane's head: job %s (cut in segment %s, %s) %s, lane of %d jobs", j.id, j.cut.ID, j.group, how, n)
+		return false
+	}
+	return true
 }

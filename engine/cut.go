@@ -47,6 +47,14 @@ func (e *Engine) decideCuts(s *snapshot) []segment.Cut {
 		e.broken("cuts are decided for the active snapshot, every earlier one committed: snapshot %s, last commit %s", s.id, e.lastCommit)
 		return nil
 	}
+	if s.index == nil || len(s.index.Cuts) != 0 {
+		n := 0
+		if s.index != nil {
+			n = len(s.index.Cuts)
+		}
+		e.broken("cuts are decided once, after the index is encoded: snapshot %s, index %t, %d cuts already", s.id, s.index != nil, n)
+		return nil
+	}
 	in := cutInput{id: s.id, now: e.now(), groups: indexGroups(s.index), open: e.openSummaries(),
 		cacheBytes: e.cache.budget, closing: e.state == stateClosing}
 	in.valveBefore, in.valve = e.valveBoundary()
@@ -157,8 +165,12 @@ func (e *Engine) armInterval() {
 func (e *Engine) nextInterval() (time.Duration, bool) {
 	var at time.Duration
 	found := false
+	now := e.now()
 	for _, ln := range e.laneOrder {
 		if o := ln.openNow(); o != nil {
+			if o.since > now {
+				e.broken("an open job waits from no later than now: lane %s/%s, %s since %v, now %v", ln.key.sinkRef, ln.key.namespace, o.group, o.since, now)
+			}
 			if d := e.planner().intervalEnd(ln.key.sinkRef, o.since); !found || d < at {
 				at, found = d, true
 			}
@@ -195,6 +207,9 @@ func (e *Engine) markCut(r segment.CutReason) {
 		e.mark(MarkCutClose)
 	case segment.CutShape:
 		e.mark(MarkCutShape)
+	case segment.CutEvery: // the sink's own pace: not counted
+	default:
+		e.broken("a cut has a known reason: %s", r)
 	}
 }
 

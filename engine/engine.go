@@ -189,6 +189,9 @@ func (e *Engine) later(fn func()) { e.p.Timers.AfterFunc(0, fn) }
 // given once nothing is held, comes after every unit's answer: its
 // caller needs no count of answers still on their way.
 func (e *Engine) answer(done func(error), err error) {
+	if done == nil {
+		panic(fmt.Sprintf("engine: an answer (%v) without its callback", err)) // a caller's contract: every answer goes to someone
+	}
 	e.answers = append(e.answers, dueAnswer{done, err})
 	if len(e.answers) == 1 {
 		e.p.Timers.AfterFunc(0, e.deliverAnswers)
@@ -223,6 +226,9 @@ func (e *Engine) now() time.Duration { return e.p.Clock.Monotonic() }
 // recovery. Units held now are answered ErrClosed: they were not acked,
 // so the sources still own them (at most once, exactly once on retry).
 func (e *Engine) failClosed(err error) {
+	if err == nil {
+		panic("engine: failing closed without a reason") // Err would report none for a stopped engine
+	}
 	if e.state == stateFailed {
 		return
 	}
@@ -263,11 +269,19 @@ func (e *Engine) failClosed(err error) {
 // record applied and the WAL empty; anything left is recovered by the
 // next start like after a crash.
 func (e *Engine) Close(done func(error)) {
+	if done == nil {
+		panic("engine: Close without its answer") // a caller's contract, as Submit's
+	}
 	switch e.state {
 	case stateFailed:
 		e.answer(done, e.err)
 		return
 	case stateReady:
+		if e.closeDone != nil || e.closeGraceOver {
+			e.broken("a close waits, and its grace runs, only while closing: ready with a close waiting %t, grace over %t", e.closeDone != nil, e.closeGraceOver)
+			e.answer(done, e.err)
+			return
+		}
 	case stateNew, stateRecovering:
 		e.state = stateClosed // recovery, if running, will not open ingest
 		e.answer(done, nil)
@@ -290,6 +304,11 @@ func (e *Engine) Close(done func(error)) {
 
 func (e *Engine) checkClosed() {
 	if e.state == stateClosing && e.closeDone != nil && e.Idle() && len(e.lookups) == 0 && !e.drainPending() {
+		if e.held != 0 || e.replayed != 0 {
+			// failing closed answers the close with the error
+			e.broken("a close is answered once nothing is held: idle, held %d bytes, %d replayed snapshots counted", e.held, e.replayed)
+			return
+		}
 		done := e.closeDone
 		e.closeDone = nil
 		e.answer(done, nil)

@@ -55,6 +55,10 @@ type writing struct {
 
 // afterAppend starts the delay budget or marks the flush due.
 func (e *Engine) afterAppend() {
+	if e.live.empty() && e.state != stateFailed {
+		e.broken("a flush is armed only once a unit joined live: live empty, %d bytes, flush due %t", e.live.bytes, e.flushDue)
+		return
+	}
 	if e.live.bytes >= e.cfg.TargetBytes {
 		e.flushDue = true
 	} else if e.flushCancel == nil && !e.flushDue {
@@ -80,6 +84,21 @@ func (e *Engine) queueReplayed(s *snapshot) {
 	}
 	e.queue = append(e.queue, s)
 	e.replayed++
+	if !e.checkQueue() {
+		return
+	}
+	e.checkReplayed()
+}
+
+// checkReplayed: the replayed snapshots counted are queued or active —
+// replayed ≤ len(queue) + active. It can break where one is queued
+// (queueReplayed) or leaves the queue for the writer (pump).
+func (e *Engine) checkReplayed() bool {
+	if n := len(e.queue); e.replayed < 0 || e.active != nil && e.replayed > n+1 || e.active == nil && e.replayed > n {
+		e.broken("0 ≤ replayed snapshots ≤ those queued or active: %d replayed, %d queued, active %t", e.replayed, n, e.active != nil)
+		return false
+	}
+	return true
 }
 
 func (e *Engine) onFlushTimer() {
@@ -127,6 +146,11 @@ func (e *Engine) maybeSeal() {
 }
 
 func (e *Engine) seal() {
+	if e.epoch == 0 || e.nextSeq == 0 || e.origin.IsZero() || len(e.queue) >= e.cfg.QueueCapacity {
+		e.broken("a snapshot is sealed under a claimed epoch, with the log's identity, into a queue with room: epoch %d, next seq %d, origin zero %t, %d queued, capacity %d",
+			e.epoch, e.nextSeq, e.origin.IsZero(), len(e.queue), e.cfg.QueueCapacity)
+		return
+	}
 	now := e.now()
 	if elapsed := now - e.liveSince; elapsed > 0 {
 		rate := float64(e.live.bytes) / elapsed.Seconds()
@@ -169,10 +193,17 @@ func (e *Engine) pump() {
 		e.prepareAhead()
 		return
 	}
+	if s := e.queue[0]; s.stage != persistQueued {
+		e.broken("a snapshot leaves the queue for the writer once, never persisted before: %s in stage %s", s.id, s.stage)
+		return
+	}
 	e.active = e.queue[0]
 	e.queue = e.queue[1:]
 	if !e.checkQueue() {
 		return // do not persist out of order
+	}
+	if !e.checkReplayed() {
+		return
 	}
 	s := e.active
 	e.dlog.beforePersist(s, func() { e.persist(s) })

@@ -84,7 +84,18 @@ func legacyCompactionID(o segment.Origin, id SnapshotID, ordinals []segment.Slic
 func (e *Engine) jobContent(j *job) string {
 	h := sha256.New()
 	h.Write([]byte("skipprd-job-content 2\x00"))
+	if len(j.pieces) == 0 {
+		e.broken("a job's content fingerprints ≥ 1 piece: job %s (cut in segment %s, %s) has none", j.id, j.cut.ID, j.group)
+		return ""
+	}
 	for _, p := range j.pieces {
+		for i := 1; i < len(p.ordinals); i++ {
+			if p.ordinals[i-1] >= p.ordinals[i] {
+				e.broken("a job's content lists each piece's ordinals ascending: job %s, segment %s, ordinal %d at %d after %d",
+					j.id, p.seg.ID, p.ordinals[i], i, p.ordinals[i-1])
+				return ""
+			}
+		}
 		h.Write(p.seg.Index.BodySum[:])
 		var n [4]byte
 		binary.LittleEndian.PutUint32(n[:], uint32(len(p.ordinals)))

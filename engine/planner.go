@@ -66,7 +66,11 @@ func (p cutPlanner) decide(in cutInput) []segment.Cut {
 	for _, k := range in.lanes() {
 		open, mine := in.openOf(k), in.groupsOf(k)
 		if len(mine) > 1 || len(mine) == 1 && open != nil && in.groups[mine[0]].group != open.group {
-			cuts = append(cuts, shapeCuts(in.id, open, in.groups, mine)...)
+			sc, ok := p.shapeCuts(in.id, open, in.groups, mine)
+			if !ok {
+				return nil
+			}
+			cuts = append(cuts, sc...)
 			continue
 		}
 		c, ok := pendingCut(in.id, open, in.groups, mine)
@@ -92,6 +96,10 @@ func (p cutPlanner) decide(in cutInput) []segment.Cut {
 // does (the job stays open).
 func (p cutPlanner) reason(in cutInput, k laneKey, c sizedCut, open *openSummary) segment.CutReason {
 	limits := p.limits(k.sinkRef)
+	if limits.FileBytes < 0 || limits.FlushInterval < 0 {
+		p.inv.broken("cut planner: a sink's lane limits ≥ 0: %s, file bytes %d, flush interval %v", k.sinkRef, limits.FileBytes, limits.FlushInterval)
+		return 0
+	}
 	since := in.now
 	if open != nil {
 		since = open.since
@@ -192,8 +200,9 @@ func pendingCut(id SnapshotID, open *openSummary, groups []groupParts, mine []in
 }
 
 // shapeCuts cuts a lane whose schema or CDC-ness changes in segment id:
-// its open job, and each of this segment's groups of it (mine).
-func shapeCuts(id SnapshotID, open *openSummary, groups []groupParts, mine []int) []segment.Cut {
+// its open job, and each of this segment's groups of it (mine). false if
+// a segment held a group twice (its check failed).
+func (p cutPlanner) shapeCuts(id SnapshotID, open *openSummary, groups []groupParts, mine []int) ([]segment.Cut, bool) {
 	var out []segment.Cut
 	for _, i := range mine {
 		if open != nil && groups[i].group == open.group {
@@ -208,11 +217,15 @@ func shapeCuts(id SnapshotID, open *openSummary, groups []groupParts, mine []int
 				own = append(own, i)
 			}
 		}
+		if len(own) > 1 {
+			p.inv.broken("cut planner: a segment holds each group once: %s %d times in %s", open.group, len(own), id)
+			return nil, false
+		}
 		c, _ := pendingCut(id, open, groups, own)
 		c.Reason = segment.CutShape
 		out = append(out, c.Cut)
 	}
-	return out
+	return out, true
 }
 
 func refOf(id SnapshotID) segment.SegmentRef { return segment.SegmentRef{Epoch: id.Epoch, Seq: id.Seq} }
@@ -235,6 +248,10 @@ func (p cutPlanner) checkInput(in cutInput) bool {
 		if o.segments == 0 || o.parts < o.segments || o.bytes < 0 || o.first.Compare(in.id) >= 0 {
 			p.inv.broken("cut planner: an open job holds ≥ 1 PART per segment, bytes ≥ 0, from before the segment cut: %s, %d PARTs in %d segments, %d bytes, first %s, cutting %s",
 				o.group, o.parts, o.segments, o.bytes, o.first, in.id)
+			return false
+		}
+		if o.since > in.now {
+			p.inv.broken("cut planner: an open job waits from no later than now: %s since %v, now %v", o.group, o.since, in.now)
 			return false
 		}
 		for _, prev := range in.open[:i] {

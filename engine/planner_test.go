@@ -206,6 +206,7 @@ func TestPlannerChecks(t *testing.T) {
 		{"open job of fewer PARTs than segments", "1 PARTs in 2 segments", func(in *cutInput) { in.open[0].parts = 1 }},
 		{"open job of negative bytes", "-1 bytes", func(in *cutInput) { in.open[0].bytes = -1 }},
 		{"open job from the segment cut", "from before the segment cut", func(in *cutInput) { in.open[0].first = cutting }},
+		{"open job from the future", "an open job waits from no later than now: files/x", func(in *cutInput) { in.open[0].since = in.now + 1 }},
 		{"two open jobs in a lane", "one open job per lane", func(in *cutInput) {
 			in.open = append(in.open, openAt(fx2, 1, 1, 10, planNow))
 		}},
