@@ -32,10 +32,10 @@ func withLane(e *Engine, jobs ...*job) *lane {
 	return ln
 }
 
-// oneSink is a Sinks of no sink at all: what compact needs to look.
-type oneSink struct{}
+// noSinks is a Sinks of no sink at all: what compact needs to look.
+type noSinks struct{}
 
-func (oneSink) Sink(string) (Sink, bool) { return nil, false }
+func (noSinks) Sink(string) (Sink, bool) { return nil, false }
 
 // fixedRand is a Rand that always says n.
 type fixedRand uint64
@@ -109,7 +109,7 @@ func TestInvariantCompactionSteps(t *testing.T) {
 			e.setApplied(laneJob("j", stepSeg(1, 1, 1), jobApplied))
 		}},
 		{"start-not-lane-head", "a job starts as its lane's head: job j (cut in segment 000000000001-000000000001, lake/ns#0000000000000000), lane known true", func(t *testing.T, e *Engine) {
-			e.p.Sinks, e.state, e.cfg.CompactionConcurrency = oneSink{}, stateReady, 1
+			e.p.Sinks, e.state, e.cfg.CompactionConcurrency = noSinks{}, stateReady, 1
 			withLane(e, laneJob("j", stepSeg(1, 1, 1), jobPending))
 			e.lanes[laneOf(laneGroup)] = &lane{key: laneOf(laneGroup)} // another lane under its key
 			e.compact()
