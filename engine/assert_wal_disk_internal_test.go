@@ -155,7 +155,26 @@ func TestInvariantDurableLog(t *testing.T) {
 			l.recordFlushed(SnapshotID{1, 1}, 1, 2, nil)
 		}},
 
+		{"queue-left-twice", "queued bytes ≥ 0: -5 after unit 3 of partition 0 left the queue", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			l.leaveQueue(&unit{bytes: 5, seq: 3})
+		}},
+		{"joined-live-not-in-flight", "units in flight ≥ 0: -1 after unit 2 of partition 0 joined live", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			e.live.gen = 1
+			seg := l.log.Partition(0).Found(1, wal.SegmentPath(0, 1), 4096)
+			l.joinLive(&unit{seq: 2, seg: seg}, Unit{})
+		}},
+
 		// wal_disk_hooks.go.
+		{"durable-without-unit", "a durable entry is a held unit's, with a sequence number: unit 0x0, sequence 4", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			logHooks{l}.Durable(&wal.Write[logJoin]{}, 4, &wal.Segment{})
+		}},
+		{"unknown-not-in-flight", "queued bytes and units in flight ≥ 0: -10 bytes, -1 units", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			logHooks{l}.Unknown(&wal.Write[logJoin]{Unit: logJoin{u: &unit{bytes: 10}}}, errors.New("fsync"))
+		}},
 		{"poisoned-without-error", "a poisoned segment comes with the error that poisoned it: segment true, error <nil>", func(t *testing.T, e *Engine) {
 			l := testDiskLog(e, 1)
 			logHooks{l}.Poisoned(&wal.Segment{Path: "wal/partition-0/1"}, nil)

@@ -73,6 +73,15 @@ func TestInvariantDiskRecovery(t *testing.T) {
 			e.live.gen, e.live.units = 1, []*unit{{}}
 			l.replayLive(&logScan{})
 		}},
+		{"logged-unit-unreadable", "a logged unit decodes: wal/partition-0/1", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			into := newBatchSet()
+			into.gen = 1
+			l.replayUnit(&unitScan{rec: wal.UnitRecord{Seq: 1, Arrow: []byte("not arrow")}, seg: &wal.Segment{Path: "wal/partition-0/1"}}, 0, into)
+		}},
+		{"replayed-committed-twice", "replayPending ≥ 0: -1 after unit 4 of partition 0 committed", func(t *testing.T, e *Engine) {
+			e.replayedCommitted(&unit{seq: 4, replayed: true})
+		}},
 		{"owned-ids-twice", "owned segments have distinct ids: 2 owned, 1 ids", func(t *testing.T, e *Engine) {
 			e.segs = []*segState{{Segment: Segment{ID: SnapshotID{1, 1}}}, {Segment: Segment{ID: SnapshotID{1, 1}}}}
 			e.ownedByID()

@@ -49,6 +49,10 @@ type diskLog struct {
 	// queuedBytes: held bytes of the units accepted and not yet durable
 	// (queued in the log, in its batch, or of a failed batch not yet
 	// answered).
+	//
+	// INVARIANT: inFlight counts those units and the backlog's, so
+	// inFlight ≥ len(backlog); no count is negative, an empty list holds
+	// no bytes, and backlogBytes = Σ the backlog's bytes (checkFlight).
 	queuedBytes int64
 	// backlog: durable (acked) units that found no room in live and wait
 	// for the next seal, in order.

@@ -47,6 +47,30 @@ func TestInvariantLogCore(t *testing.T) {
 			p.halted = halted
 			p.AppendRecord(FlushedRecord{Snapshot: SnapshotRef{Epoch: 1, Seq: 2}}, 0, nil)
 		}},
+		"record-not-a-record": {"a seal or flushed record encodes: log record of type int", func(t *testing.T, l *Log[int], p *Partition[int]) {
+			p.Append(&Write[int]{Record: 5, done: func() {}})
+			if len(p.queue) != 0 {
+				t.Error("the record was queued")
+			}
+		}},
+		"take-record-not-a-record": {"a log entry encodes: log record of type string", func(t *testing.T, l *Log[int], p *Partition[int]) {
+			p.queue = []*Write[int]{{Record: "seal", size: 64}}
+			seg := &Segment{Path: "wal/p/s1", size: 1 << 20}
+			if p.take(seg) != nil {
+				t.Error("a batch was formed")
+			}
+		}},
+		"durable-out-of-sequence": {"one batch at a time per partition: batch from sequence 3 made durable, next sequence 7", func(t *testing.T, l *Log[int], p *Partition[int]) {
+			b := &batch[int]{seg: &Segment{Path: "wal/p/s1"}, first: 3}
+			p.batch, p.nextSeq = b, 7
+			p.durable(b)
+		}},
+		"segment-too-small-for-its-header": {"a segment holds its header: header 4096 bytes, segment 100", func(t *testing.T, l *Log[int], p *Partition[int]) {
+			p.create(&Segment{Num: 1, Path: SegmentPath(0, 1), size: 100}, func(error, bool) { t.Error("created") })
+		}},
+		"segment-header-does-not-encode": {"a segment header encodes: wal: header: segment_bytes 0", func(t *testing.T, l *Log[int], p *Partition[int]) {
+			p.create(&Segment{Num: 1, Path: SegmentPath(0, 1)}, func(error, bool) { t.Error("created") })
+		}},
 		"take-tail-not-the-last-block": {"a segment's tail is its partly written last block: wal/p/s1 ends at 10 of 1048576 bytes, tail 0 bytes, want 10", func(t *testing.T, l *Log[int], p *Partition[int]) {
 			p.queue = []*Write[int]{{Payload: make([]byte, 8), size: EntryBytes(8)}}
 			if p.take(&Segment{Path: "wal/p/s1", end: 10, size: 1 << 20}) != nil {

@@ -47,7 +47,7 @@ type Partition[U any] struct {
 	openFails int
 	deleting  bool  // a segment removal is in flight (oldest first, one at a time)
 	halted    error // corruption found: no writes
-	bytes     int64 // Σ segs' sizes
+	bytes     int64 // INVARIANT: Σ segs' sizes (checkBytes: rolled, removed)
 	syncTimer bool  // BATCH_SYNC: the timer is armed
 	syncDue   bool  // BATCH_SYNC: the timer fired
 }
