@@ -116,8 +116,9 @@ func TestInvariantLogCore(t *testing.T) {
 			p.bytes = 8192 // one segment counted out twice
 			p.removed(p.segs[0])
 		}},
-		"segment-without-size": {"a log segment has a size: partition 0 segment 4, 0 bytes", func(t *testing.T, l *Log[int], p *Partition[int]) {
-			p.segs = []*Segment{{Num: 4}}
+		"segment-size-negative": {"a log segment's size is not negative: partition 0 segment 4, -4096 bytes", func(t *testing.T, l *Log[int], p *Partition[int]) {
+			p.segs = []*Segment{{Num: 4, size: -4096}}
+			p.bytes = -4096
 			p.checkBytes()
 		}},
 		"read-past-attempts": {"a segment is read at most AttemptsMax times: wal/partition-0/segment-000000000001.wal, try 6, limit 5", func(t *testing.T, l *Log[int], p *Partition[int]) {
@@ -149,5 +150,11 @@ func TestCheckBytesHolds(t *testing.T) {
 	p.segs, p.bytes = []*Segment{{Num: 1, size: 4096}, {Num: 2, size: 8192}}, 12288
 	if !p.checkBytes() || len(r.broke) != 0 {
 		t.Fatalf("two segments: %q", r.broke)
+	}
+	// A file recovery found empty (the crash came between its creation
+	// and its preallocation) is a segment of 0 bytes.
+	p.segs, p.bytes = []*Segment{{Num: 1}, {Num: 2, size: 4096}}, 4096
+	if !p.checkBytes() || len(r.broke) != 0 {
+		t.Fatalf("an empty segment found by recovery: %q", r.broke)
 	}
 }

@@ -324,14 +324,15 @@ func (p *Partition[U]) checkDeleted(s *Segment) bool {
 }
 
 // checkBytes: a partition's bytes are the sum of its segments' sizes,
-// each positive, after a segment joins (rolled) or leaves (removed) —
+// none negative (a file recovery found may be empty: created, then the
+// crash came before its preallocation), after a segment joins (rolled) or leaves (removed) —
 // the size valve and the partition limit read them. O(segments), once
 // per segment created or deleted.
 func (p *Partition[U]) checkBytes() bool {
 	var sum int64
 	for _, s := range p.segs {
-		if s.size <= 0 {
-			p.l.hooks.Broken("a log segment has a size: partition %d segment %d, %d bytes", p.id, s.Num, s.size)
+		if s.size < 0 {
+			p.l.hooks.Broken("a log segment's size is not negative: partition %d segment %d, %d bytes", p.id, s.Num, s.size)
 			return false
 		}
 		sum += s.size
