@@ -408,6 +408,7 @@ func TestInvariantPreconditions(t *testing.T) {
 			l := testDiskLog(e, 1)
 			s := &snapshot{content: newBatchSet()}
 			s.content.units = []*unit{{part: 3, seq: 1, seg: &wal.Segment{}}}
+			e.active = s
 			l.beforePersist(s, func() {})
 		}},
 		{"runs-replaced-without-merge", "a merge replaces runs while it holds its bucket", func(t *testing.T, e *Engine) {
@@ -609,7 +610,7 @@ func TestTroubleNeedsAnError(t *testing.T) {
 // testDiskLog is a disk log of n partitions on no ports, for checks that
 // fail before any I/O.
 func testDiskLog(e *Engine, n int) *diskLog {
-	l := &diskLog{e: e, cfg: DiskWAL{Partitions: n}}
+	l := &diskLog{e: e, cfg: DiskWAL{Partitions: n}, nextGen: 2, durableSeq: make([]uint64, n)}
 	l.log = wal.New(wal.Config{Partitions: n, SegmentBytes: 1 << 20, BatchBytes: 1 << 16, AttemptsMax: AttemptsMax}, nil, nil, logHooks{l})
 	return l
 }

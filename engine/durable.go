@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
@@ -86,6 +87,9 @@ func (l s3Log) refuse(Unit) error               { return nil }
 
 func (l s3Log) accept(u *unit, in Unit) {
 	e := l.e
+	if !e.checkAccepted(u) {
+		return
+	}
 	e.joinLive(u, in)
 	e.hold(u)
 	e.checkHeld()
@@ -93,15 +97,20 @@ func (l s3Log) accept(u *unit, in Unit) {
 	e.afterAppend()
 }
 
-func (l s3Log) beforePersist(_ *snapshot, next func()) { next() }
-func (l s3Log) committed(*snapshot, *segState)         {}
-func (l s3Log) merged([]*batchSet, *batchSet)          {}
-func (l s3Log) sealed()                                {}
-func (l s3Log) roomFreed()                             {}
-func (l s3Log) heldBytes() int64                       { return 0 }
-func (l s3Log) failAll(error)                          {}
-func (l s3Log) files() int                             { return 0 }
-func (l s3Log) filesAtRest() int                       { return 0 }
+func (l s3Log) beforePersist(s *snapshot, next func()) {
+	if l.e.checkPersisting(s) {
+		next()
+	}
+}
+
+func (l s3Log) committed(s *snapshot, _ *segState) { l.e.checkCommitted(s) }
+func (l s3Log) merged([]*batchSet, *batchSet)      {}
+func (l s3Log) sealed()                            {}
+func (l s3Log) roomFreed()                         {}
+func (l s3Log) heldBytes() int64                   { return 0 }
+func (l s3Log) failAll(error)                      {}
+func (l s3Log) files() int                         { return 0 }
+func (l s3Log) filesAtRest() int                   { return 0 }
 
 // The S3 WAL's writer policy: the adaptive seal delay (acks wait for the
 // commit, so the delay is the ack latency), the body dated when it is
@@ -115,3 +124,58 @@ func (l s3Log) recoverLog(_ int, done func(error)) { done(nil) } // nothing to r
 func (l s3Log) logIDs() []SnapshotID               { return nil }
 func (l s3Log) holds(SnapshotID) bool              { return false }
 func (l s3Log) replay(map[SnapshotID]*segState)    {}
+
+// The seam's contract, asserted on entry by both logs.
+
+// checkAccepted: a unit reaches its durable log once, fresh from append —
+// its submitter waiting (one answer due), no log entry yet (sequence 0,
+// no segment), not a replayed one. A unit accepted twice would be held,
+// and acked, twice. A unit refused here is not held yet, so failing
+// closed did not answer it: it is answered here.
+func (e *Engine) checkAccepted(u *unit) bool {
+	if len(u.dones) != 1 || u.seq != 0 || u.seg != nil || u.replayed {
+		e.broken("a unit is accepted once, fresh from append: %d answers due, partition %d, sequence %d, segment %t, replayed %t",
+			len(u.dones), u.part, u.seq, u.seg != nil, u.replayed)
+		e.answerRefused(u)
+		return false
+	}
+	return true
+}
+
+// answerRefused answers a unit that a failed check kept from being held:
+// failing closed answers only what is held.
+func (e *Engine) answerRefused(u *unit) {
+	for _, d := range u.dones {
+		e.answer(d, fmt.Errorf("%w: %v", ErrClosed, e.err))
+	}
+	u.dones = nil
+}
+
+// checkPersisting: the writer persists the active snapshot, sealed and not
+// yet started (persistQueued); the log's step before its persist
+// (beforePersist) asserts it, so that a generation's seal is logged only
+// for the one snapshot the writer is about to persist.
+func (e *Engine) checkPersisting(s *snapshot) bool {
+	if s != e.active || s.stage != persistQueued {
+		active := SnapshotID{}
+		if e.active != nil {
+			active = e.active.id
+		}
+		e.broken("a snapshot persists as the active one, straight from the queue: snapshot %s in stage %s, active %s",
+			s.id, s.stage, active)
+		return false
+	}
+	return true
+}
+
+// checkCommitted: the log hears of a commit (and the disk log records the
+// generation flushed, which lets it forget the generation's entries) only
+// for a snapshot that did commit. A flushed record for a snapshot that is
+// not committed would let a crash lose its acked units.
+func (e *Engine) checkCommitted(s *snapshot) bool {
+	if s.stage != persistCommitted {
+		e.broken("a generation is recorded flushed only once its snapshot committed: snapshot %s in stage %s", s.id, s.stage)
+		return false
+	}
+	return true
+}

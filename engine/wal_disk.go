@@ -49,6 +49,10 @@ type diskLog struct {
 	// queuedBytes: held bytes of the units accepted and not yet durable
 	// (queued in the log, in its batch, or of a failed batch not yet
 	// answered).
+	//
+	// INVARIANT: inFlight counts those units and the backlog's, so
+	// inFlight ≥ len(backlog); no count is negative, an empty list holds
+	// no bytes, and backlogBytes = Σ the backlog's bytes (checkFlight).
 	queuedBytes int64
 	// backlog: durable (acked) units that found no room in live and wait
 	// for the next seal, in order.
@@ -56,8 +60,12 @@ type diskLog struct {
 	backlogBytes int64
 	inFlight     int    // units accepted and not yet in live (or answered ErrUnknownOutcome)
 	nextGen      uint64 // the generation the next live accumulator gets
-	valveCancel  func()
-	scan         *logScan // what recovery read, until replay
+	// durableSeq: per partition, the sequence number of the last unit
+	// made durable by this process (0: none yet). INVARIANT: the next one
+	// is durableSeq+1 — dense, only growing (unitDurable).
+	durableSeq  []uint64
+	valveCancel func()
+	scan        *logScan // what recovery read, until replay
 }
 
 // logJoin is a unit on its way into live: the handle of its log entry
@@ -78,7 +86,7 @@ var ErrUnknownOutcome = errors.New("engine: outcome unknown")
 var ErrPartitionHalted = errors.New("engine: WAL partition halted")
 
 func newDiskLog(e *Engine, cfg DiskWAL) *diskLog {
-	l := &diskLog{e: e, cfg: cfg, nextGen: 2}
+	l := &diskLog{e: e, cfg: cfg, nextGen: 2, durableSeq: make([]uint64, cfg.Partitions)}
 	var interval time.Duration
 	if cfg.Sync == BatchSync {
 		interval = cfg.BatchSyncInterval
@@ -111,7 +119,15 @@ func WALPartitionOf(namespace, partition string, n int) uint32 {
 	return h.Sum32() % uint32(n)
 }
 
-func (l *diskLog) canonical(in Unit) (Unit, error) { return canonicalFor(l.e, in) }
+// canonical: a unit whose stream does not read back as itself is a broken
+// invariant, not an invalid unit: the engine fails closed.
+func (l *diskLog) canonical(in Unit) (Unit, error) {
+	out, err := canonicalFor(l.e, in)
+	if errors.Is(err, ErrInvariant) {
+		l.e.failClosed(err)
+	}
+	return out, err
+}
 
 func (l *diskLog) refuse(in Unit) error {
 	p := l.partOf(in.Key)
@@ -158,18 +174,32 @@ func (l *diskLog) makeRoom(p *wal.Partition[logJoin]) {
 
 // accept queues a held unit's entry on its partition.
 func (l *diskLog) accept(u *unit, in Unit) {
+	e := l.e
+	if !e.checkAccepted(u) {
+		return
+	}
+	if in.arrow == nil {
+		// canonical keeps the stream; without it the entry would hold no
+		// batches, and a replay would rebuild the unit empty.
+		e.broken("a unit the disk log accepts is canonical, with its Arrow stream: unit of %s/%s, %d batches",
+			in.Key.Namespace, in.Key.Partition, len(in.Batches))
+		e.answerRefused(u)
+		return
+	}
 	p := l.partOf(in.Key)
 	u.part = p.ID()
 	payload, err := unitPayload(in)
 	if err != nil {
 		// canonical produced it, so the encoder refusing it is a bug.
-		l.e.broken("a canonical unit encodes: %v", err)
+		e.broken("a canonical unit encodes: %v", err)
+		e.answerRefused(u)
 		return
 	}
-	l.e.hold(u)
+	e.hold(u)
 	l.inFlight++
 	l.queuedBytes += u.bytes
-	l.e.checkHeld()
+	l.checkFlight(false)
+	e.checkHeld()
 	p.Append(&wal.Write[logJoin]{Unit: logJoin{u, in}, Payload: payload})
 }
 
@@ -177,6 +207,17 @@ func (l *diskLog) accept(u *unit, in Unit) {
 // the unit is committed. It is acked and joins live (or the backlog).
 func (l *diskLog) unitDurable(w *wal.Write[logJoin], seq uint64, seg *wal.Segment) {
 	e, u := l.e, w.Unit.u
+	if u.seq != 0 || u.seg != nil || seg == nil || int(u.part) >= len(l.durableSeq) {
+		e.broken("a unit is made durable once, in a segment of its partition: partition %d of %d, sequence %d, made durable again as %d, segment %t",
+			u.part, len(l.durableSeq), u.seq, seq, seg != nil)
+		return
+	}
+	if last := l.durableSeq[u.part]; last != 0 && seq != last+1 {
+		e.broken("a partition's units become durable in sequence, without gaps: partition %d made %d durable after %d",
+			u.part, seq, last)
+		return
+	}
+	l.durableSeq[u.part] = seq
 	u.seq, u.seg = seq, seg
 	e.releaseKeys(u)
 	e.mergeCommitted(w.Unit.in.Offsets)
@@ -204,6 +245,9 @@ func (l *diskLog) leaveQueue(u *unit) {
 // segment) until a seal or a reclaim makes room (drain).
 func (l *diskLog) join(u *unit, in Unit) {
 	e := l.e
+	if !l.checkLiveGen() {
+		return
+	}
 	u.seg.Pin(e.live.gen, u.seq, e.now()) // until it is in a generation
 	if len(l.backlog) == 0 && !e.roomFor(in) {
 		e.sealSoon()
@@ -213,9 +257,11 @@ func (l *diskLog) join(u *unit, in Unit) {
 		e.mark(MarkWALBacklog)
 		l.backlog = append(l.backlog, logJoin{u, in})
 		l.backlogBytes += u.bytes
+		l.checkFlight(false)
 		return
 	}
 	l.joinLive(u, in)
+	l.checkFlight(false)
 	e.checkHeld()
 	if l.totalBytes() > l.cfg.TotalBytesMax {
 		e.mark(MarkWALValveSize) // the size valve: seal the memtable now
@@ -249,6 +295,11 @@ func (l *diskLog) joinLive(u *unit, in Unit) {
 // sealed starts the new live accumulator's generation and drains the
 // backlog into it.
 func (l *diskLog) sealed() {
+	if live := l.e.live; !live.empty() || live.gen != 0 {
+		l.e.broken("a generation starts with a new, empty live accumulator: live holds %d units, generation %d, next %d",
+			len(live.units), live.gen, l.nextGen)
+		return
+	}
 	l.e.live.gen = l.nextGen
 	l.nextGen++
 	l.drain()
@@ -259,6 +310,9 @@ func (l *diskLog) roomFreed() { l.drain() }
 // drain moves backlog units into live while they fit, in order.
 func (l *diskLog) drain() {
 	e := l.e
+	if len(l.backlog) > 0 && !l.checkLiveGen() {
+		return
+	}
 	joined := false
 	for len(l.backlog) > 0 && l.fits(l.backlog[0].in) {
 		j := l.backlog[0]
@@ -266,6 +320,9 @@ func (l *diskLog) drain() {
 		l.backlogBytes -= j.u.bytes
 		l.joinLive(j.u, j.in)
 		joined = true
+	}
+	if !l.checkFlight(true) {
+		return
 	}
 	if joined {
 		e.afterAppend() // arms the flush delay (or seals) for what joined
@@ -276,6 +333,10 @@ func (l *diskLog) drain() {
 // every dirty map.
 func (l *diskLog) merged(from []*batchSet, into *batchSet) {
 	for _, b := range from {
+		if b.gen == 0 || into.gen == 0 || b.gen == into.gen {
+			l.e.broken("a failed generation merges into live's, another one: generation %d into %d (%d merged)", b.gen, into.gen, len(from))
+			return
+		}
 		l.log.Regen(b.gen, into.gen)
 	}
 }
@@ -310,6 +371,9 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 		l.e.broken("a generation's seal is logged before its snapshot persists: snapshot %s in stage %s", s.id, s.stage)
 		return
 	}
+	if !l.e.checkPersisting(s) {
+		return
+	}
 	ranges, mask := sealRanges(s.content.units)
 	left := len(ranges)
 	if left == 0 {
@@ -321,14 +385,30 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 			l.e.broken("a unit's log partition is one of the log's: partition %d of %d (snapshot %s)", pr.part, l.cfg.Partitions, s.id)
 			return
 		}
+		if s.content.gen == 0 {
+			// A seal record pins its generation: generation 0 pins nothing,
+			// and its segment could go before the snapshot commits.
+			l.e.broken("a sealed generation is one the log handed out (≥ 1): snapshot %s, generation 0", s.id)
+			return
+		}
+		for _, r := range pr.ranges {
+			if r.Lo == 0 {
+				l.e.broken("a sealed generation holds only durable units (sequence ≥ 1): snapshot %s, partition %d, range %d-%d",
+					s.id, pr.part, r.Lo, r.Hi)
+				return
+			}
+		}
 		p := l.log.Partition(pr.part)
 		rec := wal.SealRecord{
 			Snapshot: wal.SnapshotRef{Epoch: s.id.Epoch, Seq: s.id.Seq}, CreatedUnixMs: s.created,
 			Dir: s.dir, Partitions: mask, Ranges: pr.ranges,
 		}
 		p.AppendRecord(rec, s.content.gen, func() {
-			if left--; left == 0 {
+			switch left--; {
+			case left == 0:
 				next()
+			case left < 0:
+				l.e.broken("each partition's seal record completes once: snapshot %s, %d completions more than its %d partitions", s.id, -left, len(ranges))
 			}
 		})
 	}
@@ -337,6 +417,9 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 // committed logs the generation flushed in every partition that holds
 // some of it.
 func (l *diskLog) committed(s *snapshot, st *segState) {
+	if !l.e.checkCommitted(s) {
+		return
+	}
 	_, mask := sealRanges(s.content.units)
 	l.recordFlushed(s.id, mask, s.content.gen, st)
 }
@@ -349,6 +432,10 @@ func (l *diskLog) committed(s *snapshot, st *segState) {
 func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
 	if mask>>l.cfg.Partitions != 0 {
 		l.e.broken("a generation's partition mask names partitions of the log: snapshot %s, mask %#x, %d partitions", id, mask, l.cfg.Partitions)
+		return
+	}
+	if gen == 0 || gen >= l.nextGen {
+		l.e.broken("a flushed generation is one the log handed out: snapshot %s, generation %d, next %d", id, gen, l.nextGen)
 		return
 	}
 	var parts []*wal.Partition[logJoin]
@@ -376,6 +463,11 @@ func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
 	for _, p := range parts {
 		p.AppendRecord(wal.FlushedRecord{Snapshot: wal.SnapshotRef{Epoch: id.Epoch, Seq: id.Seq}}, 0, func() {
 			if left--; left > 0 {
+				return
+			}
+			if left < 0 || st != nil && !st.logPending {
+				l.e.broken("each partition's flushed record completes once, while its segment waits: snapshot %s, %d completions more than its %d partitions, segment waiting %t",
+					id, -left, len(parts), st != nil && st.logPending)
 				return
 			}
 			l.forget(gen)
@@ -460,3 +552,43 @@ func (l *diskLog) order(parts []segment.Part) {
 }
 
 func (l *diskLog) filesAtRest() int { return l.cfg.Partitions }
+
+// checkLiveGen: live's generation is one the log handed out — at least 1
+// and below nextGen. A unit joining live pins that generation in its
+// segment, and generation 0 pins nothing: the segment could be deleted
+// before the unit's snapshot commits.
+func (l *diskLog) checkLiveGen() bool {
+	if g := l.e.live.gen; g == 0 || g >= l.nextGen {
+		l.e.broken("live's generation is one the log handed out: generation %d, next %d", g, l.nextGen)
+		return false
+	}
+	return true
+}
+
+// checkFlight: the units on their way into live add up. inFlight counts
+// the units queued in the log (accepted, not yet durable or answered) and
+// those in the backlog, so queued = inFlight − len(backlog) ≥ 0; no byte
+// count is negative, and none is held by an empty list. With sum,
+// backlogBytes = Σ the backlog's bytes: O(backlog), run where it drains,
+// and the backlog holds at most LiveSegmentsMax units (admission counts
+// every unit in flight as a segment, slots).
+func (l *diskLog) checkFlight(sum bool) bool {
+	queued := l.inFlight - len(l.backlog)
+	if queued < 0 || l.queuedBytes < 0 || l.backlogBytes < 0 || queued == 0 && l.queuedBytes != 0 || len(l.backlog) == 0 && l.backlogBytes != 0 {
+		l.e.broken("units on their way into live add up: %d in flight, %d in the backlog holding %d bytes, %d queued holding %d bytes",
+			l.inFlight, len(l.backlog), l.backlogBytes, queued, l.queuedBytes)
+		return false
+	}
+	if !sum {
+		return true
+	}
+	total := int64(0)
+	for _, j := range l.backlog {
+		total += j.u.bytes
+	}
+	if total != l.backlogBytes {
+		l.e.broken("backlog bytes = Σ its units' bytes: %d counted, %d units hold %d", l.backlogBytes, len(l.backlog), total)
+		return false
+	}
+	return true
+}

@@ -25,6 +25,12 @@ func (h logHooks) Durable(w *wal.Write[logJoin], seq uint64, seg *wal.Segment) {
 func (h logHooks) Unknown(w *wal.Write[logJoin], err error) {
 	l, u := h.l, w.Unit.u
 	e := l.e
+	if u.seq != 0 || u.seg != nil {
+		// No sequence number was spent on a failed batch: a unit answered
+		// unknown after it was acked would be answered twice.
+		e.broken("a unit of a failed batch was never made durable: partition %d, sequence %d, segment %t", u.part, u.seq, u.seg != nil)
+		return
+	}
 	l.queuedBytes -= u.bytes
 	l.inFlight--
 	if l.queuedBytes < 0 || l.inFlight < 0 {
@@ -33,17 +39,26 @@ func (h logHooks) Unknown(w *wal.Write[logJoin], err error) {
 	}
 	e.answerUnheld(u, fmt.Errorf("%w: %v", ErrUnknownOutcome, err))
 	releaseUnit(w.Unit.in)
+	l.checkFlight(false)
 	e.checkHeld()
 }
 
 func (h logHooks) Poisoned(seg *wal.Segment, err error) {
 	e := h.l.e
+	if seg == nil || err == nil {
+		e.broken("a poisoned segment comes with the error that poisoned it: segment %t, error %v", seg != nil, err)
+		return
+	}
 	e.mark(MarkWALPoisoned)
 	e.walError = fmt.Errorf("WAL segment %s poisoned: %w", seg.Path, err)
 }
 
 func (h logHooks) OpenFailed(part uint32, err error) {
 	e := h.l.e
+	if int(part) >= h.l.cfg.Partitions || err == nil {
+		e.broken("a failed segment creation is one of the log's partitions', with its error: partition %d of %d, error %v", part, h.l.cfg.Partitions, err)
+		return
+	}
 	e.mark(MarkWALOpenRetry)
 	e.walError = fmt.Errorf("WAL partition %d: %w", part, err)
 	e.failing(troubleWAL(part), fmt.Errorf("open a new log segment: %w", err))

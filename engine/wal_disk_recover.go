@@ -89,6 +89,14 @@ type sealScan struct {
 
 // recoverLog reads the log, retrying transient read failures.
 func (l *diskLog) recoverLog(round int, done func(error)) {
+	if l.inFlight != 0 || len(l.backlog) != 0 || l.queuedBytes != 0 || round < 0 {
+		// Recovery rebuilds the memtable from the log: a unit accepted
+		// before it would be in neither.
+		l.e.broken("the log is read before any unit is accepted: round %d, %d units in flight, %d backlog, %d bytes queued",
+			round, l.inFlight, len(l.backlog), l.queuedBytes)
+		done(l.e.err)
+		return
+	}
 	l.scan = &logScan{seals: map[SnapshotID]*sealScan{}, flushed: map[SnapshotID]uint64{}}
 	l.log.Read(l.readSegment, func() { l.e.mark(MarkReadDamaged) }, func(err error) {
 		switch {
@@ -116,6 +124,15 @@ func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
 func (l *diskLog) readSegment(p *wal.Partition[logJoin], seg *wal.Segment, b []byte) {
 	n := len(l.scan.parts)
 	if n == 0 || l.scan.parts[n-1].p != p {
+		// A partition is read whole, then the next: its scan continues
+		// from segment to segment, and one started twice would read its
+		// units twice. O(partitions), once per partition.
+		for _, ps := range l.scan.parts {
+			if ps.p == p {
+				l.e.broken("recovery reads a partition's segments together: partition %d read again after %d others", p.ID(), n)
+				return
+			}
+		}
 		l.scan.parts = append(l.scan.parts, &partScan{p: p, scan: wal.NewPartitionScan(p.ID()), units: map[uint64]*unitScan{}})
 	}
 	l.scanSegment(l.scan.parts[len(l.scan.parts)-1], seg, b)
@@ -153,7 +170,18 @@ func (l *diskLog) scanSegment(ps *partScan, seg *wal.Segment, b []byte) {
 
 func (l *diskLog) addSeal(part uint32, seg *wal.Segment, r wal.SealRecord) {
 	id := SnapshotID{r.Snapshot.Epoch, r.Snapshot.Seq}
+	if r.Partitions&(1<<part) == 0 {
+		// beforePersist logs a seal only in partitions its mask names.
+		l.e.broken("a seal record is logged in a partition its mask names: snapshot %s read in partition %d, mask %#x", id, part, r.Partitions)
+		return
+	}
 	s := l.scan.seals[id]
+	if s != nil && (s.created != r.CreatedUnixMs || s.dir != r.Dir || s.mask != r.Partitions) {
+		// One snapshot, one seal: a replay rebuilds it from the first read.
+		l.e.broken("every seal record of a snapshot agrees: snapshot %s sealed with created %d, dir %q, mask %#x, and again in partition %d with %d, %q, %#x",
+			id, s.created, s.dir, s.mask, part, r.CreatedUnixMs, r.Dir, r.Partitions)
+		return
+	}
 	if s == nil {
 		s = &sealScan{id: id, created: r.CreatedUnixMs, dir: r.Dir, mask: r.Partitions, ranges: map[uint32][]wal.SeqRange{}}
 		l.scan.seals[id] = s

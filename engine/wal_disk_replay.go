@@ -12,6 +12,12 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 	if sc == nil {
 		return
 	}
+	if !e.live.empty() || len(e.queue) != 0 || e.active != nil || e.replayed != 0 || e.replayPending != 0 || l.inFlight != 0 {
+		// Replay rebuilds the writer's state from the log alone.
+		e.broken("replay starts on an empty writer: live %d units, %d queued, active %t, %d replayed, %d pending, %d in flight",
+			len(e.live.units), len(e.queue), e.active != nil, e.replayed, e.replayPending, l.inFlight)
+		return
+	}
 	units := map[uint32]*partScan{}
 	for _, ps := range sc.parts {
 		units[ps.p.ID()] = ps
@@ -52,6 +58,13 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 		case sc.flushed[id] != 0:
 			l.claim(s, units)
 		case l.complete(s, units):
+			if s.id.Epoch >= e.epoch {
+				// Recovery claimed an epoch above every generation the
+				// log sealed (logIDs): replayed under its own id, it
+				// cannot meet a new snapshot's.
+				e.broken("a rebuilt generation's id is below the epoch recovery claimed: snapshot %s, epoch %d", s.id, e.epoch)
+				return
+			}
 			e.mark(MarkWALReplayedSealed)
 			r := l.rebuild(s, units)
 			if r == nil {
@@ -61,10 +74,17 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 		}
 	}
 	slices.Reverse(again) // oldest first: commits go in id order
+	rebuilt := 0
 	for _, s := range again {
 		e.queueReplayed(s)
+		rebuilt += len(s.content.units)
 	}
-	l.replayLive(sc)
+	live := l.replayLive(sc)
+	if e.replayPending != rebuilt+live || e.replayed != len(again) {
+		e.broken("replay holds each unit it replayed once: %d pending, %d in %d rebuilt generations (%d queued), %d in live",
+			e.replayPending, rebuilt, len(again), e.replayed, live)
+		return
+	}
 	if !e.live.empty() {
 		// Until the replayed units commit, their retries wait: commit soon.
 		e.sealSoon()
@@ -155,6 +175,12 @@ func (l *diskLog) rebuild(s *sealScan, units map[uint32]*partScan) *snapshot {
 // commit, and the offsets view learns its offsets only then.
 func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 	e := l.e
+	if us.rec.Seq == 0 || into.gen == 0 {
+		// Every entry the log writes has a sequence number ≥ 1, and the
+		// unit pins into's generation in its segment: 0 pins nothing.
+		e.broken("a replayed unit has its sequence number and joins a generation: %s, sequence %d, generation %d", us.seg.Path, us.rec.Seq, into.gen)
+		return
+	}
 	in, err := unitFromRecord(us.rec)
 	if err != nil {
 		// The entry passed its CRC, so this is a unit the engine accepted
@@ -183,9 +209,12 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 }
 
 // replayLive puts every unit no generation claimed into live, partition
-// by partition in sequence order.
-func (l *diskLog) replayLive(sc *logScan) {
+// by partition in sequence order, and returns how many.
+func (l *diskLog) replayLive(sc *logScan) (n int) {
 	e := l.e
+	if !l.checkLiveGen() {
+		return 0
+	}
 	for _, ps := range sc.parts {
 		if ps.p.Halted() != nil {
 			continue // frozen as found, for the operator: nothing of it is delivered
@@ -203,10 +232,17 @@ func (l *diskLog) replayLive(sc *logScan) {
 			e.startLive()
 			l.replayUnit(ps.units[seq], ps.p.ID(), e.live)
 		}
+		n += len(seqs)
+	}
+	if len(e.live.units) != n {
+		// replay found live empty; a unit in it twice would be stored twice.
+		e.broken("replay puts each unclaimed unit into live once: live holds %d units, %d replayed", len(e.live.units), n)
+		return n
 	}
 	if !e.live.empty() {
 		e.afterAppend()
 	}
+	return n
 }
 
 // logFlushed records a generation found committed as flushed, holding
@@ -227,6 +263,9 @@ func (e *Engine) ownedByID() map[SnapshotID]*segState {
 	for _, st := range e.segs {
 		out[st.ID] = st
 	}
+	if len(out) != len(e.segs) {
+		e.broken("owned segments have distinct ids: %d owned, %d ids", len(e.segs), len(out))
+	}
 	return out
 }
 
@@ -237,6 +276,10 @@ func isIdemKey(k string) bool { return len(k) >= len(idemPrefix) && k[:len(idemP
 // generation committed, and returns the retries that joined it: the unit
 // is acked (again) to its source now, and counted so.
 func (e *Engine) replayedCommitted(u *unit) []func(error) {
+	if !u.replayed || u.seq == 0 {
+		e.broken("only a replayed unit, logged, is released by its generation's commit: replayed %t, partition %d, sequence %d", u.replayed, u.part, u.seq)
+		return nil
+	}
 	e.replayPending--
 	if e.replayPending < 0 {
 		e.broken("replayPending ≥ 0: %d after unit %d of partition %d committed", e.replayPending, u.seq, u.part)

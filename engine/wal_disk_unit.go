@@ -76,7 +76,9 @@ func canonicalUnit(in Unit) (Unit, error) {
 	// messages per batch: growing to it on the way costs more than this.
 	buf.Grow(int(min(unitBytes(in), unitBytesMax)) + 1024*(1+len(in.Batches)))
 	w := ipc.NewWriter(&buf, ipc.WithSchema(in.Schema), ipc.WithAllocator(memory.DefaultAllocator))
+	var rows int64
 	for _, b := range in.Batches {
+		rows += b.NumRows()
 		if err := w.Write(b); err != nil {
 			return in, fmt.Errorf("encode unit batches for the log: %w", err)
 		}
@@ -92,6 +94,17 @@ func canonicalUnit(in Unit) (Unit, error) {
 	schema, batches, err := decodeUnitArrow(out.arrow)
 	if err != nil {
 		return in, err
+	}
+	// Read back: the memtable keeps what the log entry decodes to, so
+	// the decoded rows must be the submitted ones (O(batches)).
+	var got int64
+	for _, b := range batches {
+		got += b.NumRows()
+	}
+	if got != rows {
+		releaseUnit(Unit{Batches: batches})
+		return in, invariantError("a unit's Arrow stream decodes to its rows: %d rows in %d batches encoded, %d in %d decoded",
+			rows, len(in.Batches), got, len(batches))
 	}
 	out.Schema, out.Batches = schema, batches
 	return out, nil

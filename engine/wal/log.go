@@ -148,6 +148,12 @@ func (l *Log[U]) Files() (n int) {
 // Unpin forgets generation gen in every segment, then deletes the
 // segments that no longer hold anything pinned, oldest first.
 func (l *Log[U]) Unpin(gen uint64) {
+	if gen == 0 {
+		// Generation 0 is "none" (AppendRecord): it is never pinned, so
+		// a caller unpinning it meant another one.
+		l.hooks.Broken("a generation unpinned is one that pins (≥ 1): generation 0")
+		return
+	}
 	for _, p := range l.parts {
 		for _, s := range p.segs {
 			s.Unpin(gen)
@@ -158,6 +164,10 @@ func (l *Log[U]) Unpin(gen uint64) {
 
 // Regen moves generation from's pins to generation to, in every segment.
 func (l *Log[U]) Regen(from, to uint64) {
+	if from == 0 || to == 0 {
+		l.hooks.Broken("pins move between generations that pin (≥ 1): from %d to %d", from, to)
+		return
+	}
 	for _, p := range l.parts {
 		for _, s := range p.segs {
 			s.regen(from, to)
@@ -203,6 +213,15 @@ func alignUp(n int64) int64   { return alignDown(n + DirectAlign - 1) }
 // that is retried starts over.
 func (l *Log[U]) Reset() {
 	for _, p := range l.parts {
+		if p.batch != nil || p.opening || p.deleting || len(p.queue)+len(p.afterRoll) > 0 {
+			// Recovery reads the log before it writes: a partition at work
+			// would lose its entries' answers here.
+			l.hooks.Broken("the log is read only while idle: partition %d, batch in flight %t, opening %t, deleting %t, %d queued, %d unanswered",
+				p.id, p.batch != nil, p.opening, p.deleting, len(p.queue), len(p.afterRoll))
+			return
+		}
+	}
+	for _, p := range l.parts {
 		p.segs, p.bytes, p.nextNum, p.nextSeq, p.halted = nil, 0, 1, 1, nil
 	}
 }
@@ -213,6 +232,10 @@ func (l *Log[U]) Reset() {
 func (p *Partition[U]) Found(num uint64, path string, size int64) *Segment {
 	if n := len(p.segs); n > 0 && p.segs[n-1].Num >= num {
 		p.l.hooks.Broken("recovery finds a partition's segments in number order: partition %d segment %d after %d", p.id, num, p.segs[n-1].Num)
+		return nil
+	}
+	if size < 0 {
+		p.l.hooks.Broken("a found segment's size is not negative: partition %d segment %d, %d bytes", p.id, num, size)
 		return nil
 	}
 	seg := &Segment{Num: num, Path: path, size: size, dirty: map[uint64]uint64{}}

@@ -16,6 +16,12 @@ func (p *Partition[U]) roll(need int64) {
 	if p.opening {
 		return
 	}
+	if p.halted != nil {
+		// A halted partition is frozen as recovery found it: it takes no
+		// writes (kick, Start and the engine's admission keep them away).
+		p.l.hooks.Broken("a halted partition never rolls to a new segment: partition %d, halted on %v", p.id, p.halted)
+		return
+	}
 	p.opening = true
 	seg := &Segment{Num: p.nextNum, Path: SegmentPath(p.id, p.nextNum), size: p.l.cfg.SegmentBytes, dirty: map[uint64]uint64{}}
 	p.nextNum++
@@ -34,6 +40,11 @@ func (p *Partition[U]) roll(need int64) {
 // backoff; a success makes seg the append target.
 func (p *Partition[U]) rolled(seg *Segment, err error, exists bool) {
 	l, h := p.l, p.l.hooks
+	if !p.opening || seg.Num >= p.nextNum {
+		h.Broken("a roll completes once, for the segment it numbered: partition %d, segment %d, opening %t, next number %d",
+			p.id, seg.Num, p.opening, p.nextNum)
+		return
+	}
 	if err != nil && exists {
 		// Created, then a step failed: nothing in it counts, remove it
 		// (a removal that fails leaves it to the next recovery, which
@@ -54,6 +65,9 @@ func (p *Partition[U]) rolled(seg *Segment, err error, exists bool) {
 	p.segs = append(p.segs, seg)
 	p.bytes += seg.size
 	l.stats.SegmentsCreated++
+	if !p.checkBytes() {
+		return
+	}
 	p.answerAfterRoll()
 	p.collect()
 	p.kick()
@@ -281,6 +295,9 @@ func (p *Partition[U]) removed(s *Segment) {
 	p.segs = p.segs[1:]
 	p.bytes -= s.size
 	p.l.stats.SegmentsDeleted++
+	if !p.checkBytes() {
+		return
+	}
 	p.collect()
 }
 
@@ -304,4 +321,25 @@ func (p *Partition[U]) checkDeleted(s *Segment) bool {
 		return true
 	}
 	return false
+}
+
+// checkBytes: a partition's bytes are the sum of its segments' sizes,
+// none negative (a file recovery found may be empty: created, then the
+// crash came before its preallocation), after a segment joins (rolled) or leaves (removed) —
+// the size valve and the partition limit read them. O(segments), once
+// per segment created or deleted.
+func (p *Partition[U]) checkBytes() bool {
+	var sum int64
+	for _, s := range p.segs {
+		if s.size < 0 {
+			p.l.hooks.Broken("a log segment's size is not negative: partition %d segment %d, %d bytes", p.id, s.Num, s.size)
+			return false
+		}
+		sum += s.size
+	}
+	if sum != p.bytes {
+		p.l.hooks.Broken("a partition's bytes = Σ its segments' sizes: partition %d counts %d, %d segments hold %d", p.id, p.bytes, len(p.segs), sum)
+		return false
+	}
+	return true
 }

@@ -47,7 +47,7 @@ type Partition[U any] struct {
 	openFails int
 	deleting  bool  // a segment removal is in flight (oldest first, one at a time)
 	halted    error // corruption found: no writes
-	bytes     int64 // Σ segs' sizes
+	bytes     int64 // INVARIANT: Σ segs' sizes (checkBytes: rolled, removed)
 	syncTimer bool  // BATCH_SYNC: the timer is armed
 	syncDue   bool  // BATCH_SYNC: the timer fired
 }
@@ -114,16 +114,24 @@ func (p *Partition[U]) Halted() error { return p.halted }
 // UnitRecord) or a record; a record's done runs once it is durable. A
 // record that does not encode is a broken invariant.
 func (p *Partition[U]) Append(w *Write[U]) {
-	if w.IsUnit() {
-		w.size = EntryBytes(len(w.Payload))
-	} else {
+	n := len(w.Payload)
+	if !w.IsUnit() {
 		b, err := appendRecord(w.Record)
 		if err != nil {
 			p.l.hooks.Broken("a seal or flushed record encodes: %v", err)
 			return
 		}
-		w.size = EntryBytes(len(b))
+		n = len(b)
 	}
+	if n < 1 || n > EntryPayloadMax || !w.IsUnit() && w.done == nil {
+		// An entry past the limit could be written but never read back
+		// (AppendEntry's REQUIRES); a record's done is how its writer
+		// learns it is durable. Queued all the same: the engine failed
+		// closed, starts no batch, and answers what is queued.
+		p.l.hooks.Broken("an entry's payload is 1..EntryPayloadMax bytes, a record's with its done: partition %d, %d bytes, limit %d, unit %t, done %t",
+			p.id, n, EntryPayloadMax, w.IsUnit(), w.done != nil)
+	}
+	w.size = EntryBytes(n)
 	p.queue = append(p.queue, w)
 	p.kick()
 }
@@ -172,7 +180,9 @@ func (p *Partition[U]) kick() {
 	}
 	b := p.take(seg)
 	if b == nil {
-		p.roll(int64(p.queue[0].size))
+		if !h.Stopped() { // else take found an invariant broken
+			p.roll(int64(p.queue[0].size))
+		}
 		return
 	}
 	if b.seg != seg || b.end > seg.size || b.first != p.nextSeq {
@@ -200,6 +210,13 @@ func (p *Partition[U]) armSync() {
 func (p *Partition[U]) take(seg *Segment) *batch[U] {
 	batchMax := p.l.cfg.BatchBytes
 	start := alignDown(seg.end)
+	if int64(len(seg.tail)) != seg.end-start || seg.end > seg.size {
+		// The batch rewrites the partly filled last block from its tail:
+		// a tail of another length would shift, and tear, acked entries.
+		p.l.hooks.Broken("a segment's tail is its partly written last block: %s ends at %d of %d bytes, tail %d bytes, want %d",
+			seg.Path, seg.end, seg.size, len(seg.tail), seg.end-start)
+		return nil
+	}
 	if int64(cap(p.scratch)) < batchMax+2*DirectAlign {
 		p.scratch = make([]byte, 0, batchMax+2*DirectAlign)
 	}
@@ -245,6 +262,11 @@ func (p *Partition[U]) take(seg *Segment) *batch[U] {
 // write writes the batch and fsyncs it; both are issued at once (calls
 // on one file complete in order).
 func (p *Partition[U]) write(b *batch[U]) {
+	if p.batch != nil || b.seg.f == nil || b.seg.poisoned || int64(len(b.buf))%DirectAlign != 0 {
+		p.l.hooks.Broken("one batch at a time per partition, in whole blocks to a writable segment: partition %d, batch in flight %t, %s open %t, poisoned %t, %d bytes",
+			p.id, p.batch != nil, b.seg.Path, b.seg.f != nil, b.seg.poisoned, len(b.buf))
+		return
+	}
 	p.batch = b
 	seg := b.seg
 	var werr error
@@ -266,6 +288,11 @@ func (p *Partition[U]) write(b *batch[U]) {
 // entries and start the next batch.
 func (p *Partition[U]) durable(b *batch[U]) {
 	h := p.l.hooks
+	if p.batch != b || b.seg.poisoned {
+		h.Broken("a durable batch is the one in flight, on a segment not poisoned: partition %d, batch from sequence %d on %s, in flight %t, poisoned %t",
+			p.id, b.first, b.seg.Path, p.batch == b, b.seg.poisoned)
+		return
+	}
 	p.batch, p.scratch = nil, b.buf
 	b.seg.end, b.seg.tail = b.end, b.tail
 	if b.first != p.nextSeq {
@@ -321,6 +348,10 @@ func (p *Partition[U]) failed(b *batch[U], err error) {
 
 // answerAfterRoll gives each unit of a failed batch its Hooks.Unknown.
 func (p *Partition[U]) answerAfterRoll() {
+	if len(p.afterRoll) != len(p.rollErr) {
+		p.l.hooks.Broken("each unit of a failed batch has its error: partition %d, %d units, %d errors", p.id, len(p.afterRoll), len(p.rollErr))
+		return
+	}
 	ws, errs := p.afterRoll, p.rollErr
 	p.afterRoll, p.rollErr = nil, nil
 	for i, w := range ws {

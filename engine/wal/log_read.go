@@ -123,6 +123,11 @@ func (r *reading[U]) segs(p *Partition[U], nums []uint64, next func()) {
 // reads and replays as committed — they must be durable before anything
 // is acked because of them.
 func (r *reading[U]) readSegment(name string, tries int, best []byte, done func([]byte, int64, error)) {
+	if tries < 0 || tries >= max(r.l.cfg.AttemptsMax, 1) {
+		r.l.hooks.Broken("a segment is read at most AttemptsMax times: %s, try %d, limit %d", name, tries+1, r.l.cfg.AttemptsMax)
+		done(nil, 0, fmt.Errorf("%w: %s read %d times", ErrPartitionDamaged, name, tries+1))
+		return
+	}
 	r.l.disk.Open(name, OpenMode{Write: true}, func(f File, err error) {
 		if err != nil {
 			done(nil, 0, fmt.Errorf("open %s: %w", name, err))
