@@ -88,6 +88,17 @@ func newRig(t tb, storeCfg sim.StoreConfig) *rig {
 // runs until recovery finished.
 func (r *rig) start() *engine.Engine {
 	r.t.Helper()
+	eng, err := r.tryStart()
+	if err != nil {
+		r.t.Fatalf("recovery: %v", err)
+	}
+	return eng
+}
+
+// tryStart starts a new incarnation's engine and runs until its recovery
+// answers: the engine and that answer.
+func (r *rig) tryStart() (*engine.Engine, error) {
+	r.t.Helper()
 	if r.inc != nil {
 		r.inc.Kill()
 	}
@@ -97,14 +108,11 @@ func (r *rig) start() *engine.Engine {
 		r.t.Fatal(err)
 	}
 	r.eng = eng
-	var done, ok bool
+	var done bool
 	var startErr error
 	eng.Start(func(err error) { done, startErr = true, err })
 	r.until(func() bool { return done }, "recovery")
-	if ok = startErr == nil; !ok {
-		r.t.Fatalf("recovery: %v", startErr)
-	}
-	return eng
+	return eng, startErr
 }
 
 // ports are the current incarnation's ports.

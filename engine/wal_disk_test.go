@@ -896,15 +896,7 @@ func TestDiskFewerPartitionsRefused(t *testing.T) {
 	}
 	r.crash()
 	r.cfg.Disk.Partitions = 1
-	r.inc = r.sched.NewIncarnation()
-	eng, err := engine.New(r.cfg, r.ports())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var done bool
-	var startErr error
-	eng.Start(func(err error) { done, startErr = true, err })
-	r.until(func() bool { return done }, "recovery")
+	_, startErr := r.tryStart()
 	if !errors.Is(startErr, wal.ErrConfig) || !strings.Contains(fmt.Sprint(startErr), "the log has partition 1, WAL_PARTITIONS is 1: set it to at least 2") {
 		t.Fatalf("start with 1 partition: %v; want the configuration refused", startErr)
 	}
