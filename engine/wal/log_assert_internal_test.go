@@ -93,10 +93,6 @@ func TestInvariantLogCore(t *testing.T) {
 			p.batch = b
 			p.durable(b)
 		}},
-		"unknown-without-error": {"each unit of a failed batch has its error: partition 0, 1 units, 0 errors", func(t *testing.T, l *Log[int], p *Partition[int]) {
-			p.afterRoll = []*Write[int]{{}}
-			p.answerAfterRoll()
-		}},
 		"roll-halted": {"a halted partition never rolls to a new segment: partition 0, halted on corrupt entry", func(t *testing.T, l *Log[int], p *Partition[int]) {
 			p.halted = halted
 			p.roll(0)

@@ -35,8 +35,7 @@ type Partition[U any] struct {
 	nextNum   uint64     // number of the next segment file
 	nextSeq   uint64     // sequence number of the next durable unit
 	queue     []*Write[U]
-	afterRoll []*Write[U] // units of a failed batch, answered once a roll completed
-	rollErr   []error     // afterRoll's errors
+	afterRoll []unknown[U] // units of a failed batch, answered once a roll completed
 	// scratch is the write buffer of the last batch, reused by the next:
 	// one batch at a time per partition, and take runs only once the
 	// previous write and fsync have answered (the port no longer borrows it).
@@ -69,6 +68,12 @@ type Segment struct {
 	// (checkDeleted).
 	dirty       map[uint64]uint64
 	pinnedSince time.Duration
+}
+
+// unknown is a unit of a failed batch and what failed.
+type unknown[U any] struct {
+	w   *Write[U]
+	err error
 }
 
 // batch is the batch in flight on a segment.
@@ -339,8 +344,7 @@ func (p *Partition[U]) failed(b *batch[U], err error) {
 			again = append(again, w)
 			continue
 		}
-		p.afterRoll = append(p.afterRoll, w)
-		p.rollErr = append(p.rollErr, fmt.Errorf("WAL segment %s: %v", b.seg.Path, err))
+		p.afterRoll = append(p.afterRoll, unknown[U]{w, fmt.Errorf("WAL segment %s: %v", b.seg.Path, err)})
 	}
 	p.queue = append(again, p.queue...)
 	p.roll(0)
@@ -348,14 +352,10 @@ func (p *Partition[U]) failed(b *batch[U], err error) {
 
 // answerAfterRoll gives each unit of a failed batch its Hooks.Unknown.
 func (p *Partition[U]) answerAfterRoll() {
-	if len(p.afterRoll) != len(p.rollErr) {
-		p.l.hooks.Broken("each unit of a failed batch has its error: partition %d, %d units, %d errors", p.id, len(p.afterRoll), len(p.rollErr))
-		return
-	}
-	ws, errs := p.afterRoll, p.rollErr
-	p.afterRoll, p.rollErr = nil, nil
-	for i, w := range ws {
-		p.l.hooks.Unknown(w, errs[i])
+	us := p.afterRoll
+	p.afterRoll = nil
+	for _, u := range us {
+		p.l.hooks.Unknown(u.w, u.err)
 	}
 }
 
