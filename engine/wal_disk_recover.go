@@ -117,8 +117,6 @@ func (l *diskLog) recoverLog(round int, done func(error)) {
 // past WAL_PARTITIONS); retrying does not help.
 var errConfig = wal.ErrConfig
 
-func isNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
-
 // readSegment scans one segment image the log read, starting its
 // partition's scan at the partition's first segment.
 func (l *diskLog) readSegment(p *wal.Partition[logJoin], seg *wal.Segment, b []byte) {

@@ -177,19 +177,3 @@ func releaseUnit(in Unit) {
 		b.Release()
 	}
 }
-
-// recordBytes and appendRecord encode a seal or flushed record.
-func appendRecord(body any) ([]byte, error) {
-	switch r := body.(type) {
-	case wal.SealRecord:
-		return wal.AppendSeal(nil, r)
-	case wal.FlushedRecord:
-		return wal.AppendFlushed(nil, r)
-	}
-	return nil, fmt.Errorf("log record of type %T", body)
-}
-
-func recordBytes(body any) (int, error) {
-	b, err := appendRecord(body)
-	return len(b), err
-}
