@@ -407,8 +407,7 @@ func TestInvariantPreconditions(t *testing.T) {
 		{"seal-range-past-partitions", "a unit's log partition is one of the log's: partition 3 of 1", func(t *testing.T, e *Engine) {
 			l := testDiskLog(e, 1)
 			s := &snapshot{content: newBatchSet()}
-			s.content.units = []*unit{{part: 3, seq: 1, seg: &wal.Segment{}}}
-			e.active = s
+			s.content.gen, s.content.units = 1, []*unit{{part: 3, seq: 1, seg: &wal.Segment{}}}
 			l.beforePersist(s, func() {})
 		}},
 		{"runs-replaced-without-merge", "a merge replaces runs while it holds its bucket", func(t *testing.T, e *Engine) {

@@ -87,9 +87,6 @@ func (l s3Log) refuse(Unit) error               { return nil }
 
 func (l s3Log) accept(u *unit, in Unit) {
 	e := l.e
-	if !e.checkAccepted(u) {
-		return
-	}
 	e.joinLive(u, in)
 	e.hold(u)
 	e.checkHeld()
@@ -97,20 +94,15 @@ func (l s3Log) accept(u *unit, in Unit) {
 	e.afterAppend()
 }
 
-func (l s3Log) beforePersist(s *snapshot, next func()) {
-	if l.e.checkPersisting(s) {
-		next()
-	}
-}
-
-func (l s3Log) committed(s *snapshot, _ *segState) { l.e.checkCommitted(s) }
-func (l s3Log) merged([]*batchSet, *batchSet)      {}
-func (l s3Log) sealed()                            {}
-func (l s3Log) roomFreed()                         {}
-func (l s3Log) heldBytes() int64                   { return 0 }
-func (l s3Log) failAll(error)                      {}
-func (l s3Log) files() int                         { return 0 }
-func (l s3Log) filesAtRest() int                   { return 0 }
+func (l s3Log) beforePersist(_ *snapshot, next func()) { next() }
+func (l s3Log) committed(*snapshot, *segState)         {}
+func (l s3Log) merged([]*batchSet, *batchSet)          {}
+func (l s3Log) sealed()                                {}
+func (l s3Log) roomFreed()                             {}
+func (l s3Log) heldBytes() int64                       { return 0 }
+func (l s3Log) failAll(error)                          {}
+func (l s3Log) files() int                             { return 0 }
+func (l s3Log) filesAtRest() int                       { return 0 }
 
 // The S3 WAL's writer policy: the adaptive seal delay (acks wait for the
 // commit, so the delay is the ack latency), the body dated when it is
@@ -125,7 +117,8 @@ func (l s3Log) logIDs() []SnapshotID               { return nil }
 func (l s3Log) holds(SnapshotID) bool              { return false }
 func (l s3Log) replay(map[SnapshotID]*segState)    {}
 
-// The seam's contract, asserted on entry by both logs.
+// The seam's contract, asserted by the engine where it calls the log
+// (append, pump, commit), once for both logs.
 
 // checkAccepted: a unit reaches its durable log once, fresh from append —
 // its submitter waiting (one answer due), no log entry yet (sequence 0,

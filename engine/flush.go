@@ -206,6 +206,9 @@ func (e *Engine) pump() {
 		return
 	}
 	s := e.active
+	if !e.checkPersisting(s) {
+		return
+	}
 	e.dlog.beforePersist(s, func() { e.persist(s) })
 	e.maybeSeal() // the queue has room again
 	e.prepareAhead()

@@ -419,6 +419,9 @@ func (e *Engine) append(in Unit, done func(error)) {
 		e.idemPending[u.idem] = u
 	}
 	u.rows = submitted
+	if !e.checkAccepted(u) {
+		return
+	}
 	e.dlog.accept(u, in)
 }
 

@@ -641,7 +641,9 @@ func (e *Engine) commit(s *snapshot) {
 			e.broken("replayed snapshots queued or active ≥ 0: %d after replayed snapshot %s committed", e.replayed, s.id)
 		}
 	}
-	e.dlog.committed(s, st)
+	if e.checkCommitted(s) {
+		e.dlog.committed(s, st)
+	}
 	e.register(st)
 	e.pump()
 	e.maybeSeal()

@@ -175,9 +175,6 @@ func (l *diskLog) makeRoom(p *wal.Partition[logJoin]) {
 // accept queues a held unit's entry on its partition.
 func (l *diskLog) accept(u *unit, in Unit) {
 	e := l.e
-	if !e.checkAccepted(u) {
-		return
-	}
 	if in.arrow == nil {
 		// canonical keeps the stream; without it the entry would hold no
 		// batches, and a replay would rebuild the unit empty.
@@ -371,7 +368,10 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 		l.e.broken("a generation's seal is logged before its snapshot persists: snapshot %s in stage %s", s.id, s.stage)
 		return
 	}
-	if !l.e.checkPersisting(s) {
+	if s.content.gen == 0 {
+		// A seal record pins its generation: generation 0 pins nothing,
+		// and its segment could go before the snapshot commits.
+		l.e.broken("a sealed generation is one the log handed out (≥ 1): snapshot %s, generation 0", s.id)
 		return
 	}
 	ranges, mask := sealRanges(s.content.units)
@@ -383,12 +383,6 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 	for _, pr := range ranges {
 		if int(pr.part) >= l.cfg.Partitions {
 			l.e.broken("a unit's log partition is one of the log's: partition %d of %d (snapshot %s)", pr.part, l.cfg.Partitions, s.id)
-			return
-		}
-		if s.content.gen == 0 {
-			// A seal record pins its generation: generation 0 pins nothing,
-			// and its segment could go before the snapshot commits.
-			l.e.broken("a sealed generation is one the log handed out (≥ 1): snapshot %s, generation 0", s.id)
 			return
 		}
 		for _, r := range pr.ranges {
@@ -417,9 +411,6 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 // committed logs the generation flushed in every partition that holds
 // some of it.
 func (l *diskLog) committed(s *snapshot, st *segState) {
-	if !l.e.checkCommitted(s) {
-		return
-	}
 	_, mask := sealRanges(s.content.units)
 	l.recordFlushed(s.id, mask, s.content.gen, st)
 }
