@@ -64,11 +64,16 @@ func (c *committer) forget(parts []tp) {
 
 // run commits what is noted whenever there is some, until ctx ends;
 // then once more, within commitTimeout.
+//
+// A commit in flight when ctx ends is cut short, not failed: its
+// offsets are noted again and the last commit sends them.
 func (c *committer) run(ctx context.Context) {
 	for {
 		select {
 		case <-c.poke:
 		case <-ctx.Done():
+		}
+		if ctx.Err() != nil { // checked first: select picks at random among ready cases
 			last, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
 			_ = c.send(last, c.r.cl, nil)
 			cancel()
@@ -96,7 +101,9 @@ func (c *committer) flush(ctx context.Context, cl *kgo.Client, parts []tp) {
 
 // send commits the noted offsets of parts, or (nil) of every partition
 // the run owns. A failure is logged and counted, and its offsets are
-// noted again unless newer ones were.
+// noted again unless newer ones were. A commit of every partition cut
+// short by ctx's end (the run stopping) is not a failure: its offsets
+// are noted again, for run's last commit.
 func (c *committer) send(ctx context.Context, cl *kgo.Client, parts []tp) error {
 	c.sendMu.Lock()
 	defer c.sendMu.Unlock()
@@ -104,17 +111,22 @@ func (c *committer) send(ctx context.Context, cl *kgo.Client, parts []tp) error 
 	if len(offs) == 0 {
 		return nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, commitTimeout)
+	sendCtx, cancel := context.WithTimeout(ctx, commitTimeout)
 	defer cancel()
-	err := commitSync(ctx, cl, offs)
+	err := commitSync(sendCtx, cl, offs)
 	s := c.r.s
-	if err == nil {
+	switch {
+	case err == nil:
 		s.commits.Add(1)
 		return nil
+	case parts == nil && ctx.Err() != nil:
+		s.cfg.Logger.Debug("kafka source: a commit to the group was cut short by the run stopping; its last commit sends it",
+			"source", s.cfg.Name, "group", s.cfg.Group, "partitions", len(offs), "error", err)
+	default:
+		s.commitErrors.Add(1)
+		s.cfg.Logger.Warn("kafka source: cannot commit acked offsets to the group (ingest goes on; a member taking the partition over would read again from the last commit)",
+			"source", s.cfg.Name, "group", s.cfg.Group, "partitions", len(offs), "error", err)
 	}
-	s.commitErrors.Add(1)
-	s.cfg.Logger.Warn("kafka source: cannot commit acked offsets to the group (ingest goes on; a member taking the partition over would read again from the last commit)",
-		"source", s.cfg.Name, "group", s.cfg.Group, "partitions", len(offs), "error", err)
 	if parts == nil {
 		c.mu.Lock()
 		for p, n := range offs {

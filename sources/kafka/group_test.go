@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
@@ -133,6 +134,55 @@ func TestGroupMembersSharingAViewSplitPartitions(t *testing.T) {
 		t.Errorf("second member: %v", err)
 	}
 	wantAll(t, h, "events", ends)
+}
+
+// A commit to the group in flight when the run stops is cut short, not
+// failed: it is not counted as a commit error, and the run's last
+// commit sends its offsets. The cluster holds the first commit until
+// the member stopped (or 2 s), then answers it with nothing committed.
+func TestACommitCutShortByStopIsSentByTheLastCommit(t *testing.T) {
+	c := cluster(t, 1, "events", 1)
+	produce(t, c, "events", 0, 100, nil)
+	held, stopped := make(chan struct{}), make(chan struct{})
+	var commits atomic.Int32
+	c.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		if commits.Add(1) > 1 {
+			return nil, nil, false // the cluster commits it
+		}
+		close(held)
+		c.SleepControl(func() {
+			select {
+			case <-stopped:
+			case <-time.After(300 * time.Millisecond):
+			}
+		})
+		return req.(*kmsg.OffsetCommitRequest).ResponseKind(), nil, true // nothing committed
+	})
+	adm := admin(t, c)
+	h := newHost(t)
+	var logs logbuf.Buffer
+	m := startMember(t, groupConfig(c, "events", "loaders", h, &logs), h)
+	select {
+	case <-held:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("after 30 s no commit to the group: %s", logs.String())
+	}
+	waitFor(t, func() string { return "every record is acked while the commit is held" }, func() bool { return h.recorded() == 100 })
+	err := m.stop(t)
+	close(stopped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := m.src.Stats()
+	if st.CommitErrors != 0 || st.Commits == 0 || commits.Load() < 2 {
+		t.Errorf("%d commit errors, %d commits, %d commit requests: want the cut commit not counted and sent again at the stop\n%s",
+			st.CommitErrors, st.Commits, commits.Load(), logs.String())
+	}
+	ends := endOffsets(t, adm, "events")
+	if got := committedOffsets(t, adm, "loaders", "events"); !maps.Equal(got, ends) || h.recorded() != 100 {
+		t.Errorf("the group's committed offsets %v after %d records acked; want the ends %v", got, h.recorded(), ends)
+	}
 }
 
 // lagParts lists the partitions a source's stats show it consuming.

@@ -141,7 +141,7 @@ func TestAPartitionHandedToAnotherDaemonResumesFromTheGroupsCommit(t *testing.T)
 				}
 			}
 			if st1, st2 := a.src.Stats(), b.src.Stats(); st1.CommitErrors+st2.CommitErrors != 0 {
-				t.Errorf("%d commits to the group failed", st1.CommitErrors+st2.CommitErrors)
+				t.Errorf("%d commits to the group failed:\n%s\n%s", st1.CommitErrors+st2.CommitErrors, logs1.String(), logs2.String())
 			}
 			first, last1 := commits.firstMember()
 			r1, r2 := h1.offsetsOf(), h2.offsetsOf() // each fails on an offset its host acked twice
