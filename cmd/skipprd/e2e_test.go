@@ -94,7 +94,19 @@ func TestDaemonEndToEnd(t *testing.T) {
 		len(first.stdoutLines()), first.startup(), files)
 }
 
-// buildDaemon builds this package's binary into a temp dir.
+// daemonBuild is this package's binary, built once for the whole test
+// process (linking it takes about 4 s of CPU; a build per test was a
+// third of the package's CPU): tests only run it, never write it.
+// TestMain removes it.
+var daemonBuild struct {
+	once sync.Once
+	dir  string
+	bin  string
+	out  []byte
+	err  error
+}
+
+// buildDaemon returns this package's binary, built on first use.
 func buildDaemon(t testing.TB) string {
 	t.Helper()
 	// go test puts its own GOROOT/bin first on PATH.
@@ -102,12 +114,27 @@ func buildDaemon(t testing.TB) string {
 	if err != nil {
 		t.Skip("no go tool on PATH to build the daemon with")
 	}
-	bin := filepath.Join(t.TempDir(), "skipprd")
-	out, err := exec.Command(gotool, "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	b := &daemonBuild
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "skipprd-test-daemon-"); b.err != nil {
+			return
+		}
+		b.bin = filepath.Join(b.dir, "skipprd")
+		b.out, b.err = exec.Command(gotool, "build", "-o", b.bin, ".").CombinedOutput()
+	})
+	if b.err != nil {
+		t.Fatalf("go build: %v\n%s", b.err, b.out)
 	}
-	return bin
+	return b.bin
+}
+
+// TestMain runs the tests, then removes the daemon they built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if daemonBuild.dir != "" {
+		os.RemoveAll(daemonBuild.dir)
+	}
+	os.Exit(code)
 }
 
 // proc is one daemon process with its output collected line by line.
