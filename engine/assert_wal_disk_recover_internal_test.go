@@ -80,6 +80,11 @@ func TestInvariantDiskRecovery(t *testing.T) {
 			l.replayUnit(&unitScan{rec: wal.UnitRecord{Seq: 1, Arrow: []byte("not arrow")}, seg: &wal.Segment{Path: "wal/partition-0/1"}}, 0, into)
 		}},
 		{"replayed-committed-twice", "replayPending ≥ 0: -1 after unit 4 of partition 0 committed", func(t *testing.T, e *Engine) {
+			e.dlog = testDiskLog(e, 1)
+			e.replayedCommitted(&unit{seq: 4, replayed: true})
+		}},
+		{"replayed-unit-without-disk-log", "a replayed unit is the disk WAL's: unit 4 of partition 0 committed under engine.s3Log", func(t *testing.T, e *Engine) {
+			e.dlog = s3Log{e}
 			e.replayedCommitted(&unit{seq: 4, replayed: true})
 		}},
 		{"owned-ids-twice", "owned segments have distinct ids: 2 owned, 1 ids", func(t *testing.T, e *Engine) {
@@ -87,10 +92,11 @@ func TestInvariantDiskRecovery(t *testing.T) {
 			e.ownedByID()
 		}},
 		{"replayed-commit-of-a-new-unit", "only a replayed unit, logged, is released by its generation's commit: replayed false, partition 0, sequence 4", func(t *testing.T, e *Engine) {
-			e.replayPending = 1
+			l := testDiskLog(e, 1)
+			e.dlog, l.replayPending = l, 1
 			e.replayedCommitted(&unit{seq: 4})
-			if e.replayPending != 1 {
-				t.Errorf("replayPending %d: the refused unit was counted out", e.replayPending)
+			if l.replayPending != 1 {
+				t.Errorf("replayPending %d: the refused unit was counted out", l.replayPending)
 			}
 		}},
 	}

@@ -50,16 +50,6 @@ type Engine struct {
 	// dlog decides when a unit is durable (durable.go): the S3 WAL's
 	// s3Log, or the local-disk WAL's diskLog.
 	dlog durableLog
-	// replayed counts the disk WAL's replayed snapshots still queued or
-	// active; they may exceed QueueCapacity right after recovery.
-	replayed int
-	// replayPending counts the units recovery replayed from the disk
-	// WAL's log whose generation has not committed yet (ReplayPending).
-	replayPending int
-	// walError is the disk WAL's last write, fsync or create failure
-	// (handled: the segment rolled, the units were answered), for the
-	// operator's log; LastWALError.
-	walError error
 }
 
 // Segment is an owned (committed) segment as the engine knows it.
@@ -127,7 +117,12 @@ func (e *Engine) Offsets() segment.Offsets { return e.committed.sorted() }
 // log: a unit is whatever was fetched) resumes from Offsets once this is
 // 0; before, it would resume behind those units and deliver their rows
 // twice.
-func (e *Engine) ReplayPending() int { return e.replayPending }
+func (e *Engine) ReplayPending() int {
+	if l, ok := e.dlog.(*diskLog); ok {
+		return l.replayPending
+	}
+	return 0
+}
 
 // Offset returns one source offset of the view: a replayable source's
 // progress for key. A key under a floor (segment.FloorKey) reads as
@@ -170,7 +165,12 @@ func (e *Engine) Segments() []Segment {
 // segment-create failure, or nil. Each was handled (a poisoned segment
 // rolled, its batch answered ErrUnknownOutcome); they are counted in
 // Stats (WALSyncFailures) and repeated failures mean a failing disk.
-func (e *Engine) LastWALError() error { return e.walError }
+func (e *Engine) LastWALError() error {
+	if l, ok := e.dlog.(*diskLog); ok {
+		return l.lastError
+	}
+	return nil
+}
 
 // Memory reports the pool's split and use, for oracles and progress:
 // bytes held by ingest and its admission budget, bytes in the body cache

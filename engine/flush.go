@@ -36,6 +36,9 @@ type writing struct {
 	// INVARIANT: lastCommit < every snapshot id queued or active; each
 	// commit is of a later id (checkCommit).
 	lastCommit SnapshotID
+	// replayed counts the disk WAL's replayed snapshots still queued or
+	// active; they may exceed QueueCapacity right after recovery.
+	replayed int
 
 	persistEMA  time.Duration // 0 until the first commit
 	ackDelayEMA time.Duration

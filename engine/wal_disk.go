@@ -66,6 +66,13 @@ type diskLog struct {
 	durableSeq  []uint64
 	valveCancel func()
 	scan        *logScan // what recovery read, until replay
+	// replayPending counts the units recovery replayed from the log
+	// whose generation has not committed yet (Engine.ReplayPending).
+	replayPending int
+	// lastError is the log's last write, fsync or create failure
+	// (handled: the segment rolled, the units were answered), for the
+	// operator's log (Engine.LastWALError).
+	lastError error
 }
 
 // logJoin is a unit on its way into live: the handle of its log entry

@@ -50,7 +50,7 @@ func (h logHooks) Poisoned(seg *wal.Segment, err error) {
 		return
 	}
 	e.mark(MarkWALPoisoned)
-	e.walError = fmt.Errorf("WAL segment %s poisoned: %w", seg.Path, err)
+	h.l.lastError = fmt.Errorf("WAL segment %s poisoned: %w", seg.Path, err)
 }
 
 func (h logHooks) OpenFailed(part uint32, err error) {
@@ -60,7 +60,7 @@ func (h logHooks) OpenFailed(part uint32, err error) {
 		return
 	}
 	e.mark(MarkWALOpenRetry)
-	e.walError = fmt.Errorf("WAL partition %d: %w", part, err)
+	h.l.lastError = fmt.Errorf("WAL partition %d: %w", part, err)
 	e.failing(troubleWAL(part), fmt.Errorf("open a new log segment: %w", err))
 }
 

@@ -12,10 +12,10 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 	if sc == nil {
 		return
 	}
-	if !e.live.empty() || len(e.queue) != 0 || e.active != nil || e.replayed != 0 || e.replayPending != 0 || l.inFlight != 0 {
+	if !e.live.empty() || len(e.queue) != 0 || e.active != nil || e.replayed != 0 || l.replayPending != 0 || l.inFlight != 0 {
 		// Replay rebuilds the writer's state from the log alone.
 		e.broken("replay starts on an empty writer: live %d units, %d queued, active %t, %d replayed, %d pending, %d in flight",
-			len(e.live.units), len(e.queue), e.active != nil, e.replayed, e.replayPending, l.inFlight)
+			len(e.live.units), len(e.queue), e.active != nil, e.replayed, l.replayPending, l.inFlight)
 		return
 	}
 	units := map[uint32]*partScan{}
@@ -80,9 +80,9 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 		rebuilt += len(s.content.units)
 	}
 	live := l.replayLive(sc)
-	if e.replayPending != rebuilt+live || e.replayed != len(again) {
+	if l.replayPending != rebuilt+live || e.replayed != len(again) {
 		e.broken("replay holds each unit it replayed once: %d pending, %d in %d rebuilt generations (%d queued), %d in live",
-			e.replayPending, rebuilt, len(again), e.replayed, live)
+			l.replayPending, rebuilt, len(again), e.replayed, live)
 		return
 	}
 	if !e.live.empty() {
@@ -205,7 +205,7 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 	e.hold(u)
 	us.seg.Pin(into.gen, u.seq, e.now())
 	e.stats.WALReplayedUnits++
-	e.replayPending++
+	l.replayPending++
 }
 
 // replayLive puts every unit no generation claimed into live, partition
@@ -280,9 +280,14 @@ func (e *Engine) replayedCommitted(u *unit) []func(error) {
 		e.broken("only a replayed unit, logged, is released by its generation's commit: replayed %t, partition %d, sequence %d", u.replayed, u.part, u.seq)
 		return nil
 	}
-	e.replayPending--
-	if e.replayPending < 0 {
-		e.broken("replayPending ≥ 0: %d after unit %d of partition %d committed", e.replayPending, u.seq, u.part)
+	l, ok := e.dlog.(*diskLog)
+	if !ok {
+		e.broken("a replayed unit is the disk WAL's: unit %d of partition %d committed under %T", u.seq, u.part, e.dlog)
+		return nil
+	}
+	l.replayPending--
+	if l.replayPending < 0 {
+		e.broken("replayPending ≥ 0: %d after unit %d of partition %d committed", l.replayPending, u.seq, u.part)
 	}
 	e.releaseKeys(u)
 	if len(u.dones) > 0 {
