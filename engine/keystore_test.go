@@ -147,15 +147,8 @@ func TestAmbiguousManifestWritesLoseNoKey(t *testing.T) {
 	dest, _ := withSink(r)
 	r.start()
 	l := r.eng.Layout()
-	puts := 0
-	r.faults = func(op sim.Op, key string) sim.Outcome {
-		if b, ok := l.ParseIdemBucketKey(key); ok && op == sim.OpPut && key == l.IdemBucketKey(b) {
-			if puts++; puts%2 == 1 {
-				return sim.AmbiguousApplied
-			}
-		}
-		return sim.OK
-	}
+	bucket := func(key string) bool { b, ok := l.ParseIdemBucketKey(key); return ok && key == l.IdemBucketKey(b) }
+	r.faults = sim.StoreRules(sim.StoreFault(sim.AmbiguousApplied, sim.OpPut).Key(bucket).Every(2)) // the 1st, 3rd, … bucket PUT
 	keys := r.answerAll(40, "req")
 	r.faults = nil
 	r.settle()

@@ -303,12 +303,9 @@ func TestDiskCrashProperty(t *testing.T) {
 		r.cfg.MaxDelay = time.Duration(rapid.IntRange(1, 500).Draw(t, "delayMs")) * time.Millisecond
 		failRate := rapid.IntRange(0, 20).Draw(t, "syncFailPct")
 		frand := r.root.Split("syncfail")
-		r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
-			if op == sim.DiskSync && strings.HasSuffix(path, ".wal") && frand.Intn(100) < failRate {
-				return sim.DiskIOError, 0
-			}
-			return sim.DiskOK, 0
-		}))
+		if failRate > 0 {
+			r.disk.SetFaults(sim.DiskRules(sim.DiskFault(sim.DiskIOError, sim.DiskSync).Suffix(".wal").Chance(float64(failRate)/100, frand)))
+		}
 		acked := map[int64]bool{}
 		submitted := map[int64]bool{}
 		next := int64(0)
@@ -480,12 +477,7 @@ func TestDiskCommitKeepsNewerPendingKeys(t *testing.T) {
 	a := r.submit(withOffset(unit("ns", 1), "src", 1))
 	r.until(func() bool { return a.done && len(r.loggedSeals()) > 0 }, "A acked and its generation sealed")
 	slow := true
-	r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
-		if slow && op == sim.DiskSync && strings.HasSuffix(path, ".wal") {
-			return sim.DiskOK, 10 * time.Second
-		}
-		return sim.DiskOK, 0
-	}))
+	r.disk.SetFaults(sim.DiskRules(sim.DiskFault(sim.DiskOK, sim.DiskSync).Suffix(".wal").Delay(10 * time.Second).While(&slow)))
 	b := r.submit(withOffset(unit("ns", 2), "src", 2))
 	r.until(func() bool { return eng.Stats().Commits == 1 }, "A's segment committed")
 	if b.done {
@@ -516,12 +508,7 @@ func TestDiskHaltedPartitionKeepsItsSegments(t *testing.T) {
 	a, b := r.submit(unit(bad, 1)), r.submit(unit(good, 2))
 	r.until(func() bool { return a.done && b.done && len(r.loggedSeals()) == 2 }, "acks and seals")
 	// The flushed records never become durable: their fsyncs hang.
-	r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
-		if op == sim.DiskSync && strings.HasSuffix(path, ".wal") {
-			return sim.DiskOK, time.Hour
-		}
-		return sim.DiskOK, 0
-	}))
+	r.disk.SetFaults(sim.DiskRules(sim.DiskFault(sim.DiskOK, sim.DiskSync).Suffix(".wal").Delay(time.Hour)))
 	r.until(func() bool { return r.markers() == 1 }, "the generation's marker")
 	r.sched.RunUntil(r.sched.Now() + time.Second)
 	r.crash()
@@ -836,12 +823,7 @@ func TestDiskFlushedInOnePartitionOnly(t *testing.T) {
 	r.until(func() bool { return a.done && b.done && len(r.loggedSeals()) == 2 }, "acks and the seal in both partitions")
 	// Partition 0's fsyncs hang from now on: its flushed record never
 	// becomes durable; partition 1's does.
-	r.disk.SetFaults(sim.DiskFaultsFunc(func(op sim.DiskOp, path string, _ *sim.Rand) (sim.DiskOutcome, time.Duration) {
-		if op == sim.DiskSync && strings.HasPrefix(path, "wal/partition-0/") {
-			return sim.DiskOK, time.Hour
-		}
-		return sim.DiskOK, 0
-	}))
+	r.disk.SetFaults(sim.DiskRules(sim.DiskFault(sim.DiskOK, sim.DiskSync).Prefix("wal/partition-0/").Delay(time.Hour)))
 	r.until(func() bool { return len(r.loggedFlushed()[1]) == 1 }, "partition 1's flushed record")
 	r.crash()
 	r.disk.SetFaults(nil)

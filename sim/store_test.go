@@ -315,7 +315,7 @@ func TestStoreFaultOutcomes(t *testing.T) {
 			w := newStoreWorld(t, 6, StoreConfig{})
 			w.put(engine.PutObjectInput{Key: "old", Body: []byte("o")})
 			id, etag := w.startUpload("mp")
-			w.store.SetFaults(StoreFaultsFunc(func(Op, string, *Rand) (Outcome, time.Duration) { return tc.outcome, 0 }))
+			w.store.SetFaults(StoreRulesFaults(StoreFault(tc.outcome)))
 
 			_, err := w.put(engine.PutObjectInput{Key: "new", Body: []byte("n")})
 			checkOutcome(t, "put", err, tc.want, w.has("new"), tc.applied)
@@ -362,7 +362,7 @@ func TestStoreAmbiguousLandsLate(t *testing.T) {
 	late := 0
 	for seed := uint64(1); seed <= 20; seed++ {
 		w := newStoreWorld(t, seed, StoreConfig{AmbiguousLandMax: time.Second,
-			Faults: StoreFaultsFunc(func(Op, string, *Rand) (Outcome, time.Duration) { return AmbiguousApplied, 0 })})
+			Faults: StoreRulesFaults(StoreFault(AmbiguousApplied))})
 		_, err := w.put(engine.PutObjectInput{Key: "k", Body: []byte("v")})
 		if !errors.Is(err, engine.ErrAmbiguous) {
 			t.Fatalf("seed %d: %v", seed, err)

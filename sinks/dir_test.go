@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/sim"
@@ -365,10 +364,5 @@ func (r fixedRand) Uint64() uint64 { return uint64(r) }
 
 // flakyDisk fails 3% of disk operations with an I/O error while *faulty.
 func flakyDisk(faulty *bool) sim.DiskFaults {
-	return sim.DiskFaultsFunc(func(op sim.DiskOp, p string, r *sim.Rand) (sim.DiskOutcome, time.Duration) {
-		if *faulty && r.Chance(0.03) {
-			return sim.DiskIOError, 0
-		}
-		return sim.DiskOK, 0
-	})
+	return sim.DiskRules(sim.DiskFault(sim.DiskIOError).While(faulty).Chance(0.03, nil))
 }

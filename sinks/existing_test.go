@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -429,12 +428,7 @@ func TestParquetDirTellsWhoseFileOverOSDisk(t *testing.T) {
 // an error to retry.
 func TestParquetDirTellsWhoseFileSim(t *testing.T) {
 	failReads := false
-	faults := sim.DiskFaultsFunc(func(o sim.DiskOp, p string, r *sim.Rand) (sim.DiskOutcome, time.Duration) {
-		if failReads && o == sim.DiskRead {
-			return sim.DiskIOError, 0
-		}
-		return sim.DiskOK, 0
-	})
+	faults := sim.DiskRules(sim.DiskFault(sim.DiskIOError, sim.DiskRead).While(&failReads))
 	w := newSimWorld(t, 33, sim.StoreConfig{}, sim.DiskConfig{Faults: faults})
 	f := newFixture(t, plainSpec)
 	sink := NewParquetDir(w.disk.Client(w.inc), w.inc.Executor(), w.root.Split("sink"), "lake")
