@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -514,6 +515,27 @@ func TestInvariantStageChecks(t *testing.T) {
 		}},
 		{"forget-unowned", "a reclaimed segment was owned", func(t *testing.T, e *Engine) {
 			e.forget(seg(9))
+		}},
+		{"admission-idem-key-of-another-unit", `a pending idempotency key is its unit's: 2 are not, the least "a"`, func(t *testing.T, e *Engine) {
+			e.idemPending = map[string]*unit{"b": {idem: "x"}, "a": {idem: "x"}, "x": {idem: "x"}}
+			e.checkAdmission()
+		}},
+		{"admission-offset-key-not-held", `a pending offset key is one of its unit's offsets, not a floor: 1 are not, the least "src/1"`, func(t *testing.T, e *Engine) {
+			e.offsetPending = map[string]*unit{"src/1": {offsets: segment.Offsets{{Key: "src/2", Value: 1}}}}
+			e.checkAdmission()
+		}},
+		{"admission-floor-pending", "a pending offset key is one of its unit's offsets, not a floor: 1 are not", func(t *testing.T, e *Engine) {
+			floor := segment.FloorKey("src", "m")
+			e.offsetPending = map[string]*unit{floor: {offsets: segment.Offsets{{Key: floor, Value: 1}}}}
+			e.checkAdmission()
+		}},
+		{"admission-lookup-unwaited", "a key lookup in flight has a submission waiting: 1 have none", func(t *testing.T, e *Engine) {
+			e.lookups = map[segment.KeyHash]*keyLookup{segment.KeyHashOf("k"): {}}
+			e.checkAdmission()
+		}},
+		{"admission-rate-nan", "the ingest rate is ≥ 0 bytes/s: NaN", func(t *testing.T, e *Engine) {
+			e.rateEMA = math.NaN()
+			e.checkAdmission()
 		}},
 		{"checkpoint-waiter-unserved", "a checkpoint waiter has a round running or scheduled: 1 waiting", func(t *testing.T, e *Engine) {
 			e.ckptWaiters = []checkpointWaiter{{}}

@@ -85,6 +85,7 @@ func (e *Engine) CheckInvariants() bool {
 	ok := e.checkHeld() && e.checkQueue()
 	e.checkRunning()
 	e.checkBudget()
+	ok = e.checkAdmission() && ok
 	for _, st := range e.segs {
 		e.checkPending(st)
 	}

@@ -167,6 +167,7 @@ func (e *Engine) seal() {
 	e.live = newBatchSet()
 	e.checkQueue()
 	e.checkHeld()
+	e.checkAdmission()
 	if s.content.empty() {
 		e.mark(MarkCutOnlySegment)
 	}

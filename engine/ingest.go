@@ -24,6 +24,78 @@ type admission struct {
 	rateEMA       float64                        // ingest bytes per second, 0 until measured
 }
 
+// check is the admission stage's whole-state check, run where a
+// snapshot is sealed and where one commits (its keys released): a
+// pending idempotency key is its unit's; a pending offset key is one of
+// its unit's offsets and never a floor (releaseKeys frees exactly these);
+// a lookup in flight has a submission waiting on it; the ingest rate is
+// a rate. A key pending under another unit would let a retry join the
+// wrong answer, or block its key for good. Its loops are bounded by the
+// units held (the admission budget) and the lookups in flight. The
+// first offending key is the least, so the message does not depend on
+// map order.
+func (a *admission) check() error {
+	bad, n := "", 0
+	//engine:orderless — counts, and keeps the least key.
+	for k, u := range a.idemPending {
+		if u == nil || u.idem != k {
+			n, bad = n+1, least(bad, k, n == 0)
+		}
+	}
+	if n > 0 {
+		return invariantError("a pending idempotency key is its unit's: %d are not, the least %q", n, bad)
+	}
+	//engine:orderless — counts, and keeps the least key.
+	for k, u := range a.offsetPending {
+		if u == nil || segment.IsFloor(k) || !holdsKey(u.offsets, k) {
+			n, bad = n+1, least(bad, k, n == 0)
+		}
+	}
+	if n > 0 {
+		return invariantError("a pending offset key is one of its unit's offsets, not a floor: %d are not, the least %q", n, bad)
+	}
+	//engine:orderless — counts, and keeps the least key.
+	for h, l := range a.lookups {
+		if l == nil || len(l.waiters) == 0 {
+			n, bad = n+1, least(bad, fmt.Sprintf("%x", h), n == 0)
+		}
+	}
+	if n > 0 {
+		return invariantError("a key lookup in flight has a submission waiting: %d have none, the least %s", n, bad)
+	}
+	if !(a.rateEMA >= 0) { // NaN fails too
+		return invariantError("the ingest rate is ≥ 0 bytes/s: %v", a.rateEMA)
+	}
+	return nil
+}
+
+// holdsKey reports whether o has key k.
+func holdsKey(o segment.Offsets, k string) bool {
+	for _, x := range o {
+		if x.Key == k {
+			return true
+		}
+	}
+	return false
+}
+
+// least is the lesser of cur and k, or k when first.
+func least(cur, k string, first bool) string {
+	if first || k < cur {
+		return k
+	}
+	return cur
+}
+
+// checkAdmission runs the admission stage's check.
+func (e *Engine) checkAdmission() bool {
+	if err := e.admission.check(); err != nil {
+		e.failClosed(err)
+		return false
+	}
+	return true
+}
+
 // ErrInvalidUnit: a submitted unit can never be committed as it is (bad
 // key, schema mismatch, misaligned sidecar, oversized). Retrying the same
 // unit will fail the same way.

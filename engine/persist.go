@@ -633,6 +633,7 @@ func (e *Engine) commit(s *snapshot) {
 	// fails closed but these units are still acked below — their marker
 	// exists and the epoch was ours, so they are committed.
 	e.checkHeld()
+	e.checkAdmission()
 	st := newSegState(seg, segment.NewBitmap(len(s.index.Entries)))
 	st.reclaimAfter = s.settledAt
 	if s.replayed {
