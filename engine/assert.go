@@ -209,28 +209,13 @@ func (e *Engine) heldSum() (queued, active int64, ok bool) {
 	return queued, active, e.held == e.live.bytes+queued+active && e.held >= 0
 }
 
-// checkQueue: len(queue) ≤ QueueCapacity, and the active snapshot and the
-// queue are in id order (so that commits are). It can break where a
-// snapshot is sealed into the queue or leaves it for the writer.
+// checkQueue runs the writer's whole-state check (writing.check). It
+// can break where a snapshot is sealed into the queue or leaves it for
+// the writer.
 func (e *Engine) checkQueue() bool {
-	if len(e.queue) > max(e.cfg.QueueCapacity, e.replayed) {
-		e.broken("len(queue) ≤ max(QueueCapacity, replayed): %d snapshots queued, capacity %d, replayed %d", len(e.queue), e.cfg.QueueCapacity, e.replayed)
+	if err := e.writing.check(e.cfg.QueueCapacity); err != nil {
+		e.failClosed(err)
 		return false
-	}
-	prev := e.lastCommit
-	if e.active != nil {
-		if e.active.id.Compare(prev) <= 0 {
-			e.broken("snapshots in id order: active %s, last committed %s", e.active.id, prev)
-			return false
-		}
-		prev = e.active.id
-	}
-	for i, s := range e.queue {
-		if s.id.Compare(prev) <= 0 {
-			e.broken("snapshots in id order: queue[%d] is %s, after %s", i, s.id, prev)
-			return false
-		}
-		prev = s.id
 	}
 	return true
 }

@@ -537,6 +537,10 @@ func TestInvariantStageChecks(t *testing.T) {
 			e.rateEMA = math.NaN()
 			e.checkAdmission()
 		}},
+		{"writer-negative-counts", "the writer's counts are not negative: -1 failures, persist EMA 0s, ack delay EMA -1ms", func(t *testing.T, e *Engine) {
+			e.cfg.QueueCapacity, e.failures, e.ackDelayEMA = 1, -1, -time.Millisecond
+			e.checkQueue()
+		}},
 		{"checkpoint-waiter-unserved", "a checkpoint waiter has a round running or scheduled: 1 waiting", func(t *testing.T, e *Engine) {
 			e.ckptWaiters = []checkpointWaiter{{}}
 			e.checkCheckpointing()

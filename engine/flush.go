@@ -44,6 +44,38 @@ type writing struct {
 	ackDelayEMA time.Duration
 }
 
+// check is the writer's whole-state check: len(queue) ≤ capacity (or
+// the replayed snapshots, which may exceed it right after recovery); the
+// active snapshot and the queue in id order after the last commit (so
+// that commits are); the replayed snapshots counted are queued or active;
+// the failure count and the moving averages are not negative. Its loop is
+// bounded by the queue (QueueCapacity, or what recovery replayed).
+func (w *writing) check(capacity int) error {
+	if len(w.queue) > max(capacity, w.replayed) {
+		return invariantError("len(queue) ≤ max(QueueCapacity, replayed): %d snapshots queued, capacity %d, replayed %d", len(w.queue), capacity, w.replayed)
+	}
+	prev := w.lastCommit
+	if w.active != nil {
+		if w.active.id.Compare(prev) <= 0 {
+			return invariantError("snapshots in id order: active %s, last committed %s", w.active.id, prev)
+		}
+		prev = w.active.id
+	}
+	for i, s := range w.queue {
+		if s.id.Compare(prev) <= 0 {
+			return invariantError("snapshots in id order: queue[%d] is %s, after %s", i, s.id, prev)
+		}
+		prev = s.id
+	}
+	if n := len(w.queue); w.replayed < 0 || w.active != nil && w.replayed > n+1 || w.active == nil && w.replayed > n {
+		return invariantError("0 ≤ replayed snapshots ≤ those queued or active: %d replayed, %d queued, active %t", w.replayed, n, w.active != nil)
+	}
+	if w.failures < 0 || w.persistEMA < 0 || w.ackDelayEMA < 0 {
+		return invariantError("the writer's counts are not negative: %d failures, persist EMA %v, ack delay EMA %v", w.failures, w.persistEMA, w.ackDelayEMA)
+	}
+	return nil
+}
+
 // The coalescing writer's flush policy (docs/DESIGN.md §6.2; the disk
 // WAL's memtable waits DiskWAL.SealDelay instead): one live
 // accumulator for the whole process; seal it into a snapshot when it
@@ -87,21 +119,7 @@ func (e *Engine) queueReplayed(s *snapshot) {
 	}
 	e.queue = append(e.queue, s)
 	e.replayed++
-	if !e.checkQueue() {
-		return
-	}
-	e.checkReplayed()
-}
-
-// checkReplayed: the replayed snapshots counted are queued or active —
-// replayed ≤ len(queue) + active. It can break where one is queued
-// (queueReplayed) or leaves the queue for the writer (pump).
-func (e *Engine) checkReplayed() bool {
-	if n := len(e.queue); e.replayed < 0 || e.active != nil && e.replayed > n+1 || e.active == nil && e.replayed > n {
-		e.broken("0 ≤ replayed snapshots ≤ those queued or active: %d replayed, %d queued, active %t", e.replayed, n, e.active != nil)
-		return false
-	}
-	return true
+	e.checkQueue()
 }
 
 func (e *Engine) onFlushTimer() {
@@ -205,9 +223,6 @@ func (e *Engine) pump() {
 	e.queue = e.queue[1:]
 	if !e.checkQueue() {
 		return // do not persist out of order
-	}
-	if !e.checkReplayed() {
-		return
 	}
 	s := e.active
 	if !e.checkPersisting(s) {
