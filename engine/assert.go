@@ -70,9 +70,11 @@ import (
 //   - held = live + queued + active (checkHeld): append, seal, commit,
 //     persistFailed; and failing closed answers exactly what is held
 //     (checkHeldAnswered, in failClosed).
-//   - queue ≤ QueueCapacity, in id order after the active snapshot
-//     (checkQueue): seal, pump. Commits in id order, of the active
-//     snapshot (checkCommit, lastCommit): commit.
+//   - queue ≤ QueueCapacity, in id order after the active snapshot, the
+//     replayed snapshots counted among those queued or active, no
+//     negative count (writing.check, through checkQueue): seal, pump,
+//     queueReplayed. Commits in id order, of the active snapshot
+//     (checkCommit, lastCommit): commit.
 //   - walSegments + live ≤ LiveSegmentsMax (checkWAL): append.
 //   - one unanswered unit per offset key: append (ingest.go).
 //   - 0 ≤ running ≤ CompactionConcurrency (checkRunning) after every
@@ -119,10 +121,14 @@ import (
 //     multipart upload (multipart) each keep the stage they are in; every
 //     step asserts on entry the stage it completes, so a callback that
 //     arrives twice or out of order fails closed (checkStage).
-//   - stage parts: the compactor (compaction.check: running within the
-//     concurrency, one lane-order entry per lane, owned segments in id
-//     order) where segments join and leave; the checkpointer
-//     (checkpointing.check: no waiter without a round) where waiters wait.
+//   - stage parts: admission (admission.check: a pending key is its
+//     unit's, a pending offset key one of its offsets and no floor, a
+//     lookup has a waiter, the rate is a rate) at seal and commit; the
+//     writer (writing.check, above); the compactor (compaction.check:
+//     running within the concurrency, one lane-order entry per lane, owned
+//     segments in id order) where segments join and leave; the
+//     checkpointer (checkpointing.check: no waiter without a round) where
+//     waiters wait.
 //   - pre- and postconditions of the long functions, each with its
 //     values: a port's callback answers once (forEach, retryStop, the
 //     header write), every retry loop within AttemptsMax, a batch fits its
