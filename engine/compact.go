@@ -315,11 +315,7 @@ func (e *Engine) register(st *segState) {
 
 // checkCompaction runs the compactor's whole-state check.
 func (e *Engine) checkCompaction() bool {
-	if err := e.compaction.check(e.cfg.CompactionConcurrency); err != nil {
-		e.failClosed(err)
-		return false
-	}
-	return true
+	return e.invariantHolds(e.compaction.check(e.cfg.CompactionConcurrency))
 }
 
 // legacyJob is the one job of group g in a segment committed before

@@ -88,13 +88,7 @@ func least(cur, k string, first bool) string {
 }
 
 // checkAdmission runs the admission stage's check.
-func (e *Engine) checkAdmission() bool {
-	if err := e.admission.check(); err != nil {
-		e.failClosed(err)
-		return false
-	}
-	return true
-}
+func (e *Engine) checkAdmission() bool { return e.invariantHolds(e.admission.check()) }
 
 // ErrInvalidUnit: a submitted unit can never be committed as it is (bad
 // key, schema mismatch, misaligned sidecar, oversized). Retrying the same
