@@ -13,6 +13,7 @@ import (
 	"github.com/ncw/directio"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/internal/recordpath"
 )
 
 // Permissions of what OSDisk creates. Files are not executable and not
@@ -85,9 +86,10 @@ func (d *OSDisk) resolve(path string) string {
 
 // background runs op on a worker goroutine and posts done(err).
 func (d *OSDisk) background(op func() error, done func(error)) {
+	recordpath.Spine()
 	go func() {
 		err := op()
-		d.loop.Post(func() { done(err) })
+		d.loop.Post(func() { recordpath.Spine(); done(err) })
 	}()
 }
 

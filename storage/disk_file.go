@@ -9,6 +9,7 @@ import (
 	"github.com/ncw/directio"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/internal/recordpath"
 )
 
 // errMisaligned: Direct I/O with an offset or length that is not a
@@ -54,9 +55,10 @@ func (f *osFile) enqueue(op string, job func() error, done func(error)) {
 	if f.closed {
 		panic(fmt.Sprintf("storage: %s on closed file %s", op, f.path))
 	}
+	recordpath.Spine()
 	f.q.submit(func() {
 		err := job()
-		f.loop.Post(func() { done(err) })
+		f.loop.Post(func() { recordpath.Spine(); done(err) })
 	})
 }
 

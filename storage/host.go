@@ -11,6 +11,7 @@ import (
 
 	"github.com/skipprd/skipprd/engine"
 	"github.com/skipprd/skipprd/engine/segment"
+	"github.com/skipprd/skipprd/internal/recordpath"
 )
 
 // ErrUnanswered: a caller stopped waiting for a unit the engine had
@@ -162,6 +163,7 @@ func (h *Host) Start(ctx context.Context) error {
 // the bytes they point to (sidecar identities, Arrow buffers) must not be
 // modified afterwards.
 func (h *Host) Ingest(ctx context.Context, u engine.Unit) error {
+	recordpath.Spine()
 	u, err := h.borrow(u)
 	if err != nil {
 		return fmt.Errorf("storage: ingest: %w", err)
@@ -172,7 +174,8 @@ func (h *Host) Ingest(ctx context.Context, u engine.Unit) error {
 		}
 	}
 	answer, err := callLoop(ctx, h.loop, func(done func(error)) {
-		h.eng.Submit(u, done) // retains the batches it accepts
+		recordpath.Spine()
+		h.eng.Submit(u, recordpath.Answer(done)) // retains the batches it accepts
 		release()
 	}, release)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/internal/recordpath"
 )
 
 // Ports wires the loop's own ports (clock, randomness, timers, executor)
@@ -78,6 +79,7 @@ func (t Timers) AfterFunc(d time.Duration, fn func()) (cancel func()) {
 	if fn == nil {
 		panic("storage: Timers.AfterFunc(nil)")
 	}
+	recordpath.Spine()
 	settled := false // loop-only: fn ran or cancel was called
 	fire := func() {
 		if settled {
@@ -120,6 +122,7 @@ func (e Executor) Go(work func(), done func()) {
 	if work == nil || done == nil {
 		panic("storage: Executor.Go with a nil function")
 	}
+	recordpath.Spine()
 	go func() {
 		work()
 		e.loop.Post(done)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/internal/recordpath"
 )
 
 // Defaults for S3Options.
@@ -117,10 +118,11 @@ func noRetries(o *s3.Options) { o.Retryer = aws.NopRetryer{} }
 // through its closure; the Post orders its writes before complete reads
 // them.
 func (s *S3Store) do(op S3Op, call func(ctx context.Context) error, complete func(err error)) {
+	recordpath.Spine()
 	go func() {
 		err := s.attempt(call)
 		s.counts[op][s3OutcomeOf(err)].Add(1)
-		s.loop.Post(func() { complete(err) })
+		s.loop.Post(func() { recordpath.Spine(); complete(err) })
 	}()
 }
 
