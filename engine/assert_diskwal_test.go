@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/skipprd/skipprd/engine/wal"
 )
 
 // Checks of the durable log's seam (durable.go), the disk WAL's policy
@@ -186,6 +188,156 @@ func TestInvariantStoreRequests(t *testing.T) {
 			}
 		}},
 	})
+}
+
+// TestInvariantDiskLogSeam breaks the checks the seam's methods and the
+// disk WAL's hooks make of what they are handed.
+func TestInvariantDiskLogSeam(t *testing.T) {
+	fresh := func() *unit { return &unit{dones: []func(error){func(error) {}}, bytes: 10} }
+	runBreaks(t, []breakCase{
+		// durable.go.
+		{"refused-without-a-failure", "a unit is refused only by a failed check: state 0, 1 answers due, partition 0", func(t *testing.T, e *Engine) {
+			e.p.Timers = &heldTimers{}
+			u := fresh()
+			e.answerRefused(u)
+			if len(u.dones) != 0 || len(e.answers) != 1 || !errors.Is(e.answers[0].err, ErrClosed) {
+				t.Errorf("%d answers due, %d given: the unit is still answered ErrClosed", len(u.dones), len(e.answers))
+			}
+		}},
+
+		// wal_disk.go.
+		{"durable-with-nobody-waiting", "a unit made durable is a fresh one its submitters wait for: partition 0, sequence 1, 0 waiting, replayed false", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			l.unitDurable(&wal.Write[logJoin]{Unit: logJoin{u: &unit{bytes: 10}}}, 1, &wal.Segment{})
+			if l.durableSeq[0] != 0 {
+				t.Errorf("durable sequence %d: the refused unit was counted", l.durableSeq[0])
+			}
+		}},
+		{"durable-replayed", "a unit made durable is a fresh one its submitters wait for: partition 0, sequence 1, 1 waiting, replayed true", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			u := fresh()
+			u.replayed = true
+			l.unitDurable(&wal.Write[logJoin]{Unit: logJoin{u: u}}, 1, &wal.Segment{})
+		}},
+		{"join-live-not-durable", "a unit joins live once durable: partition 0, sequence 0, segment false", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			e.live.gen, l.inFlight = 1, 1
+			l.joinLive(fresh(), Unit{})
+			if l.inFlight != 1 || len(e.live.units) != 0 {
+				t.Errorf("%d in flight, %d live: the refused unit moved", l.inFlight, len(e.live.units))
+			}
+		}},
+		{"seal-undated", "a generation's seal carries its snapshot's date, stamped at the seal: snapshot 000000000001-000000000002, created 0", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			s := &snapshot{id: SnapshotID{1, 2}, content: newBatchSet()}
+			s.content.gen = 1
+			s.content.units = []*unit{{seq: 1, seg: &wal.Segment{}}}
+			persisted := false
+			l.beforePersist(s, func() { persisted = true })
+			if persisted {
+				t.Error("persisted")
+			}
+		}},
+		{"committed-other-segment", "a committed snapshot's segment is its own: snapshot 000000000001-000000000002, segment 000000000001-000000000001 (nil false)", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			s := &snapshot{id: SnapshotID{1, 2}, content: newBatchSet(), stage: persistCommitted}
+			st := &segState{Segment: Segment{ID: SnapshotID{1, 1}}}
+			l.committed(s, st)
+			if st.logPending {
+				t.Error("the other segment is held back")
+			}
+		}},
+		{"committed-no-segment", "a committed snapshot's segment is its own: snapshot 000000000001-000000000002, segment 000000000000-000000000000 (nil true)", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			l.committed(&snapshot{id: SnapshotID{1, 2}, content: newBatchSet(), stage: persistCommitted}, nil)
+		}},
+		{"stamp-twice", "a snapshot is dated once, fresh from its seal: snapshot 000000000001-000000000002, created 5, replayed false, stage queued", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			s := &snapshot{id: SnapshotID{1, 2}, created: 5}
+			l.stamp(s)
+			if s.created != 5 {
+				t.Errorf("created %d: redated", s.created)
+			}
+		}},
+		{"stamp-replayed", "a snapshot is dated once, fresh from its seal: snapshot 000000000001-000000000002, created 0, replayed true, stage queued", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			l.stamp(&snapshot{id: SnapshotID{1, 2}, replayed: true})
+		}},
+
+		// wal_disk_hooks.go.
+		{"opened-past-partitions", "a created segment is one of the log's partitions': partition 3 of 2", func(t *testing.T, e *Engine) {
+			logHooks{testDiskLog(e, 2)}.Opened(3)
+		}},
+		{"backoff-attempt-zero", "a log retry's attempt number is ≥ 1: 0", func(t *testing.T, e *Engine) {
+			e.cfg.RetryMax = 7
+			if d := (logHooks{testDiskLog(e, 1)}).Backoff(0); d != 7 {
+				t.Errorf("backoff %v; want RetryMax", d)
+			}
+		}},
+		{"unknown-nobody-waiting", "a unit of a failed batch is answered once, with the failure, to its waiting submitters: partition 0, 0 waiting, replayed false", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			l.inFlight, l.queuedBytes = 1, 10
+			logHooks{l}.Unknown(&wal.Write[logJoin]{Unit: logJoin{u: &unit{bytes: 10}}}, errors.New("fsync"))
+		}},
+		{"unknown-without-error", "a unit of a failed batch is answered once, with the failure, to its waiting submitters: partition 0, 1 waiting, replayed false, error <nil>", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			l.inFlight, l.queuedBytes = 1, 10
+			u := fresh()
+			logHooks{l}.Unknown(&wal.Write[logJoin]{Unit: logJoin{u: u}}, nil)
+			if len(u.dones) != 1 {
+				t.Error("answered")
+			}
+		}},
+
+		// wal_disk_recover.go.
+		{"log-ids-without-scan", "the log's sealed generations are asked for between reading the log and replaying it: no scan", func(t *testing.T, e *Engine) {
+			testDiskLog(e, 1).logIDs()
+		}},
+		{"holds-without-scan", "an owned segment asks the log about its generation between reading the log and replaying it: segment 000000000001-000000000002, no scan", func(t *testing.T, e *Engine) {
+			if testDiskLog(e, 1).holds(SnapshotID{1, 2}) {
+				t.Error("held")
+			}
+		}},
+		{"seal-without-ranges", "a seal record names units of its partition: snapshot 000000000001-000000000002 read in partition 0 with no range", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			l.scan = &logScan{seals: map[SnapshotID]*sealScan{}, flushed: map[SnapshotID]uint64{}}
+			l.addSeal(0, &wal.Segment{}, wal.SealRecord{Snapshot: wal.SnapshotRef{Epoch: 1, Seq: 2}, Partitions: 1})
+			if len(l.scan.seals) != 0 {
+				t.Error("the seal was kept")
+			}
+		}},
+
+		// wal_disk_replay.go.
+		{"replay-without-scan", "replay runs once, on the log recovery read: no scan, 0 owned segments", func(t *testing.T, e *Engine) {
+			testDiskLog(e, 1).replay(nil)
+		}},
+		{"claim-past-the-log", "a seal's range names units logged before it in its partition: snapshot 000000000001-000000000002, partition 0, range 3-18446744073709551615, next sequence 5", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			id := SnapshotID{1, 2}
+			scan := wal.NewPartitionScan(0)
+			scan.NextSeq = 5
+			l.scan = &logScan{
+				seals:   map[SnapshotID]*sealScan{id: {id: id, mask: 1, ranges: map[uint32][]wal.SeqRange{0: {{Lo: 3, Hi: ^uint64(0)}}}}},
+				flushed: map[SnapshotID]uint64{id: 1},
+				parts:   []*partScan{{p: l.log.Partition(0), scan: scan, units: map[uint64]*unitScan{}}},
+			}
+			l.replay(nil) // flushed everywhere: only claimed
+		}},
+	})
+}
+
+// TestClaimHolds: a flushed generation's units, logged before its seal,
+// are claimed without a failure.
+func TestClaimHolds(t *testing.T) {
+	e := bare()
+	l := testDiskLog(e, 1)
+	scan := wal.NewPartitionScan(0)
+	scan.NextSeq = 5
+	ps := &partScan{p: l.log.Partition(0), scan: scan, units: map[uint64]*unitScan{3: {}, 4: {}}}
+	s := &sealScan{id: SnapshotID{1, 2}, mask: 1, ranges: map[uint32][]wal.SeqRange{0: {{Lo: 1, Hi: 4}}}}
+	if !l.claim(s, map[uint32]*partScan{0: ps}) || !ps.units[3].used || !ps.units[4].used || e.state == stateFailed {
+		t.Fatalf("claim of 1-4 below next sequence 5: err %v", e.err)
+	}
 }
 
 // TestInvariantValve: the valve's thresholds, derived from a config New
