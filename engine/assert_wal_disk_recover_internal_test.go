@@ -38,7 +38,7 @@ func TestInvariantDiskRecovery(t *testing.T) {
 		{"seals-disagree", "every seal record of a snapshot agrees: snapshot 000000000001-000000000002 sealed with created 5", func(t *testing.T, e *Engine) {
 			l := testDiskLog(e, 2)
 			l.scan = &logScan{seals: map[SnapshotID]*sealScan{}, flushed: map[SnapshotID]uint64{}}
-			rec := wal.SealRecord{Snapshot: wal.SnapshotRef{Epoch: 1, Seq: 2}, CreatedUnixMs: 5, Dir: "d", Partitions: 3}
+			rec := wal.SealRecord{Snapshot: wal.SnapshotRef{Epoch: 1, Seq: 2}, CreatedUnixMs: 5, Dir: "d", Partitions: 3, Ranges: []wal.SeqRange{{Lo: 1, Hi: 1}}}
 			l.addSeal(0, &wal.Segment{}, rec)
 			rec.CreatedUnixMs = 6
 			l.addSeal(1, &wal.Segment{}, rec)

@@ -233,6 +233,11 @@ func (l LaneLimits) Validate(what string) error {
 }
 
 // Valve returns the pressure valve's thresholds, defaults filled in.
+//
+// REQUIRES: c validated (New did). Then the valve opens within the WAL's
+// bound — 1 ≤ segments ≤ LiveSegmentsMax — at a positive byte count: a
+// valve past the bound never opens before the WAL is full, one at 0
+// bytes cuts every job at every segment.
 func (c *Config) Valve() (segments int, bytes int64) {
 	segments, bytes = c.ValveSegments, c.ValveBytes
 	if segments == 0 {
@@ -241,15 +246,28 @@ func (c *Config) Valve() (segments int, bytes int64) {
 	if bytes == 0 {
 		bytes = int64(segments) * c.TargetBytes
 	}
+	if segments < 1 || segments > c.LiveSegmentsMax || bytes < 1 {
+		panic(fmt.Sprintf("engine: the valve opens within the WAL's bound, at a positive size: %d segments (set %d, live segments max %d), %d bytes (set %d, target %d)",
+			segments, c.ValveSegments, c.LiveSegmentsMax, bytes, c.ValveBytes, c.TargetBytes))
+	}
 	return segments, bytes
 }
 
 // LanesOf returns the limits of sink ref's lanes.
+//
+// REQUIRES: c validated (New did), and its Lanes map — which New shares
+// with its caller — left as it was then: limits no lane can follow would
+// hold a quiet lane's job open for ever, or cut at a negative size.
 func (c *Config) LanesOf(ref string) LaneLimits {
-	if l, ok := c.Lanes[ref]; ok {
-		return l
+	l, ok := c.Lanes[ref]
+	if !ok {
+		l = c.DefaultLanes
 	}
-	return c.DefaultLanes
+	if l.FileBytes < 0 || l.FlushInterval < 0 || l.FileBytes > 0 && l.FlushInterval == 0 {
+		panic(fmt.Sprintf("engine: the lanes of sink %q follow validated limits (was Config.Lanes changed after New?): file bytes %d, flush interval %v",
+			ref, l.FileBytes, l.FlushInterval))
+	}
+	return l
 }
 
 // SyncMode says when the disk WAL fsyncs (WAL_SYNC_MODE).

@@ -137,7 +137,14 @@ func (e *Engine) checkAccepted(u *unit) bool {
 
 // answerRefused answers a unit that a failed check kept from being held:
 // failing closed answers only what is held.
+//
+// REQUIRES: the engine failed closed (the check that refused u did).
 func (e *Engine) answerRefused(u *unit) {
+	if e.state != stateFailed {
+		// Refused without a failure, the unit would be answered ErrClosed
+		// (with no reason) by an engine that goes on.
+		e.broken("a unit is refused only by a failed check: state %d, %d answers due, partition %d", e.state, len(u.dones), u.part)
+	}
 	for _, d := range u.dones {
 		e.answer(d, fmt.Errorf("%w: %v", ErrClosed, e.err))
 	}

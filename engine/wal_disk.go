@@ -221,6 +221,15 @@ func (l *diskLog) unitDurable(w *wal.Write[logJoin], seq uint64, seg *wal.Segmen
 			u.part, seq, last)
 		return
 	}
+	if len(u.dones) == 0 || u.replayed {
+		// A unit is acked here, once, to the submitters waiting for it: a
+		// replayed one was acked by its first life and waits for its
+		// generation's commit (replayedCommitted); one nobody waits for
+		// was answered already.
+		e.broken("a unit made durable is a fresh one its submitters wait for: partition %d, sequence %d, %d waiting, replayed %t",
+			u.part, seq, len(u.dones), u.replayed)
+		return
+	}
 	l.durableSeq[u.part] = seq
 	u.seq, u.seg = seq, seg
 	e.releaseKeys(u)
@@ -286,8 +295,16 @@ func (l *diskLog) fits(in Unit) bool {
 	return e.roomFor(in)
 }
 
+// joinLive moves a durable unit — acked, with its sequence number and
+// segment — into live's generation, which it pins in that segment.
 func (l *diskLog) joinLive(u *unit, in Unit) {
 	e := l.e
+	if u.seq == 0 || u.seg == nil {
+		// Only a unit made durable was acked; its pin is what keeps its
+		// entry until the generation commits.
+		e.broken("a unit joins live once durable: partition %d, sequence %d, segment %t", u.part, u.seq, u.seg != nil)
+		return
+	}
 	e.joinLive(u, in)
 	releaseUnit(in) // live holds it now
 	u.seg.Pin(e.live.gen, u.seq, e.now())
@@ -399,6 +416,12 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 				return
 			}
 		}
+		if s.created == 0 {
+			// The seal record carries the date (stamp): a body dated when
+			// it is encoded would not be the one a replay rebuilds.
+			l.e.broken("a generation's seal carries its snapshot's date, stamped at the seal: snapshot %s, created 0", s.id)
+			return
+		}
 		p := l.log.Partition(pr.part)
 		rec := wal.SealRecord{
 			Snapshot: wal.SnapshotRef{Epoch: s.id.Epoch, Seq: s.id.Seq}, CreatedUnixMs: s.created,
@@ -418,6 +441,16 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 // committed logs the generation flushed in every partition that holds
 // some of it.
 func (l *diskLog) committed(s *snapshot, st *segState) {
+	if st == nil || st.ID != s.id {
+		// st is held back from reclaim until the flushed record is durable:
+		// another segment held would leave s's to go too early.
+		id := SnapshotID{}
+		if st != nil {
+			id = st.ID
+		}
+		l.e.broken("a committed snapshot's segment is its own: snapshot %s, segment %s (nil %t)", s.id, id, st == nil)
+		return
+	}
 	_, mask := sealRanges(s.content.units)
 	l.recordFlushed(s.id, mask, s.content.gen, st)
 }
@@ -536,7 +569,15 @@ func (l *diskLog) sealDelay() (time.Duration, bool) { return l.cfg.SealDelay, l.
 
 // stamp dates the snapshot at its seal: the date is recorded in the log's
 // seal record, so a replay encodes the very same body.
-func (l *diskLog) stamp(s *snapshot) { s.created = l.e.p.Clock.WallUnixMs() }
+func (l *diskLog) stamp(s *snapshot) {
+	if s.created != 0 || s.replayed || s.stage != persistQueued {
+		// A replayed snapshot keeps the date its seal record logged: dated
+		// again, its body would not be the one its first life encoded.
+		l.e.broken("a snapshot is dated once, fresh from its seal: snapshot %s, created %d, replayed %t, stage %s", s.id, s.created, s.replayed, s.stage)
+		return
+	}
+	s.created = l.e.p.Clock.WallUnixMs()
+}
 
 // ahead: no body is prepared ahead — the log records a generation's seal
 // in beforePersist, in order, before its body.

@@ -37,6 +37,14 @@ func (h logHooks) Unknown(w *wal.Write[logJoin], err error) {
 		e.broken("queued bytes and units in flight ≥ 0: %d bytes, %d units after unit of partition %d answered unknown", l.queuedBytes, l.inFlight, u.part)
 		return
 	}
+	if len(u.dones) == 0 && e.state != stateFailed || u.replayed || err == nil {
+		// Its submitters learn the outcome here, once: a unit nobody
+		// waits for was answered already — by failAll alone, when the
+		// engine stopped with its batch in flight.
+		e.broken("a unit of a failed batch is answered once, with the failure, to its waiting submitters: partition %d, %d waiting, replayed %t, error %v",
+			u.part, len(u.dones), u.replayed, err)
+		return
+	}
 	e.answerUnheld(u, fmt.Errorf("%w: %v", ErrUnknownOutcome, err))
 	releaseUnit(w.Unit.in)
 	l.checkFlight(false)
@@ -64,8 +72,25 @@ func (h logHooks) OpenFailed(part uint32, err error) {
 	e.failing(troubleWAL(part), fmt.Errorf("open a new log segment: %w", err))
 }
 
-func (h logHooks) Opened(part uint32)                { h.l.e.succeeded(troubleWAL(part)) }
-func (h logHooks) Backoff(attempt int) time.Duration { return h.l.e.backoff(attempt) }
+// Opened clears the trouble of a partition of the log (OpenFailed's).
+func (h logHooks) Opened(part uint32) {
+	if int(part) >= h.l.cfg.Partitions {
+		h.l.e.broken("a created segment is one of the log's partitions': partition %d of %d", part, h.l.cfg.Partitions)
+		return
+	}
+	h.l.e.succeeded(troubleWAL(part))
+}
+
+// Backoff: the log numbers its retries from 1 (a creation's failures so
+// far, or AttemptsMax for a removal); Engine.backoff shifts by it.
+func (h logHooks) Backoff(attempt int) time.Duration {
+	if attempt < 1 {
+		h.l.e.broken("a log retry's attempt number is ≥ 1: %d", attempt)
+		return h.l.e.cfg.RetryMax
+	}
+	return h.l.e.backoff(attempt)
+}
+
 func (h logHooks) Broken(format string, args ...any) { h.l.e.broken(format, args...) }
 func (h logHooks) Stopped() bool                     { return h.l.e.state == stateFailed }
 func (h logHooks) Now() time.Duration                { return h.l.e.now() }

@@ -173,6 +173,12 @@ func (l *diskLog) addSeal(part uint32, seg *wal.Segment, r wal.SealRecord) {
 		l.e.broken("a seal record is logged in a partition its mask names: snapshot %s read in partition %d, mask %#x", id, part, r.Partitions)
 		return
 	}
+	if len(r.Ranges) == 0 {
+		// beforePersist logs a seal only in partitions holding units of
+		// its generation: one naming none would rebuild nothing there.
+		l.e.broken("a seal record names units of its partition: snapshot %s read in partition %d with no range", id, part)
+		return
+	}
 	s := l.scan.seals[id]
 	if s != nil && (s.created != r.CreatedUnixMs || s.dir != r.Dir || s.mask != r.Partitions) {
 		// One snapshot, one seal: a replay rebuilds it from the first read.
@@ -190,8 +196,13 @@ func (l *diskLog) addSeal(part uint32, seg *wal.Segment, r wal.SealRecord) {
 
 // logIDs are the generations the log sealed and did not see flushed
 // everywhere, in id order: recovery seals their epochs at least that far.
+//
+// REQUIRES: the log was read and not yet replayed (its scan is held):
+// without it, no epoch would be sealed past a generation the log holds,
+// and its replay could meet a new snapshot's id.
 func (l *diskLog) logIDs() []SnapshotID {
 	if l.scan == nil {
+		l.e.broken("the log's sealed generations are asked for between reading the log and replaying it: no scan")
 		return nil
 	}
 	var out []SnapshotID
@@ -209,6 +220,13 @@ func (l *diskLog) logIDs() []SnapshotID {
 // segment, if owned, waits until this process has logged it flushed
 // (replay), whatever flushed records recovery read — those may be in the
 // page cache only.
+//
+// REQUIRES: the log was read and not yet replayed (an owned segment is
+// registered by recovery, before replay).
 func (l *diskLog) holds(id SnapshotID) bool {
-	return l.scan != nil && l.scan.seals[id] != nil
+	if l.scan == nil {
+		l.e.broken("an owned segment asks the log about its generation between reading the log and replaying it: segment %s, no scan", id)
+		return false
+	}
+	return l.scan.seals[id] != nil
 }

@@ -10,6 +10,9 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 	sc := l.scan
 	l.scan = nil
 	if sc == nil {
+		// recoverLog read the log (or failed closed) before recovery could
+		// get here: without its scan, the acked units in it would be lost.
+		e.broken("replay runs once, on the log recovery read: no scan, %d owned segments", len(owned))
 		return
 	}
 	if !e.live.empty() || len(e.queue) != 0 || e.active != nil || e.replayed != 0 || l.replayPending != 0 || l.inFlight != 0 {
@@ -50,13 +53,19 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 				// record's fsync: the log alone would replay it.
 				e.mark(MarkWALCommittedUnflushed)
 			}
-			l.claim(s, units)
+			if !l.claim(s, units) {
+				return
+			}
 			l.logFlushed(s, owned[id])
 		case partly:
-			l.claim(s, units)
+			if !l.claim(s, units) {
+				return
+			}
 			l.logFlushed(s, nil)
 		case sc.flushed[id] != 0:
-			l.claim(s, units)
+			if !l.claim(s, units) {
+				return
+			}
 		case l.complete(s, units):
 			if s.id.Epoch >= e.epoch {
 				// Recovery claimed an epoch above every generation the
@@ -96,8 +105,13 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 	e.pump()
 }
 
-// claim marks a generation's units as used (it needs no replay).
-func (l *diskLog) claim(s *sealScan, units map[uint32]*partScan) {
+// claim marks a generation's units as used (it needs no replay). A
+// range's bounds are read from disk: each is bounded by its partition's
+// scan before claim walks it — a seal names units logged before it in
+// its partition, below the sequence the scan expects next — so a range
+// past it (damage its CRC missed, or a bug) fails closed instead of
+// walking up to 2⁶⁴ sequence numbers. false: the engine failed closed.
+func (l *diskLog) claim(s *sealScan, units map[uint32]*partScan) bool {
 	//engine:orderless — marks entries; the order does not matter.
 	for part, rs := range s.ranges {
 		ps := units[part]
@@ -105,6 +119,11 @@ func (l *diskLog) claim(s *sealScan, units map[uint32]*partScan) {
 			continue
 		}
 		for _, r := range rs {
+			if r.Lo > r.Hi || r.Hi >= ps.scan.NextSeq {
+				l.e.broken("a seal's range names units logged before it in its partition: snapshot %s, partition %d, range %d-%d, next sequence %d",
+					s.id, part, r.Lo, r.Hi, ps.scan.NextSeq)
+				return false
+			}
 			for seq := r.Lo; seq <= r.Hi && seq >= r.Lo; seq++ {
 				if u := ps.units[seq]; u != nil {
 					u.used = true
@@ -112,6 +131,7 @@ func (l *diskLog) claim(s *sealScan, units map[uint32]*partScan) {
 			}
 		}
 	}
+	return true
 }
 
 // complete reports whether a generation can be rebuilt exactly: its seal
