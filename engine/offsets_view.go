@@ -91,7 +91,14 @@ func (v *offsetsView) covers(o segment.Offsets) bool {
 // floorOf returns the key of the floor covering key, if one does.
 func (v *offsetsView) floorOf(key string) (string, bool) {
 	for _, fam := range v.fams {
-		if mark := v.floors[fam]; segment.Floored(key, fam, mark) {
+		mark, ok := v.floors[fam]
+		if !ok {
+			// An empty mark would cover nothing: the keys under the
+			// family's real floor would count as new.
+			v.inv.broken("offsets view families each have their floor: family %q listed without one (%d families, %d floors)", fam, len(v.fams), len(v.floors))
+			continue
+		}
+		if segment.Floored(key, fam, mark) {
 			return segment.FloorKey(fam, mark), true
 		}
 	}
@@ -149,6 +156,12 @@ func (v *offsetsView) mergeKey(e segment.Offset, durable bool) {
 		v.fresh = append(v.fresh, e.Key)
 	}
 	v.vals[e.Key] = e.Value
+	if len(v.vals) > len(v.order)+len(v.fresh) {
+		// sorted lists what order and fresh hold: a key in neither would
+		// never reach _offsets.
+		v.inv.broken("offsets view lists every key it holds: %d held, %d in order, %d fresh, after merging %s=%d",
+			len(v.vals), len(v.order), len(v.fresh), e.Key, e.Value)
+	}
 	if durable {
 		delete(v.unsynced, e.Key)
 	} else {
