@@ -233,3 +233,38 @@ func TestInvariantViewAndCachePieces(t *testing.T) {
 		got.want(t, "a body's size asked of the cache ≥ 0: -1 bytes, budget 100")
 	})
 }
+
+// TestInvariantViewCheck breaks each rule of the offsets view's whole
+// check (O(keys), run by tests): each fails with ErrInvariant naming it.
+func TestInvariantViewCheck(t *testing.T) {
+	floor := segment.FloorKey("src/", "5")
+	withFloor := func() *offsetsView {
+		v := newOffsetsView()
+		v.merge(segment.Offsets{{Key: floor, Value: 1}, {Key: "x", Value: 1}})
+		v.sorted()
+		return v
+	}
+	for name, c := range map[string]struct {
+		break_ func(v *offsetsView)
+		want   string
+	}{
+		"order-unsorted":  {func(v *offsetsView) { v.order = []string{"x", floor} }, `offsets view order sorted: "x" then "floor/src/\x005"`},
+		"key-unlisted":    {func(v *offsetsView) { v.vals["y"] = 2 }, `offsets view lists every key it holds: "y"=2 not listed`},
+		"key-under-floor": {func(v *offsetsView) { v.vals["src/1"], v.fresh = 3, []string{"src/1"} }, `offsets view holds no key under a floor: "src/1"=3 held under floor "floor/src/\x005"`},
+		"families-unsorted": {func(v *offsetsView) { v.fams, v.floors["a/"] = []string{"src/", "a/"}, "1" },
+			`offsets view families sorted, one per floor: families ["src/" "a/"] for 2 floors`},
+		"floor-entry-not-its-familys": {func(v *offsetsView) { v.floors["src/"] = "6" }, `offsets view floor entries are their families' floors: "floor/src/\x005" held, family's floor "6"`},
+		"floor-without-entry":         {func(v *offsetsView) { delete(v.vals, floor) }, "offsets view holds one entry per floor: 0 floor entries held, 1 floors"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			v := withFloor()
+			if err := v.check(); err != nil {
+				t.Fatalf("before breaking: %v", err)
+			}
+			c.break_(v)
+			if err := v.check(); !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("got %v; want the invariant %q broken", err, c.want)
+			}
+		})
+	}
+}
