@@ -83,6 +83,11 @@ func (c *bodyCache) put(id SnapshotID, b *segment.Body, size int64, pin bool) bo
 // canHold reports whether size more bytes fit next to everything pinned
 // and reserved, evicting only unpinned entries.
 func (c *bodyCache) canHold(size int64) bool {
+	if size < 0 {
+		// A negative size would pass next to more than the budget.
+		c.inv.broken("a body's size asked of the cache ≥ 0: %d bytes, budget %d", size, c.budget)
+		return false
+	}
 	return c.pinnedBytes()+c.reserved+size <= c.budget
 }
 
@@ -92,6 +97,11 @@ func (c *bodyCache) pinnedBytes() (n int64) {
 		if e.pins > 0 {
 			n += e.size
 		}
+	}
+	if n > c.used {
+		// used = Σ sizes ≥ the pinned ones: a used below them lets
+		// canHold and makeRoom admit more than the budget.
+		c.inv.broken("body cache pinned bytes ≤ used: pinned %d, used %d, %d entries", n, c.used, len(c.entries))
 	}
 	return n
 }

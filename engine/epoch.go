@@ -19,6 +19,10 @@ func (e *Engine) claimEpoch(done func(rec writerRecord, etag string, err error))
 }
 
 func (e *Engine) claimRound(nonce uint64, round int, done func(writerRecord, string, error)) {
+	if round < 0 || round >= ClaimRoundsMax {
+		done(writerRecord{}, "", invariantError("a claim makes at most ClaimRoundsMax rounds: round %d, limit %d", round, ClaimRoundsMax))
+		return
+	}
 	e.readWriter(func(cur writerRecord, info ObjectInfo, err error) {
 		found := err == nil
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -38,7 +42,10 @@ func (e *Engine) claimRound(nonce uint64, round int, done func(writerRecord, str
 		if next.wal.IsZero() {
 			// The first claim of this log (or the first by a build that
 			// knows identities): the log gets its identity now.
-			next.wal = e.newWALID()
+			if next.wal = e.newWALID(); next.wal.IsZero() {
+				done(next, "", e.err) // newWALID failed closed
+				return
+			}
 		}
 		if err := next.check(); err != nil {
 			done(next, "", err) // never write a record that breaks what it promises
@@ -65,15 +72,24 @@ func (e *Engine) claimRound(nonce uint64, round int, done func(writerRecord, str
 
 // newWALID draws a log identity: 128 bits from the Rand port (the
 // production port is crypto-seeded; the simulator's streams differ per
-// pipeline), never zero.
+// pipeline), never zero. A port that draws zero walIDDrawsMax times is
+// broken: it fails the engine closed (and the zero id is returned).
 func (e *Engine) newWALID() segment.WALID {
 	var id segment.WALID
-	for id.IsZero() {
+	for draws := 0; id.IsZero(); draws++ {
+		if draws == walIDDrawsMax {
+			e.broken("a log identity is drawn non-zero: %d draws of the Rand port gave zero", draws)
+			return id
+		}
 		binary.LittleEndian.PutUint64(id[:8], e.p.Rand.Uint64())
 		binary.LittleEndian.PutUint64(id[8:], e.p.Rand.Uint64())
 	}
 	return id
 }
+
+// walIDDrawsMax bounds newWALID's loop: a random draw is zero once in
+// 2¹²⁸.
+const walIDDrawsMax = 4
 
 // readWriter GETs and parses the writer object (retrying failures and
 // answers that fail their checksum). ErrNotFound means no writer ever

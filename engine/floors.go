@@ -17,11 +17,17 @@ import (
 
 // pendingKeys returns the plain (non-floor) entries of o; o itself when
 // it has no floor, which is the common case and allocates nothing.
+// REQUIRES: o holds a plain offset if it holds a floor (checkOffsetKeys,
+// at Submit): callers take the first pending key as the unit's.
 func pendingKeys(o segment.Offsets) segment.Offsets {
 	if !slices.ContainsFunc(o, isFloorOffset) {
 		return o
 	}
-	return slices.DeleteFunc(slices.Clone(o), isFloorOffset)
+	plain := slices.DeleteFunc(slices.Clone(o), isFloorOffset)
+	if len(plain) == 0 {
+		panic(fmt.Sprintf("engine: a unit with floors holds a plain offset too: %d offsets, all floors (%q first)", len(o), o[0].Key))
+	}
+	return plain
 }
 
 func isFloorOffset(o segment.Offset) bool { return segment.IsFloor(o.Key) }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -78,9 +79,13 @@ func (s *keyStore) firstLive(cutoffMs int64) int64 {
 }
 
 // bucket returns bucket n, creating it if need be.
+// REQUIRES: n ≥ 0 (a bucket number names objects: IdemBucketKey).
 func (s *keyStore) bucket(n int64) *keyBucket {
 	if b := s.buckets[n]; b != nil {
 		return b
+	}
+	if n < 0 {
+		s.inv.broken("key store bucket numbers ≥ 0 (they name objects): bucket %d created, %d buckets", n, len(s.buckets))
 	}
 	b := &keyBucket{num: n, recent: map[segment.KeyHash]uint64{}, flight: map[segment.KeyHash]uint64{}}
 	s.buckets[n] = b
@@ -99,6 +104,12 @@ func (s *keyStore) live(b *keyBucket) bool { return s.buckets[b.num] == b }
 // it is durable.
 func (s *keyStore) add(h segment.KeyHash, val uint64) {
 	b := s.bucket(s.bucketOf(val))
+	if len(b.flight) > 0 && !b.busy {
+		// A key in flight is skipped below as about to be durable: keys
+		// left in flight by a write that ended would never be.
+		s.inv.broken("key store keys in flight only while a write holds their bucket: bucket %d not busy with %d keys in flight, adding %x=%d",
+			b.num, len(b.flight), h, val)
+	}
 	if v, ok := b.flight[h]; ok && v >= val {
 		return
 	}
@@ -211,7 +222,12 @@ func (s *keyStore) dirty() []*keyBucket {
 // takeRecent moves b's recent keys in flight and returns them sorted by
 // hash, at most segment.KeyRunEntriesMax (the rest wait for the next
 // write).
+// REQUIRES: a write holds b (busy): keys in flight are settled only by
+// the write that holds their bucket.
 func (b *keyBucket) takeRecent() []segment.KeyEntry {
+	if !b.busy {
+		panic(fmt.Sprintf("engine: a run write takes recent keys while it holds their bucket: bucket %d, %d recent, not busy", b.num, len(b.recent)))
+	}
 	out := make([]segment.KeyEntry, 0, len(b.recent))
 	//engine:orderless — sorted below.
 	for h, v := range b.recent {

@@ -74,12 +74,27 @@ func (e *Engine) writeBucket(b *keyBucket, done func(landed bool)) {
 	}
 	b.busy = true
 	finish := func(ok bool) {
+		if !b.busy {
+			// An end that arrives twice would settle the keys of the
+			// bucket's next write, or free it under a write in flight.
+			e.broken("a key bucket write ends once, while it holds its bucket: bucket %d ends (landed %t) with %d keys in flight, not busy",
+				b.num, ok, len(b.flight))
+			done(false)
+			return
+		}
 		b.settleFlight(ok)
 		b.busy = false
 		done(ok)
 	}
 	entries := b.takeRecent()
 	if len(entries) == 0 {
+		if !b.rewrite {
+			// dirty picked it for recent keys or a rewrite; only a write of
+			// ours takes recent keys, and none could while it was not busy.
+			e.broken("a key bucket is written for its recent keys or a rewrite: bucket %d with no recent key, no rewrite (%d runs)", b.num, len(b.runs))
+			finish(false)
+			return
+		}
 		e.putManifest(b, b.runs, finish) // a rewrite only
 		return
 	}
@@ -128,8 +143,10 @@ func (e *Engine) putRun(num int64, build func() []segment.KeyEntry, done func(*k
 }
 
 // insertRun returns runs with r added in ref order (a new slice).
+// REQUIRES: runs sorted by ref, r not among them (the manifest's
+// encoder refuses a run listed twice).
 func insertRun(runs []*keyRun, r *keyRun) []*keyRun {
-	i, _ := slices.BinarySearchFunc(runs, r.ref, func(x *keyRun, t segment.KeyRunRef) int {
+	i, found := slices.BinarySearchFunc(runs, r.ref, func(x *keyRun, t segment.KeyRunRef) int {
 		switch {
 		case x.ref.Less(t):
 			return -1
@@ -138,6 +155,10 @@ func insertRun(runs []*keyRun, r *keyRun) []*keyRun {
 		}
 		return 0
 	})
+	if found {
+		panic(fmt.Sprintf("engine: a run is inserted once: run %d-%d (%d keys) listed already at %d of %d runs",
+			r.ref.Epoch, r.ref.Seq, r.ref.Count, i, len(runs)))
+	}
 	return slices.Insert(slices.Clone(runs), i, r)
 }
 
@@ -171,6 +192,13 @@ func (e *Engine) putManifest(b *keyBucket, runs []*keyRun, done func(ok bool)) {
 		}
 		if err == nil {
 			b.etag, b.runs, b.rewrite = etag, runs, false
+			if err := checkRunMetas(b.num, b.runs); err != nil {
+				// Lookups probe every listed run's filter: a run a write
+				// lists carries it, as one a read lists does (loadRuns).
+				e.failClosed(err)
+				done(false)
+				return
+			}
 			done(true)
 			return
 		}
@@ -190,7 +218,16 @@ func (e *Engine) putManifest(b *keyBucket, runs []*keyRun, done func(ok bool)) {
 // manifest was read — the manifest is read again — or, still listed
 // after AttemptsMax reads, lost: it is dropped and the manifest
 // rewritten.
+//
+// REQUIRES: a bucket of the engine's own store is held (busy) by the
+// caller (refreshBucket's INVARIANT); a store recovery reads has no
+// writes.
 func (e *Engine) readBucket(s *keyStore, b *keyBucket, done func(error)) {
+	if s == e.keys && !b.busy {
+		e.broken("a manifest of the key store is read while its bucket is held: bucket %d read, not busy (%d runs)", b.num, len(b.runs))
+		done(e.err)
+		return
+	}
 	e.readBucketTry(s, b, 0, done)
 }
 
@@ -319,6 +356,13 @@ func checkRunMetas(num int64, runs []*keyRun) error {
 
 // readRunMeta GETs and decodes a run's meta section.
 func (e *Engine) readRunMeta(num int64, ref segment.KeyRunRef, done func(*segment.KeyRunMeta, error)) {
+	if ref.Count < 1 || ref.Count > segment.KeyRunEntriesMax {
+		// The manifest's decoder bounds it: the read's size derives from it.
+		e.broken("a run's count is bounded before its meta is read: bucket %d, run %d-%d of %d keys, limit 1..%d",
+			num, ref.Epoch, ref.Seq, ref.Count, segment.KeyRunEntriesMax)
+		done(nil, e.err)
+		return
+	}
 	key := e.layout.IdemRunKey(num, ref.Epoch, ref.Seq)
 	n := segment.KeyRunMetaBytes(ref.Count)
 	var m *segment.KeyRunMeta

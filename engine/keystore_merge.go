@@ -165,6 +165,19 @@ func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()
 		done()
 		return
 	}
+	largest, sum := 0, 0
+	for _, in := range ins {
+		largest, sum = max(largest, in.ref.Count), sum+in.ref.Count
+	}
+	if r.ref.Count < largest || r.ref.Count > sum {
+		// Its inputs are deleted once it is listed: a run holding fewer
+		// keys than one of them would forget some.
+		e.broken("a merged run holds every key of its inputs, once: bucket %d, run %d-%d of %d keys, %d inputs, largest %d, sum %d",
+			b.num, r.ref.Epoch, r.ref.Seq, r.ref.Count, len(ins), largest, sum)
+		b.busy = false
+		done()
+		return
+	}
 	runs := slices.DeleteFunc(slices.Clone(b.runs), func(x *keyRun) bool { return slices.Contains(ins, x) })
 	if len(runs) != len(b.runs)-len(ins) || !e.keys.live(b) {
 		e.dropRuns(b, []*keyRun{r})
@@ -206,6 +219,13 @@ func (e *Engine) dropRuns(b *keyBucket, runs []*keyRun) {
 
 // readRun GETs and decodes a whole run.
 func (e *Engine) readRun(num int64, ref segment.KeyRunRef, done func([]segment.KeyEntry, error)) {
+	if ref.Count < 1 || ref.Count > segment.KeyRunEntriesMax {
+		// The read's limit derives from it, and a merge holds it in memory.
+		e.broken("a run's count is bounded before the run is read: bucket %d, run %d-%d of %d keys, limit 1..%d",
+			num, ref.Epoch, ref.Seq, ref.Count, segment.KeyRunEntriesMax)
+		done(nil, e.err)
+		return
+	}
 	key := e.layout.IdemRunKey(num, ref.Epoch, ref.Seq)
 	var es []segment.KeyEntry
 	in := GetObjectInput{Key: key, Limit: segment.KeyRunBytes(ref.Count)}

@@ -91,7 +91,14 @@ func (v *offsetsView) covers(o segment.Offsets) bool {
 // floorOf returns the key of the floor covering key, if one does.
 func (v *offsetsView) floorOf(key string) (string, bool) {
 	for _, fam := range v.fams {
-		if mark := v.floors[fam]; segment.Floored(key, fam, mark) {
+		mark, ok := v.floors[fam]
+		if !ok {
+			// An empty mark would cover nothing: the keys under the
+			// family's real floor would count as new.
+			v.inv.broken("offsets view families each have their floor: family %q listed without one (%d families, %d floors)", fam, len(v.fams), len(v.floors))
+			continue
+		}
+		if segment.Floored(key, fam, mark) {
 			return segment.FloorKey(fam, mark), true
 		}
 	}
@@ -149,6 +156,12 @@ func (v *offsetsView) mergeKey(e segment.Offset, durable bool) {
 		v.fresh = append(v.fresh, e.Key)
 	}
 	v.vals[e.Key] = e.Value
+	if len(v.vals) > len(v.order)+len(v.fresh) {
+		// sorted lists what order and fresh hold: a key in neither would
+		// never reach _offsets.
+		v.inv.broken("offsets view lists every key it holds: %d held, %d in order, %d fresh, after merging %s=%d",
+			len(v.vals), len(v.order), len(v.fresh), e.Key, e.Value)
+	}
 	if durable {
 		delete(v.unsynced, e.Key)
 	} else {
@@ -318,11 +331,12 @@ func (v *offsetsView) endWrite(ok bool) {
 	clear(v.flight)
 }
 
-// check verifies the view's invariants (O(keys): for tests).
+// check verifies the view's invariants (O(keys): for tests); a failure
+// is ErrInvariant, naming the invariant.
 func (v *offsetsView) check() error {
 	for i, k := range v.order {
 		if i > 0 && v.order[i-1] >= k {
-			return fmt.Errorf("order %q then %q", v.order[i-1], k)
+			return invariantError("offsets view order sorted: %q then %q", v.order[i-1], k)
 		}
 	}
 	listed := map[string]bool{}
@@ -332,10 +346,10 @@ func (v *offsetsView) check() error {
 	//engine:orderless — reports the first key found; any is a failure.
 	for k, val := range v.vals {
 		if !listed[k] {
-			return fmt.Errorf("key %q=%d not listed", k, val)
+			return invariantError("offsets view lists every key it holds: %q=%d not listed", k, val)
 		}
 		if fk, ok := v.floorOf(k); ok && !segment.IsFloor(k) {
-			return fmt.Errorf("key %q=%d held under floor %q", k, val, fk)
+			return invariantError("offsets view holds no key under a floor: %q=%d held under floor %q", k, val, fk)
 		}
 	}
 	return v.checkFloors()
@@ -345,7 +359,7 @@ func (v *offsetsView) check() error {
 // entries of vals.
 func (v *offsetsView) checkFloors() error {
 	if !slices.IsSorted(v.fams) || len(v.fams) != len(v.floors) {
-		return fmt.Errorf("families %q for %d floors", v.fams, len(v.floors))
+		return invariantError("offsets view families sorted, one per floor: families %q for %d floors", v.fams, len(v.floors))
 	}
 	n := 0
 	//engine:orderless — counts, and reports the first key found; any is a failure.
@@ -353,12 +367,12 @@ func (v *offsetsView) checkFloors() error {
 		if fam, mark, ok := segment.ParseFloor(k); ok {
 			n++
 			if v.floors[fam] != mark {
-				return fmt.Errorf("floor entry %q held, family's floor %q", k, v.floors[fam])
+				return invariantError("offsets view floor entries are their families' floors: %q held, family's floor %q", k, v.floors[fam])
 			}
 		}
 	}
 	if n != len(v.floors) {
-		return fmt.Errorf("%d floor entries held, %d floors", n, len(v.floors))
+		return invariantError("offsets view holds one entry per floor: %d floor entries held, %d floors", n, len(v.floors))
 	}
 	return nil
 }

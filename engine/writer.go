@@ -80,7 +80,14 @@ type writerRecord struct {
 
 // encode writes version 3, or version 2 for a record without a WAL id (a
 // test's or a tool's: the engine claims with one).
+// REQUIRES: at most sealsMax seals, and an object within writerObjectLimit:
+// what parseWriterRecord and readWriter accept. A record past either
+// would be written, and never read back: no incarnation could start.
 func (w writerRecord) encode() []byte {
+	if len(w.seals) > sealsMax {
+		panic(fmt.Sprintf("engine: a writer record holds at most sealsMax seals: %d seals, limit %d (epoch %d, floor %d)",
+			len(w.seals), sealsMax, w.epoch, w.floor))
+	}
 	var b []byte
 	if w.wal.IsZero() {
 		b = fmt.Appendf(b, "%s\nepoch %d\nnonce %016x\nfloor %d\n", writerMagicV2, w.epoch, w.nonce, w.floor)
@@ -91,7 +98,11 @@ func (w writerRecord) encode() []byte {
 		b = fmt.Appendf(b, "sealed %d %d\n", s.epoch, s.seq)
 	}
 	sum := sha256.Sum256(b)
-	return fmt.Appendf(b, "sha256 %s\n", hex.EncodeToString(sum[:]))
+	b = fmt.Appendf(b, "sha256 %s\n", hex.EncodeToString(sum[:]))
+	if len(b) > writerObjectLimit {
+		panic(fmt.Sprintf("engine: a writer object fits what readWriter reads: %d bytes, limit %d (%d seals)", len(b), writerObjectLimit, len(w.seals)))
+	}
+	return b
 }
 
 // checkWriterSum verifies and strips a version 2 object's checksum line;
@@ -260,10 +271,16 @@ func (r WriterRecord) Valid(id SnapshotID) bool { return r.w.valid(id) }
 // EncodeWriterObject returns the bytes of a writer object (for tests and
 // tools that need one): epoch, nonce, floor and seals as {epoch, last
 // valid sequence} pairs in ascending epoch, all below the floor.
+//
+// REQUIRES: the record keeps what it promises (writerRecord.check); an
+// object that breaks it would parse as corrupt.
 func EncodeWriterObject(epoch, nonce, floor uint64, seals [][2]uint64) []byte {
 	w := writerRecord{epoch: epoch, nonce: nonce, floor: floor}
 	for _, s := range seals {
 		w.seals = append(w.seals, seal{s[0], s[1]})
+	}
+	if err := w.check(); err != nil {
+		panic(err)
 	}
 	return w.encode()
 }
