@@ -127,7 +127,15 @@ func (e *Engine) gather(j *job, i int, got []*segment.Slice, releases []func()) 
 		}
 		var slices []*segment.Slice
 		var derr error
+		decoded := false
 		e.p.Exec.Go(func() { slices, derr = readSlices(src, p.ordinals) }, func() {
+			if decoded {
+				// The executor's done runs once: a second would gather the
+				// same piece's slices twice.
+				e.broken("the executor answers a piece's decode once: job %s, piece %d of %d in segment %s answered again", j.id, i, len(j.pieces), p.seg.ID)
+				return
+			}
+			decoded = true
 			if derr != nil {
 				release()
 				releaseAll()
@@ -159,7 +167,15 @@ func (e *Engine) apply(sink Sink, j *job, slices []*segment.Slice, release func(
 	in := &Job{ID: j.id, Content: j.content, Origin: j.cut.Index.Origin, SinkRef: j.sinkRef(), Namespace: j.namespace(),
 		Segment: j.cut.ID, SegmentCreatedUnixMs: j.cut.Index.CreatedAtUnixMs, Segments: j.segmentIDs(), Slices: slices}
 	rows := in.Rows()
+	answered := false
 	sink.Apply(in, func(err error) {
+		if answered {
+			// Sink's contract: done runs once. A second answer would
+			// release the job's bodies twice and end the job twice.
+			e.broken("a sink answers a job once: job %s (cut in segment %s) answered again with %v", j.id, j.cut.ID, err)
+			return
+		}
+		answered = true
 		release()
 		if e.state == stateFailed {
 			return

@@ -225,7 +225,15 @@ func (e *Engine) writeSources(done func(landed bool)) {
 		return
 	}
 	in := PutObjectInput{Key: key, Body: body, IfMatch: v.etag, IfNoneMatch: v.etag == ""}
+	answered := false
 	e.p.Store.PutObject(in, func(etag string, err error) {
+		if answered {
+			// The store answers a request once: a second answer would end
+			// the view's write twice and the round's attempt twice.
+			e.broken("a write of _offsets answers once: %s answered again with %v", key, err)
+			return
+		}
+		answered = true
 		if err == nil {
 			v.etag = etag
 			v.endWrite(true)
@@ -254,6 +262,13 @@ func (e *Engine) writeSources(done func(landed bool)) {
 // durable in it is not.
 func (e *Engine) readSources(v *offsetsView, s *keyStore, done func(error)) {
 	key := e.layout.CheckpointKey()
+	if len(v.flight) > 0 {
+		// What is read merges into the view: keys of a write in flight
+		// would be judged durable, or lost, against the wrong version.
+		e.broken("_offsets is read into a view with no write in flight: %s read while %d keys are in flight", key, len(v.flight))
+		done(e.err)
+		return
+	}
 	var o segment.Offsets
 	in := GetObjectInput{Key: key, Limit: segment.CheckpointBytesMax}
 	e.getVerified(in, MarkReadDamaged, func(raw []byte, _ ObjectInfo) (err error) {
@@ -328,6 +343,10 @@ func (e *Engine) sweepIdemBuckets(token string) {
 				d(nil)
 			})
 		}, func(error) {
+			if !young && page.NextToken != "" && page.NextToken == token {
+				e.broken("a LIST page moves on: %s gave next token %q for token %q", e.layout.IdemBucketsPrefix(), page.NextToken, token)
+				return
+			}
 			if !young && page.NextToken != "" {
 				e.sweepIdemBuckets(page.NextToken)
 			}

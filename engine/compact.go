@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -130,7 +131,15 @@ func (st *segState) pending() int {
 	return n
 }
 
+// addJob records j among st's jobs, once.
+//
+// REQUIRES: j holds PARTs of st or ends with its cut (pending, wakeCuts
+// and cutWaits read st.jobs as exactly those).
 func (st *segState) addJob(j *job) {
+	if j.cut != st && !slices.ContainsFunc(j.pieces, func(p piece) bool { return p.seg == st }) {
+		panic(fmt.Sprintf("engine: a segment's jobs hold PARTs of it or end with its cut: job %s (cut in segment %s, %d pieces) joins segment %s",
+			j.id, j.cut.ID, len(j.pieces), st.ID))
+	}
 	if !slices.Contains(st.jobs, j) {
 		st.jobs = append(st.jobs, j)
 	}
@@ -274,6 +283,9 @@ func (e *Engine) register(st *segState) {
 	}
 	e.segs = append(e.segs, st)
 	groups, pieces := st.pieces()
+	if !e.checkPiecesCover(st, groups, pieces) {
+		return
+	}
 	if !st.Index.Spanning {
 		for i, g := range groups {
 			e.addJob(e.legacyJob(st, g, pieces[i]))
@@ -311,6 +323,24 @@ func (e *Engine) register(st *segState) {
 	if st.pending() == 0 {
 		e.reclaim(st)
 	}
+}
+
+// checkPiecesCover: a segment's pieces, one per group, hold each of its
+// PARTs once — a PART in no piece would never be applied, and its
+// segment never reclaimed; one in two would be applied twice. O(groups),
+// once per segment registered (pieces distinct by construction: a count
+// suffices).
+func (e *Engine) checkPiecesCover(st *segState, groups []segment.Group, pieces []piece) bool {
+	parts := 0
+	for _, p := range pieces {
+		parts += len(p.ordinals)
+	}
+	if len(groups) != len(pieces) || parts != len(st.Index.Entries) {
+		e.broken("a segment's pieces hold each of its PARTs once, a piece per group: segment %s, %d PARTs, %d in pieces, %d pieces for %d groups",
+			st.ID, len(st.Index.Entries), parts, len(pieces), len(groups))
+		return false
+	}
+	return true
 }
 
 // checkCompaction runs the compactor's whole-state check.
@@ -519,8 +549,15 @@ func (e *Engine) endJob(st *segState, c segment.Cut) (*job, bool) {
 	return j, true
 }
 
+// dropOpen removes o from the lane's open jobs. REQUIRES: o is one of
+// them, once.
 func (ln *lane) dropOpen(o *openJob) {
+	n := len(ln.open)
 	ln.open = slices.DeleteFunc(ln.open, func(x *openJob) bool { return x == o })
+	if len(ln.open) != n-1 {
+		panic(fmt.Sprintf("engine: an open job dropped is one of its lane's, once: lane %s/%s, %s, %d open before, %d after",
+			ln.key.sinkRef, ln.key.namespace, o.group, n, len(ln.open)))
+	}
 }
 
 // segmentsOf lists the distinct segments of pieces (ascending).

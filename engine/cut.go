@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
@@ -77,7 +78,11 @@ func (e *Engine) openSummaries() []openSummary {
 }
 
 // summary is what the planner (and OpenJobs) sees of an open job.
+// REQUIRES: o holds a piece (openNow's): its first PART dates it.
 func (o *openJob) summary() openSummary {
+	if len(o.pieces) == 0 {
+		panic(fmt.Sprintf("engine: an open job summarized holds a piece: %s, %d done pieces, %d bytes", o.group, len(o.done), o.bytes))
+	}
 	return openSummary{group: o.group, first: o.first(), segments: uint32(len(segmentsOf(o.pieces))),
 		parts: uint32(o.parts()), bytes: o.bytes, since: o.since}
 }
@@ -150,6 +155,12 @@ func (e *Engine) armInterval() {
 	}
 	e.cutAt = at
 	e.cutTimer = e.p.Timers.AfterFunc(max(at-e.now(), 0), func() {
+		if now := e.now(); e.cutTimer == nil || now < e.cutAt {
+			// A timer replaced was cancelled (it never runs after its
+			// cancel), and one runs only once its delay elapsed.
+			e.broken("the cut timer fires once, while armed, at its time: armed %t, due %v, now %v", e.cutTimer != nil, e.cutAt, now)
+			return
+		}
 		e.cutTimer = nil
 		if e.nextIntervalDue() {
 			e.cutDue = true

@@ -180,7 +180,15 @@ func (e *Engine) Memory() (held, admission, cached, cache int64) {
 }
 
 // later runs fn on the loop after the current callback returns.
-func (e *Engine) later(fn func()) { e.p.Timers.AfterFunc(0, fn) }
+//
+// REQUIRES: fn is not nil (the timer would fire into nothing, far from
+// the caller that lost its continuation).
+func (e *Engine) later(fn func()) {
+	if fn == nil {
+		panic("engine: later without a function to run") // a caller's contract, as answer's
+	}
+	e.p.Timers.AfterFunc(0, fn)
+}
 
 // answer tells a submitter (or Close's caller) err, later on the loop:
 // answers wait in a queue, in the order they were given, and one timer
@@ -293,6 +301,12 @@ func (e *Engine) Close(done func(error)) {
 	e.state = stateClosing
 	e.closeDone = done
 	e.p.Timers.AfterFunc(CloseReclaimGrace, func() {
+		if e.closeGraceOver {
+			// One close per engine arms one grace timer: a second run
+			// means a second close armed another.
+			e.broken("a close's grace runs out once: it ran out again in state %d, close waiting %t", e.state, e.closeDone != nil)
+			return
+		}
 		e.closeGraceOver = true
 		e.checkClosed()
 	})

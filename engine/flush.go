@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/skipprd/skipprd/engine/segment"
@@ -123,6 +124,12 @@ func (e *Engine) queueReplayed(s *snapshot) {
 }
 
 func (e *Engine) onFlushTimer() {
+	if e.flushCancel == nil {
+		// Armed once per live accumulator (afterAppend), cancelled where
+		// it is cleared (seal, failClosed): a cancelled timer never runs.
+		e.broken("the flush timer fires once, while armed: fired with none armed, live %d bytes, flush due %t", e.live.bytes, e.flushDue)
+		return
+	}
 	e.flushCancel = nil
 	e.sealSoon()
 }
@@ -233,7 +240,13 @@ func (e *Engine) pump() {
 	e.prepareAhead()
 }
 
+// ema moves a moving average toward sample. REQUIRES: sample ≥ 0 (not
+// NaN): the averages are of durations and rates, and one bad sample
+// would stay in the average for good.
 func ema(old, sample float64) float64 {
+	if !(sample >= 0) {
+		panic(fmt.Sprintf("engine: a moving average of a duration or rate takes samples ≥ 0: %v into %v", sample, old))
+	}
 	if old == 0 {
 		return sample
 	}

@@ -554,9 +554,16 @@ func (e *Engine) holdReplayed(u *unit) {
 		return
 	}
 	for _, o := range u.offsets {
-		if !isFloorOffset(o) {
-			e.offsetPending[o.Key] = u
+		if isFloorOffset(o) {
+			continue
 		}
+		if prev := e.offsetPending[o.Key]; prev != nil && !prev.replayed {
+			// Replay runs before ingest opens: a submitted unit pending
+			// under the key would lose its hold, and its answer's release.
+			e.broken("a replayed unit takes its offset keys from replayed units only: %q held by a submitted unit at %v", o.Key, prev.offsets)
+			return
+		}
+		e.offsetPending[o.Key] = u
 	}
 	if u.idem != "" {
 		e.idemPending[u.idem] = u

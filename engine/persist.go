@@ -135,6 +135,11 @@ func (a *bodyAhead) then(fn func(error)) {
 }
 
 func (a *bodyAhead) finish(err error) {
+	if a.done {
+		// Its upload answers once: a second answer would run a
+		// persist's marker twice, or over a failed body.
+		panic(fmt.Sprintf("engine: a body made ahead finishes once: finished with %v, again with %v", a.err, err))
+	}
 	a.done, a.err = true, err
 	if fn := a.waiting; fn != nil {
 		a.waiting = nil
@@ -177,6 +182,7 @@ func (e *Engine) prepare(s *snapshot) {
 	// the loop (zeroing a segment's worth of memory stalled acks).
 	size := int(min(s.content.bytes+s.content.bytes/8+int64(len(parts))*bodyPartOverhead, segment.BodyBytesMax))
 	var err error
+	answered := false
 	e.p.Exec.Go(func() {
 		buf.Grow(size)
 		var merged []segment.Part
@@ -185,6 +191,13 @@ func (e *Engine) prepare(s *snapshot) {
 			releaseMerged(parts, merged)
 		}
 	}, func() {
+		if answered {
+			// The executor's done runs once: a second would release the
+			// batches again and upload the body twice.
+			e.broken("the executor answers a body's encoding once: snapshot %s answered again", s.id)
+			return
+		}
+		answered = true
 		releaseParts(parts)
 		if e.state == stateFailed {
 			return
@@ -353,6 +366,12 @@ func (m *multipart) finish(err error) {
 }
 
 func (m *multipart) create(d func(error)) {
+	if m.stage != uploadCreating || m.s.uploadID != "" {
+		// A created upload is never created again: its id would be
+		// lost, and the upload left to the sweeper.
+		m.e.broken("a multipart upload is created once: %s in stage %s, upload %q", m.key, m.stage, m.s.uploadID)
+		return
+	}
 	m.e.p.Store.CreateMultipartUpload(m.key, func(id string, err error) {
 		if err == nil {
 			m.s.uploadID = id
@@ -375,6 +394,10 @@ func (m *multipart) created(err error, _ bool) {
 // launch starts parts while fewer than PartConcurrency are in flight.
 func (m *multipart) launch() {
 	for m.inFlight < m.e.cfg.PartConcurrency && m.next < len(m.parts) && m.failed == nil {
+		if m.stage != uploadParts {
+			m.e.broken("parts start only while an upload is in stage parts: %s in stage %s, part %d of %d next", m.key, m.stage, m.next+1, len(m.parts))
+			return
+		}
 		i := m.next
 		m.next++
 		m.inFlight++
@@ -441,6 +464,11 @@ func (m *multipart) checkPartsLanded() bool {
 }
 
 func (m *multipart) complete(d func(error)) {
+	if m.stage != uploadCompleting || m.s.uploadID == "" || m.inFlight != 0 {
+		m.e.broken("a multipart upload completes a created upload with no part in flight: %s in stage %s, upload %q, %d parts in flight",
+			m.key, m.stage, m.s.uploadID, m.inFlight)
+		return
+	}
 	m.e.p.Store.CompleteMultipartUpload(m.key, m.s.uploadID, m.parts, d)
 }
 
@@ -468,6 +496,10 @@ func (m *multipart) completed(err error, ambiguous bool) {
 }
 
 func (m *multipart) head(d func(error)) {
+	if m.stage != uploadHeading {
+		m.e.broken("a multipart body is read back only to settle an ambiguous completion: %s in stage %s", m.key, m.stage)
+		return
+	}
 	m.e.p.Store.HeadObject(m.key, func(info ObjectInfo, err error) {
 		if err == nil && info.Size != int64(len(m.s.body)) {
 			err = fmt.Errorf("body %s has %d bytes, uploaded %d", m.key, info.Size, len(m.s.body))
@@ -719,6 +751,12 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 	e.failures++
 	e.cooling = true
 	e.p.Timers.AfterFunc(e.backoff(e.failures), func() {
+		if !e.cooling {
+			// One backoff per failed persist, and no persist while it
+			// runs (pump): a second end means two failures overlapped.
+			e.broken("the writer's backoff after a failed persist ends once: ended with none running, %d failures", e.failures)
+			return
+		}
 		e.cooling = false
 		e.sealSoon()
 	})
@@ -779,7 +817,12 @@ func concatBatches(schema *arrow.Schema, batches []arrow.RecordBatch) (arrow.Rec
 }
 
 // releaseMerged releases the batches mergeBatches made (not the originals).
+//
+// REQUIRES: merged is mergeBatches' result for orig, part for part.
 func releaseMerged(orig, merged []segment.Part) {
+	if len(orig) != len(merged) {
+		panic(fmt.Sprintf("engine: merged parts are released against their originals, part for part: %d merged, %d originals", len(merged), len(orig)))
+	}
 	for i := range merged {
 		if len(orig[i].Batches) >= 2 {
 			for _, b := range merged[i].Batches {

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"time"
 
@@ -124,7 +125,13 @@ func (p cutPlanner) reason(in cutInput, k laneKey, c sizedCut, open *openSummary
 // has an open job only after a restart under other limits: it is due at
 // once.
 func (p cutPlanner) intervalEnd(sinkRef string, since time.Duration) time.Duration {
-	if l := p.limits(sinkRef); l.FileBytes > 0 {
+	l := p.limits(sinkRef)
+	if l.FlushInterval < 0 {
+		// A negative interval would date a job due before it opened.
+		p.inv.broken("cut planner: a sink's flush interval ≥ 0: %s, flush interval %v", sinkRef, l.FlushInterval)
+		return since
+	}
+	if l.FileBytes > 0 {
 		return since + l.FlushInterval
 	}
 	return since
@@ -181,7 +188,15 @@ type sizedCut struct {
 // pendingCut returns what cutting the lane in segment id would record:
 // the open job, extended by this segment's one group of the lane (mine,
 // at most one index, of open's group). false: nothing to cut.
+//
+// REQUIRES: mine holds one index at most, of open's group if open is not
+// nil (decide sends a lane of more groups, or of another, to shapeCuts):
+// a second group's PARTs would be counted in a cut that is not theirs.
 func pendingCut(id SnapshotID, open *openSummary, groups []groupParts, mine []int) (sizedCut, bool) {
+	if len(mine) > 1 || len(mine) == 1 && open != nil && groups[mine[0]].group != open.group {
+		panic(fmt.Sprintf("cut planner: a pending cut extends its open job by one group of it at most: %d groups of the lane in %s, open job %t",
+			len(mine), id, open != nil))
+	}
 	var c sizedCut
 	if open != nil {
 		c.Group, c.First = open.group, refOf(open.first)

@@ -31,6 +31,12 @@ func (e *Engine) scheduleBitmap(st *segState) {
 		return
 	}
 	st.flushCancel = e.p.Timers.AfterFunc(e.cfg.BitmapDelay, func() {
+		if st.flushCancel == nil {
+			// Armed once (above), cancelled where it is cleared (reclaim,
+			// reclaimedElsewhere): a cancelled timer never runs.
+			e.broken("a segment's bitmap timer fires once, while armed: segment %s fired with none armed", st.ID)
+			return
+		}
 		st.flushCancel = nil
 		e.writeBitmap(st)
 	})

@@ -46,6 +46,9 @@ type listedSegment struct {
 // newer writer), or ErrClosed if Close was called meanwhile. Transient
 // store failures restart recovery after a backoff; they do not reach done.
 func (e *Engine) Start(done func(error)) {
+	if done == nil {
+		panic("engine: Start without its answer") // a caller's contract, as Close's
+	}
 	if e.state != stateNew {
 		panic(fmt.Sprintf("engine: Start in state %d", e.state))
 	}
@@ -102,6 +105,14 @@ type recovery struct {
 }
 
 func (e *Engine) recover(round int, done func(error)) {
+	if round < 0 || e.state == stateNew || e.state == stateReady || e.state == stateClosing {
+		// A round runs only after Start, before ingest opens (or after a
+		// Close meanwhile, which finishRecovery answers): another would
+		// claim a new epoch under a running writer.
+		e.broken("recovery rounds run while recovering: round %d in state %d", round, e.state)
+		done(e.err)
+		return
+	}
 	e.stats.RecoveryRuns++
 	r := &recovery{e: e, round: round, done: done, start: e.stats.Requests}
 	e.claimEpoch(r.claimed)

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -53,7 +54,12 @@ func isAnswer(err error) bool {
 // backoff is the wait after failed try n (0-based): RetryBase·2ⁿ capped at
 // RetryMax, of which the upper half is jittered so that retries of many
 // requests spread out.
+//
+// REQUIRES: n ≥ 0.
 func (e *Engine) backoff(n int) time.Duration {
+	if n < 0 {
+		panic(fmt.Sprintf("engine: a backoff after try %d: tries count from 0", n))
+	}
 	d := e.cfg.RetryBase << min(n, 30)
 	if d <= 0 || d > e.cfg.RetryMax {
 		d = e.cfg.RetryMax

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -127,7 +128,14 @@ type Histogram struct {
 	Sum     time.Duration
 }
 
+// observe counts d into its bucket.
+//
+// REQUIRES: d ≥ 0 (a latency; a negative one would land in the first
+// bucket and take from Sum).
 func (h *Histogram) observe(d time.Duration) {
+	if d < 0 {
+		panic(fmt.Sprintf("engine: a latency observed is not negative: %v", d))
+	}
 	i, _ := slices.BinarySearch(LatencyBounds[:], d) // first bound ≥ d
 	h.Buckets[i]++
 	h.Count++

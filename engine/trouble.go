@@ -117,6 +117,9 @@ func (e *Engine) troubleFor(op string) (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
+	if !e.checkTrouble(cur) { // a trouble from the future would never last: recovery would never give up
+		return 0, false
+	}
 	return e.now() - cur.Since, true
 }
 

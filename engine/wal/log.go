@@ -181,6 +181,13 @@ func (l *Log[U]) PinnedLonger(d time.Duration) bool {
 	now := l.hooks.Now()
 	for _, p := range l.parts {
 		for _, s := range p.segs {
+			if len(s.dirty) > 0 && s.pinnedSince > now {
+				// Pin dates a segment on the loop's monotonic clock: a pin
+				// from the future would never count as old, and the valve
+				// that seals a long-pinned segment's generation never open.
+				l.hooks.Broken("a segment is pinned since no later than now: partition %d segment %d pinned since %v, now %v", p.id, s.Num, s.pinnedSince, now)
+				return false
+			}
 			if len(s.dirty) > 0 && now-s.pinnedSince > d {
 				return true
 			}
@@ -200,8 +207,16 @@ func appendRecord(body any) ([]byte, error) {
 	return nil, fmt.Errorf("log record of type %T", body)
 }
 
-func alignDown(n int64) int64 { return n - n%DirectAlign }
-func alignUp(n int64) int64   { return alignDown(n + DirectAlign - 1) }
+// alignDown rounds n down to a block boundary. REQUIRES: n ≥ 0 (an
+// offset or a length; Go's % of a negative n would round it up).
+func alignDown(n int64) int64 {
+	if n < 0 {
+		panic(fmt.Sprintf("wal: a block boundary below a negative offset %d", n))
+	}
+	return n - n%DirectAlign
+}
+
+func alignUp(n int64) int64 { return alignDown(n + DirectAlign - 1) }
 
 // Recovery. The engine reads the log's files (Disk reads, retried, under
 // its recovery's rules) and tells the log what it found, partition by

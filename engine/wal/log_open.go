@@ -60,6 +60,12 @@ func (p *Partition[U]) rolled(seg *Segment, err error, exists bool) {
 		})
 		return
 	}
+	if seg.f == nil || seg.end <= 0 || seg.end > seg.size {
+		// A creation reports success only once its header is durable
+		// (dirSynced): the segment is open, its end past the header.
+		h.Broken("a segment created is open past its header: %s, open %t, end %d of %d bytes", seg.Path, seg.f != nil, seg.end, seg.size)
+		return
+	}
 	p.openFails, p.opening = 0, false
 	h.Opened(p.id)
 	p.segs = append(p.segs, seg)
@@ -155,6 +161,10 @@ func (o *open[U]) opened(f File, err error) {
 		o.done(fmt.Errorf("create %s: %w", o.seg.Path, err), !errors.Is(err, ErrExists) && !errors.Is(err, ErrNotFound))
 		return
 	}
+	if f == nil {
+		o.p.l.hooks.Broken("a file created without an error is open (Disk.Open): %s", o.seg.Path)
+		return
+	}
 	o.f = f
 	f.Allocate(o.seg.size, o.allocated)
 }
@@ -209,6 +219,12 @@ func (o *open[U]) dirSynced(err error) {
 
 // fail closes the file a later step failed on; done reports it created.
 func (o *open[U]) fail(step string, err error) {
+	if o.f == nil {
+		// Only a step after the file opened fails here (opened answers
+		// its own failure): there is a file to close.
+		o.p.l.hooks.Broken("a segment's creation fails here only once its file is open: %s in stage %s, failing to %s: %v", o.seg.Path, o.stage, step, err)
+		return
+	}
 	o.stage = openFinished
 	o.f.Close(func(error) { o.done(fmt.Errorf("%s %s: %w", step, o.seg.Path, err), true) })
 }
@@ -216,6 +232,10 @@ func (o *open[U]) fail(step string, err error) {
 // makeDir creates the partition's directory and makes it durable (its
 // entry in wal/, and wal/ in the root), once.
 func (p *Partition[U]) makeDir(done func(error)) {
+	if !p.opening {
+		p.l.hooks.Broken("a partition's directory is made for a segment being created: partition %d, not opening", p.id)
+		return
+	}
 	if p.dirReady {
 		done(nil)
 		return
@@ -263,6 +283,12 @@ func (p *Partition[U]) collect() {
 
 // remove deletes the oldest segment s and makes that durable.
 func (p *Partition[U]) remove(s *Segment) {
+	if !p.deleting || len(p.segs) == 0 || p.segs[0] != s {
+		// Checked before the file goes (checkDeleted checks again once
+		// it is gone): a removal is collect's, of the oldest segment.
+		p.l.hooks.Broken("a log segment removed is its partition's oldest, by collect: partition %d segment %d, deleting %t, %d segments", p.id, s.Num, p.deleting, len(p.segs))
+		return
+	}
 	d := p.l.disk
 	d.Remove(s.Path, func(err error) {
 		if err != nil && !errors.Is(err, ErrNotFound) {
@@ -280,6 +306,10 @@ func (p *Partition[U]) remove(s *Segment) {
 }
 
 func (p *Partition[U]) retryCollect() {
+	if !p.deleting {
+		p.l.hooks.Broken("a removal retried is the one in flight: partition %d, none deleting", p.id)
+		return
+	}
 	p.l.timer.AfterFunc(p.l.hooks.Backoff(p.l.cfg.AttemptsMax), func() {
 		p.deleting = false
 		p.collect()

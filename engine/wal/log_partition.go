@@ -88,7 +88,13 @@ type batch[U any] struct {
 
 // Pin records that generation gen has entries in s, up to unit sequence
 // seq (0: a record only).
+//
+// REQUIRES: gen ≥ 1 (0 is "none": Unpin refuses it, so a pin of 0 would
+// hold the segment for good).
 func (s *Segment) Pin(gen, seq uint64, now time.Duration) {
+	if gen == 0 {
+		panic(fmt.Sprintf("wal: a pin is of a generation (≥ 1): segment %d, generation 0, sequence %d", s.Num, seq))
+	}
 	if len(s.dirty) == 0 {
 		s.pinnedSince = now
 	}
@@ -136,6 +142,12 @@ func (p *Partition[U]) Append(w *Write[U]) {
 		p.l.hooks.Broken("an entry's payload is 1..EntryPayloadMax bytes, a record's with its done: partition %d, %d bytes, limit %d, unit %t, done %t",
 			p.id, n, EntryPayloadMax, w.IsUnit(), w.done != nil)
 	}
+	if w.size != 0 {
+		// A write is appended once (a failed batch queues its records
+		// again itself): a second would write, and answer, it twice.
+		p.l.hooks.Broken("an entry is appended once: partition %d, an entry of %d bytes appended again", p.id, w.size)
+		return
+	}
 	w.size = EntryBytes(n)
 	p.queue = append(p.queue, w)
 	p.kick()
@@ -180,6 +192,13 @@ func (p *Partition[U]) kick() {
 		p.roll(0)
 		return
 	}
+	if len(p.afterRoll) > 0 {
+		// A failed batch's units are answered as soon as a roll
+		// completes (rolled): a writable target with some still
+		// unanswered means a roll did not answer them.
+		h.Broken("a failed batch's units wait only for a roll: partition %d, %d unanswered, target %s writable", p.id, len(p.afterRoll), seg.Path)
+		return
+	}
 	if len(p.queue) == 0 {
 		return
 	}
@@ -205,6 +224,10 @@ func (p *Partition[U]) armSync() {
 	}
 	p.syncTimer = true
 	p.l.timer.AfterFunc(p.l.cfg.BatchSyncInterval, func() {
+		if !p.syncTimer {
+			p.l.hooks.Broken("the sync timer fires once, while armed: partition %d fired with none armed", p.id)
+			return
+		}
 		p.syncTimer, p.syncDue = false, true
 		p.kick()
 	})
@@ -304,6 +327,12 @@ func (p *Partition[U]) durable(b *batch[U]) {
 		h.Broken("one batch at a time per partition: batch from sequence %d made durable, next sequence %d", b.first, p.nextSeq)
 		return
 	}
+	if len(b.writes) == 0 {
+		// take forms a batch of one entry at least: an empty one would
+		// spend an fsync and move no sequence.
+		h.Broken("a durable batch holds entries: partition %d, batch from sequence %d on %s holds none", p.id, b.first, b.seg.Path)
+		return
+	}
 	seq := b.first
 	p.nextSeq += uint64(b.units())
 	for _, w := range b.writes {
@@ -331,6 +360,18 @@ func (p *Partition[U]) failed(b *batch[U], err error) {
 		h.Broken("a failed batch is the one in flight: partition %d, failed batch from sequence %d on %s", p.id, b.first, b.seg.Path)
 		return
 	}
+	if len(b.writes) == 0 {
+		// take forms a batch of one entry at least (as durable checks
+		// at the other end of a batch).
+		h.Broken("a failed batch holds entries: partition %d, batch from sequence %d on %s holds none", p.id, b.first, b.seg.Path)
+		return
+	}
+	if b.seg.f == nil {
+		// A segment's file closes only once nothing is written to it
+		// (collect skips the batch's segment; failed closes it below).
+		h.Broken("a failed batch's segment is still open: partition %d, batch from sequence %d on %s", p.id, b.first, b.seg.Path)
+		return
+	}
 	p.batch = nil
 	b.seg.poisoned = true
 	p.l.stats.SyncFailures++
@@ -352,6 +393,13 @@ func (p *Partition[U]) failed(b *batch[U], err error) {
 
 // answerAfterRoll gives each unit of a failed batch its Hooks.Unknown.
 func (p *Partition[U]) answerAfterRoll() {
+	if p.opening && !p.l.hooks.Stopped() {
+		// Until the new segment's header is durable, recovery could take
+		// the failed batch's entries that reached disk as written: its
+		// units' outcome is not yet the source's to decide.
+		p.l.hooks.Broken("a failed batch's units are answered once a roll completed, or the engine stopped: partition %d still opening, %d unanswered", p.id, len(p.afterRoll))
+		return
+	}
 	us := p.afterRoll
 	p.afterRoll = nil
 	for _, u := range us {
@@ -363,6 +411,12 @@ func (p *Partition[U]) answerAfterRoll() {
 // (Hooks.Unknown) and returns the entries still queued or in the batch in
 // flight: the engine stopped, and answers those itself.
 func (p *Partition[U]) Stop() []*Write[U] {
+	if !p.l.hooks.Stopped() {
+		// The entries returned are the caller's to answer: the log must
+		// start no batch of them (kick checks Stopped).
+		p.l.hooks.Broken("a partition is stopped only once the engine has: partition %d, %d queued, batch in flight %t", p.id, len(p.queue), p.batch != nil)
+		return nil
+	}
 	p.answerAfterRoll()
 	out := append([]*Write[U](nil), p.queue...)
 	if p.batch != nil {

@@ -169,6 +169,13 @@ func (r *reading[U]) readOpen(name string, f File, tries int, best []byte, done 
 // readDone judges one read of name: clean, or agreeing with the last, or
 // out of attempts, it is done; else it is read again.
 func (r *reading[U]) readDone(name string, buf []byte, err error, tries int, best []byte, size int64, done func([]byte, int64, error)) {
+	if (tries == 0) != (best == nil) {
+		// The first read has nothing to compare with; every reread
+		// carries the best read so far (readSegment's rereads).
+		r.l.hooks.Broken("a reread of a segment carries the best read so far: %s, try %d, best read held %t", name, tries+1, best != nil)
+		done(nil, 0, fmt.Errorf("%w: %s: reread without its earlier read", ErrPartitionDamaged, name))
+		return
+	}
 	if err != nil {
 		done(nil, 0, fmt.Errorf("read %s: %w", name, err))
 		return
