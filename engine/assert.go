@@ -149,6 +149,46 @@ import (
 //     checkCuts): sizes ≥ 0, one open job per lane, open jobs older than
 //     the segment cut; cuts in canonical order, one per group, each with
 //     a reason — reported through its invariantHook.
+//   - a port answers once: a sink's Apply (apply), the executor's decode
+//     of a piece (gather) and encoding of a body (prepare), an _offsets
+//     write (writeSources), a key bucket's write (writeBucket), a body
+//     made ahead (bodyAhead.finish); and a timer fires once, while armed
+//     (onFlushTimer, armInterval, scheduleBitmap, persistFailed's
+//     backoff, Close's grace, the disk log's sync timer).
+//   - every store request before it goes out (countingStore): its key or
+//     prefix under the pipeline's root (checkKey), a GET bounded with its
+//     range and its answer within the limit, a part numbered 1..10000
+//     and not empty, a completion with 1..10000 parts, an abort with its
+//     upload id; a refused request is answered with the failure, never
+//     nil. A multipart upload is created once, its parts started and its
+//     completion sent only in their stages (multipart).
+//   - registering a segment: its pieces hold each of its PARTs once, one
+//     piece per group (checkPiecesCover); a job joins a segment it holds
+//     PARTs of or ends with (addJob); an open job dropped is its lane's,
+//     once (dropOpen); the planner extends an open job by at most one of
+//     its own group (pendingCut).
+//   - the disk log's seam (wal_disk*.go): a unit made durable is a fresh
+//     one its submitters wait for, it joins live once durable, a failed
+//     batch's unit is answered once with its failure, a snapshot dated
+//     once at its seal and its seal record carrying that date, a
+//     committed snapshot's segment its own; recovery asks the log about
+//     its generations only between reading it and replaying it, a seal
+//     record names units of its partition, and a seal's ranges are
+//     bounded by its partition's scan before they are walked (claim).
+//     The log's core (package wal) checks its own steps: an entry
+//     appended once, a batch of entries on an open segment, a segment
+//     reported created open past its header, only the oldest segment
+//     removed, by collect.
+//   - the key store and the writer: bucket numbers ≥ 0, keys in flight
+//     only while a write holds their bucket, a bucket write ending once
+//     while it holds it, a manifest read only while held, a run's count
+//     bounded before its read sizes anything, a merged run between its
+//     largest input and their sum; a writer record within sealsMax seals
+//     and writerObjectLimit bytes when encoded, a claim within
+//     ClaimRoundsMax rounds, a log identity drawn non-zero within
+//     walIDDrawsMax draws.
+//   - configuration derived after New: the valve within the WAL's bound
+//     (Valve), a lane's limits the validated ones (LanesOf) — panics.
 
 // invariantError is the error of a broken invariant: ErrInvariant and the
 // message.
