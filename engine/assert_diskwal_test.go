@@ -400,3 +400,46 @@ func TestInvariantLanesOf(t *testing.T) {
 		t.Fatalf("default lanes %+v", l)
 	}
 }
+
+// TestInvariantS3LogSeam: where the disk log acts on an event, the S3
+// log checks the state that event implies in S3 mode (bare() runs the
+// S3 log).
+func TestInvariantS3LogSeam(t *testing.T) {
+	l := func(e *Engine) s3Log { return e.dlog.(s3Log) }
+	runBreaks(t, []breakCase{
+		{"committed-replayed", "an S3 WAL commit is a fresh snapshot's and waits for no log: snapshot 000000000001-000000000002, replayed true, log pending false", func(t *testing.T, e *Engine) {
+			l(e).committed(&snapshot{id: SnapshotID{1, 2}, replayed: true}, &segState{})
+		}},
+		{"committed-held-for-a-log", "an S3 WAL commit is a fresh snapshot's and waits for no log: snapshot 000000000001-000000000002, replayed false, log pending true", func(t *testing.T, e *Engine) {
+			l(e).committed(&snapshot{id: SnapshotID{1, 2}}, &segState{logPending: true})
+		}},
+		{"merged-a-generation", "the S3 WAL numbers no generations: generation 3 merged into 0 (1 merged)", func(t *testing.T, e *Engine) {
+			b := newBatchSet()
+			b.gen = 3
+			l(e).merged([]*batchSet{b}, e.live)
+		}},
+		{"sealed-into-a-non-empty-live", "an S3 WAL seal starts an empty live accumulator: 1 units, generation 0", func(t *testing.T, e *Engine) {
+			e.live.units = []*unit{{bytes: 1}}
+			l(e).sealed()
+		}},
+		{"stamped-twice", "an S3 WAL snapshot is sealed fresh and undated: snapshot 000000000001-000000000002, created 5, replayed false", func(t *testing.T, e *Engine) {
+			l(e).stamp(&snapshot{id: SnapshotID{1, 2}, created: 5})
+		}},
+		{"recovered-holding-units", "an S3 WAL recovery ends with an empty writer: live 0 units, 1 queued, active false, 0 replayed", func(t *testing.T, e *Engine) {
+			e.queue = []*snapshot{{id: SnapshotID{1, 2}, content: newBatchSet()}}
+			l(e).replay(nil)
+		}},
+	})
+	t.Run("holds", func(t *testing.T) {
+		e := bare()
+		sl := l(e)
+		sl.committed(&snapshot{id: SnapshotID{1, 2}}, &segState{})
+		sl.merged([]*batchSet{newBatchSet()}, e.live)
+		sl.sealed()
+		sl.stamp(&snapshot{id: SnapshotID{1, 2}})
+		sl.replay(nil)
+		if e.err != nil {
+			t.Fatalf("the S3 log's checks fail on a state that holds them: %v", e.err)
+		}
+	})
+}

@@ -129,14 +129,18 @@
 //     (multipart).
 //   - ports.go, errors.go: the ports and their contracts; sentinels.
 //   - counting.go: the object-store port wrapped to count every request
-//     (retries included), so that recovery's cost can be stated.
+//     (retries included), so that recovery's cost can be stated, and to
+//     check each one before it goes out (its key under the pipeline's
+//     root, a bounded read, a part numbered within S3's limit).
 //   - assert.go: how invariants are checked (fail closed with
 //     ErrInvariant, or panic) and the checks that need more than a line.
 //   - ingest.go, accumulator.go: Submit, admission, duplicates, the live
 //     accumulator.
 //   - durable.go: the seam between "a unit is durable (ack)" and "a
 //     snapshot is a committed segment (compaction)": the S3 WAL's s3Log
-//     and the local-disk WAL's diskLog.
+//     and the local-disk WAL's diskLog. Where the disk log acts on an
+//     event, s3Log checks the state the event implies in S3 mode (no
+//     generation, no replay, nothing held for a log).
 //   - wal_disk.go, wal_disk_hooks.go, wal_disk_unit.go: the local-disk
 //     WAL's policy — admission, acks, the memtable's generations, seal and
 //     flushed records, valves — over wal.Log, package wal's log core

@@ -95,27 +95,79 @@ func (l s3Log) accept(u *unit, in Unit) {
 }
 
 func (l s3Log) beforePersist(_ *snapshot, next func()) { next() }
-func (l s3Log) committed(*snapshot, *segState)         {}
-func (l s3Log) merged([]*batchSet, *batchSet)          {}
-func (l s3Log) sealed()                                {}
-func (l s3Log) roomFreed()                             {}
-func (l s3Log) heldBytes() int64                       { return 0 }
-func (l s3Log) failAll(error)                          {}
-func (l s3Log) files() int                             { return 0 }
-func (l s3Log) filesAtRest() int                       { return 0 }
+
+// The S3 WAL has no log beside the writer's sets: no generation, no
+// replay, no segment held back for a log. Where the disk log acts on an
+// event, the S3 log checks that the engine's state is the one this
+// implies, so that a disk-only path taken in S3 mode fails closed.
+
+// committed: a segment the S3 WAL commits is a fresh snapshot's (none is
+// replayed) and waits for no log before reclaim.
+func (l s3Log) committed(s *snapshot, st *segState) {
+	if s.replayed || st.logPending {
+		l.e.broken("an S3 WAL commit is a fresh snapshot's and waits for no log: snapshot %s, replayed %t, log pending %t", s.id, s.replayed, st.logPending)
+	}
+}
+
+// merged: the sets a failed persist moves back carry no generation.
+func (l s3Log) merged(from []*batchSet, into *batchSet) {
+	for _, b := range from {
+		if b.gen != 0 || into.gen != 0 {
+			l.e.broken("the S3 WAL numbers no generations: generation %d merged into %d (%d merged)", b.gen, into.gen, len(from))
+			return
+		}
+	}
+}
+
+// sealed: nothing joins live at a seal (the disk log's backlog would):
+// the new live accumulator is empty and has no generation.
+func (l s3Log) sealed() {
+	if live := l.e.live; !live.empty() || live.gen != 0 {
+		l.e.broken("an S3 WAL seal starts an empty live accumulator: %d units, generation %d", len(live.units), live.gen)
+	}
+}
+
+// roomFreed: no unit waits for room in the S3 WAL — a full one refuses
+// at once (room) — so a reclaimed segment wakes nobody.
+func (l s3Log) roomFreed() {}
+
+func (l s3Log) heldBytes() int64 { return 0 }
+
+// failAll: every unit the S3 WAL holds is in live, the queue or the
+// active snapshot, which failing closed answered already.
+func (l s3Log) failAll(error) {}
+
+func (l s3Log) files() int       { return 0 }
+func (l s3Log) filesAtRest() int { return 0 }
 
 // The S3 WAL's writer policy: the adaptive seal delay (acks wait for the
 // commit, so the delay is the ack latency), the body dated when it is
 // encoded, prepared ahead while the previous snapshot persists, PARTs in
 // the accumulator's order.
-func (l s3Log) sealDelay() (time.Duration, bool)   { return 0, false }
-func (l s3Log) stamp(*snapshot)                    {}
+func (l s3Log) sealDelay() (time.Duration, bool) { return 0, false }
+
+// stamp leaves a fresh snapshot undated: its body is dated when encoded.
+func (l s3Log) stamp(s *snapshot) {
+	if s.created != 0 || s.replayed {
+		l.e.broken("an S3 WAL snapshot is sealed fresh and undated: snapshot %s, created %d, replayed %t", s.id, s.created, s.replayed)
+	}
+}
+
 func (l s3Log) ahead() bool                        { return true }
-func (l s3Log) order([]segment.Part)               {}
+func (l s3Log) order([]segment.Part)               {}            // the accumulator's order is the S3 WAL's
 func (l s3Log) recoverLog(_ int, done func(error)) { done(nil) } // nothing to read: at once, as Starts next step
 func (l s3Log) logIDs() []SnapshotID               { return nil }
 func (l s3Log) holds(SnapshotID) bool              { return false }
-func (l s3Log) replay(map[SnapshotID]*segState)    {}
+
+// replay: there is no log to replay, so recovery ends with the writer as
+// it began — nothing live, queued or active. A unit held before recovery
+// ends was submitted to an engine that could not yet take it.
+func (l s3Log) replay(map[SnapshotID]*segState) {
+	if e := l.e; !e.live.empty() || len(e.queue) != 0 || e.active != nil || e.replayed != 0 {
+		e.broken("an S3 WAL recovery ends with an empty writer: live %d units, %d queued, active %t, %d replayed",
+			len(e.live.units), len(e.queue), e.active != nil, e.replayed)
+	}
+}
 
 // The seam's contract, asserted by the engine where it calls the log
 // (append, pump, commit), once for both logs.
