@@ -99,7 +99,9 @@ import (
 //     committed key's bucket exists (durable). Offsets view: its order
 //     sorted, every key it holds listed (sorted); one family per floor
 //     (mergeFloor). One checkpoint round, and one write per key bucket,
-//     at a time (writeCheckpoint; writeBucket, mergeKeys).
+//     at a time (writeCheckpoint; writeBucket, mergeKeys); a bucket held
+//     by a lookup's read only while busy, with no keys in flight
+//     (writeBucket, refreshBucket).
 //   - a delivery only of a non-empty queue of answers: deliverAnswers.
 //   - the accumulator: a part all CDC or all plain, its sidecar a row per
 //     row (batchSet.accepts): every unit joining live or a replayed

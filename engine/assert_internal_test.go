@@ -448,7 +448,22 @@ func TestInvariantPreconditions(t *testing.T) {
 		}},
 		{"key-bucket-written-while-busy", "one write per key bucket at a time: bucket 5 written while busy true with 0 keys in flight", func(t *testing.T, e *Engine) {
 			b := e.keys.bucket(5)
-			b.busy = true // a read (refreshBucket) or a merge holds it
+			b.busy = true // a write (a merge's) holds it
+			e.writeBucket(b, func(bool) {})
+		}},
+		{"key-bucket-read-unheld", "a key bucket is held by a read only while busy, with no keys in flight: bucket 5 reading, busy false, 0 keys in flight", func(t *testing.T, e *Engine) {
+			b := e.keys.bucket(5)
+			b.reading = true
+			e.writeBucket(b, func(landed bool) {
+				if landed {
+					t.Error("the write answered landed")
+				}
+			})
+		}},
+		{"key-bucket-read-with-keys-in-flight", "a key bucket is held by a read only while busy, with no keys in flight: bucket 5 reading, busy true, 1 keys in flight", func(t *testing.T, e *Engine) {
+			b := e.keys.bucket(5)
+			b.busy, b.reading = true, true
+			b.flight[segment.KeyHash{1}] = 1
 			e.writeBucket(b, func(bool) {})
 		}},
 		{"log-scan-units-not-the-scan's", "the units recovery holds are the log's: partition 0 holds 1, its scan 0", func(t *testing.T, e *Engine) {

@@ -123,6 +123,8 @@ const (
 	MarkLostBitsInferred // PARTs in a segment whose bitmap was unreadable lay before a live cut: applied by an earlier job
 	// The local-disk WAL (wal_disk_replay.go).
 	MarkWALCommittedUnflushed // recovery found a generation's segment owned and no flushed record of it in the log
+	// The idempotency-key store (keystore_io.go).
+	MarkIdemWriteWaitsRead // a round's write of a key bucket waited for a lookup's re-read of its manifest
 	NumMarks
 )
 
@@ -155,6 +157,7 @@ var markNames = [NumMarks]string{
 	"body-ahead", "body-ahead-dropped",
 	"lost-bits-inferred",
 	"wal-committed-unflushed",
+	"idem-write-waits-read",
 }
 
 // String returns the mark's name.

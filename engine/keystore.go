@@ -53,7 +53,12 @@ type keyBucket struct {
 	// in the old checkpoint format, or was lost (deleted by another
 	// incarnation) while runs it listed may still exist.
 	rewrite bool
-	busy    bool // a manifest write (a round's or a merge's) is in flight
+	busy    bool // held: a manifest write (a round's or a merge's), or a lookup's read of it (reading), is in flight
+	// reading: what holds the bucket is a lookup's re-read of its
+	// manifest (refreshBucket), not a write. A round that picked the
+	// bucket before the read took it writes it once the read is over
+	// (writeBucket). INVARIANT: only while busy, with no keys in flight.
+	reading bool
 }
 
 // keyRun is a run the bucket's manifest lists, with its meta once read.

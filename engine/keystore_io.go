@@ -57,9 +57,35 @@ func (e *Engine) writeKeyBuckets(done func(ok bool)) {
 }
 
 // writeBucket writes one run of b's recent keys, then b's manifest.
-func (e *Engine) writeBucket(b *keyBucket, done func(landed bool)) {
+func (e *Engine) writeBucket(b *keyBucket, done func(landed bool)) { e.writeBucketAfter(b, 0, done) }
+
+// writeBucketAfter is writeBucket after waits waits for a read. The
+// round took b when it began (dirty skips a held bucket); with more
+// buckets than RecoveryConcurrency, b's write starts only when an
+// earlier one ends, and a lookup may have taken b meanwhile to re-read
+// its manifest (refreshBucket). The write waits that read out, as the
+// read waits out a write: a read answered after the write landed would
+// forget the write's run. (A read holds b for AttemptsMax reads of its
+// manifest at most, and only a lookup that found a block gone starts one.)
+func (e *Engine) writeBucketAfter(b *keyBucket, waits int, done func(landed bool)) {
 	if !e.keys.live(b) {
 		done(true) // expired since the round began: nothing to keep
+		return
+	}
+	if b.reading && (!b.busy || len(b.flight) > 0) { // INVARIANT: reading only while busy, no keys in flight
+		e.broken("a key bucket is held by a read only while busy, with no keys in flight: bucket %d reading, busy %t, %d keys in flight", b.num, b.busy, len(b.flight))
+		done(false)
+		return
+	}
+	if b.reading {
+		e.mark(MarkIdemWriteWaitsRead)
+		e.p.Timers.AfterFunc(e.backoff(min(waits, AttemptsMax)), func() {
+			if e.state == stateFailed {
+				done(false)
+				return
+			}
+			e.writeBucketAfter(b, waits+1, done)
+		})
 		return
 	}
 	if b.busy || len(b.flight) > 0 { // INVARIANT: one manifest write per bucket at a time

@@ -171,22 +171,24 @@ func (e *Engine) readBlock(c blockRef, done func(entryList, error)) {
 // re-reads it if it fails): the lookup probes again after a backoff.
 // INVARIANT: no read of a manifest is in flight while a write of it is —
 // a read answered after the write landed would forget the write's run.
-// b.busy holds the bucket for either: a read waits while it is set
-// (here), and a write that finds it set fails closed (writeBucket,
-// mergeKeys).
+// b.busy holds the bucket for either, and b.reading says it is a read: a
+// read waits while busy is set (here); a round's write that finds a read
+// holding it waits too (writeBucket: the round picked the bucket before
+// the read took it), and a write that finds a write holding it fails
+// closed (writeBucket, mergeKeys).
 func (e *Engine) refreshBucket(b *keyBucket, attempt int, done func()) {
 	if b.busy || !e.keys.live(b) {
 		e.p.Timers.AfterFunc(e.backoff(attempt), done)
 		return
 	}
-	b.busy = true
+	b.busy, b.reading = true, true
 	e.readBucket(e.keys, b, func(err error) {
-		if !b.busy {
-			e.broken("a bucket stays held while its manifest is read: bucket %d answered (%v), not busy", b.num, err)
+		if !b.busy || !b.reading {
+			e.broken("a bucket stays held while its manifest is read: bucket %d answered (%v), busy %t, reading %t", b.num, err, b.busy, b.reading)
 			done()
 			return
 		}
-		b.busy = false
+		b.busy, b.reading = false, false
 		if errors.Is(err, ErrCorrupt) {
 			e.failClosed(err) // raises the alert
 		}

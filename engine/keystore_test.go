@@ -314,3 +314,110 @@ func TestMissingRunIsDropped(t *testing.T) {
 		t.Fatalf("after dropping one of %d runs: %d of the %d keys kept, the new one held %v", len(runs), kept, len(keys), holds(held, more...))
 	}
 }
+
+// A lookup whose block is gone re-reads its bucket's manifest, holding
+// the bucket, while a checkpoint round has that bucket queued behind a
+// slow write of an older one (RecoveryConcurrency 1). When the round
+// reaches it, its write waits for the read to end — a read is not a
+// second write — and then lands: the engine does not halt on "one write
+// per key bucket at a time", the retry is found in the merged run, and
+// every key ends up durable.
+func TestRoundWriteWaitsForALookupsRead(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.cfg.CheckpointDelay = 0
+	r.cfg.RecoveryConcurrency = 1
+	r.cfg.IdempotencyWindow = 16 * time.Minute // buckets of a minute
+	dest, _ := withSink(r)
+	r.start()
+	l := r.eng.Layout()
+	widthMs := engine.IdemBucketWidth(r.cfg.IdempotencyWindow).Milliseconds()
+
+	// Bucket a is the current minute, 5 s before its end; b the next.
+	toEnd := widthMs - r.sched.WallUnixMs()%widthMs
+	if toEnd < 5_000 {
+		toEnd += widthMs
+	}
+	r.sched.RunUntil(r.sched.Now() + time.Duration(toEnd-5_000)*time.Millisecond)
+	a := r.sched.WallUnixMs() / widthMs
+	b := a + 1
+	runOf := func(n int64) func(string) bool {
+		return func(key string) bool { return strings.HasPrefix(key, l.IdemBucketKey(n)+"/") }
+	}
+	merged := l.IdemRunKey(b, 1<<40, 1) // the other writer's run
+	var failA, slowA, failB, slowRead bool
+	failRunA := sim.StoreFault(sim.Fail, sim.OpPut).Key(runOf(a)).While(&failA)
+	slowRunA := sim.StoreFault(sim.OK, sim.OpPut).Key(runOf(a)).Delay(10 * time.Second).While(&slowA)
+	failRunB := sim.StoreFault(sim.Fail, sim.OpPut).Key(runOf(b)).Key(func(key string) bool { return key != merged }).While(&failB)
+	slowManifestB := sim.StoreFault(sim.OK, sim.OpGet).Key(func(key string) bool { return key == l.IdemBucketKey(b) }).Delay(20 * time.Second).While(&slowRead)
+	r.store.SetFaults(sim.StoreRulesFaults(failRunA, slowRunA, failRunB, slowManifestB))
+
+	// Bucket a's keys stay dirty: every round fails to write them.
+	failA = true
+	if err := r.answer(idemUnit("http", 1, "a-1")); err != nil {
+		t.Fatal(err)
+	}
+	// Bucket b gets a run (its write lands in a round that fails on a).
+	r.sched.RunUntil(r.sched.Now() + 10*time.Second)
+	if got := r.sched.WallUnixMs() / widthMs; got != b {
+		t.Fatalf("now in bucket %d, want %d", got, b)
+	}
+	if err := r.answer(idemUnit("http", 2, "b-1")); err != nil {
+		t.Fatal(err)
+	}
+	r.until(func() bool { _, ok := r.store.Object(l.IdemBucketKey(b)); return ok }, "bucket b's manifest")
+	// From now on b's writes fail too, so b stays dirty with a new key.
+	failB = true
+	if err := r.answer(idemUnit("http", 3, "b-2")); err != nil {
+		t.Fatal(err)
+	}
+
+	// Another writer merges b's run away: a lookup of b-1 finds its
+	// block gone and re-reads b's manifest.
+	manifests, held := r.keyStore()
+	if len(manifests) != 1 || manifests[0] != l.IdemBucketKey(b) || !holds(held, "b-1") {
+		t.Fatalf("manifests %v holding %d keys: want bucket %d's, holding b-1", manifests, len(held), b)
+	}
+	var es []segment.KeyEntry
+	for h, v := range held {
+		es = append(es, segment.KeyEntry{Hash: h, Value: v})
+	}
+	slices.SortFunc(es, func(x, y segment.KeyEntry) int { return bytes.Compare(x.Hash[:], y.Hash[:]) })
+	body, m, err := segment.EncodeKeyRun(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := segment.KeyRunRef{Epoch: 1 << 40, Seq: 1, Count: m.Count, MinValue: m.MinValue, Value: m.Value}
+	r.putObject(merged, body)
+	manifest, _ := segment.EncodeKeyManifest(1<<40, []segment.KeyRunRef{ref})
+	r.putObject(l.IdemBucketKey(b), manifest)
+	for _, k := range r.store.Keys(l.IdemBucketKey(b) + "/") {
+		if k != merged {
+			r.deleteObject(k)
+		}
+	}
+
+	// Two failed writes of a later: the round now running began after
+	// b-2 was committed, so it has both buckets dirty, a first. The next
+	// write of a is slow: b waits its turn in that round.
+	n := failRunA.Fired()
+	r.until(func() bool { return failRunA.Fired() >= n+2 }, "two more rounds")
+	failA, slowA, slowRead = false, true, true
+	r.until(func() bool { return slowRunA.Fired() > 0 }, "a slow write of bucket a")
+	retry := r.submit(idemUnit("http", 9, "b-1"))
+	r.until(func() bool { return retry.done }, "the retry's answer")
+	if err := r.eng.Err(); err != nil {
+		t.Fatalf("engine failed: %v", err)
+	}
+	if r.eng.Marks()[engine.MarkIdemWriteWaitsRead] == 0 {
+		t.Fatal("idem-write-waits-read not marked: the test did not reach its case")
+	}
+	if retry.err != nil || r.eng.Stats().UnitsDuplicate != 1 || r.eng.Marks()[engine.MarkIdemBlockGone] == 0 {
+		t.Fatalf("retry of b-1: %v, %d duplicates, idem-block-gone %d", retry.err, r.eng.Stats().UnitsDuplicate, r.eng.Marks()[engine.MarkIdemBlockGone])
+	}
+	slowA, failB, slowRead = false, false, false
+	r.until(func() bool { return r.eng.Drained() && r.markers() == 0 }, "reclaim")
+	if err := r.eng.Err(); err != nil {
+		t.Fatalf("engine failed: %v", err)
+	}
+	r.retryAfterRestart(dest, []string{"a-1", "b-1", "b-2"})
+}

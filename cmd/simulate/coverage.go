@@ -30,6 +30,9 @@ var optionalMarks = map[engine.Mark]string{
 		"expiring the bucket early (a clock far ahead) does that; engine TestLostManifestIsWrittenAgain reaches it",
 	engine.MarkIdemBlockGone: "a lookup racing a merge that deletes the run it reads: some worlds of a few hundred; " +
 		"engine TestLookupFollowsAMergedRun reaches it",
+	engine.MarkIdemWriteWaitsRead: "a lookup's block gone (a merge racing it) while a checkpoint round has the bucket queued " +
+		"behind more dirty buckets than RecoveryConcurrency: needs keys of two buckets dirty in one round, which a world's " +
+		"rounds rarely leave; engine TestRoundWriteWaitsForALookupsRead reaches it",
 	engine.MarkIdemManifestFull: "256 runs in one bucket: merges keep a bucket to a few dozen unless every merge " +
 		"fails; engine TestFullManifestWaitsForAMerge reaches it",
 	engine.MarkClaimLanded: "an epoch claim answered ambiguously that landed: about one world in twenty reaches it " +
