@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -442,4 +443,28 @@ func TestInvariantS3LogSeam(t *testing.T) {
 			t.Fatalf("the S3 log's checks fail on a state that holds them: %v", e.err)
 		}
 	})
+}
+
+// TestSealRangesRequiresLogOrder: a generation's units are durable and,
+// per partition, in the order the log wrote them; otherwise no seal is
+// formed (and its callers fail closed).
+func TestSealRangesRequiresLogOrder(t *testing.T) {
+	u := func(part uint32, seq uint64) *unit { return &unit{part: part, seq: seq} }
+	got, mask, err := sealRanges([]*unit{u(0, 1), u(1, 7), u(0, 2), u(0, 4), u(1, 8)})
+	if err != nil || mask != 0b11 || len(got) != 2 || !slices.Equal(got[0].ranges, []wal.SeqRange{{Lo: 1, Hi: 2}, {Lo: 4, Hi: 4}}) ||
+		!slices.Equal(got[1].ranges, []wal.SeqRange{{Lo: 7, Hi: 8}}) {
+		t.Fatalf("sealRanges = %+v, mask %b, %v", got, mask, err)
+	}
+	for name, c := range map[string]struct {
+		units []*unit
+		want  string
+	}{
+		"not durable": {[]*unit{u(0, 1), u(0, 0)}, "partition 0, sequence 0 after 1"},
+		"backwards":   {[]*unit{u(2, 5), u(2, 3)}, "partition 2, sequence 3 after 5"},
+		"twice":       {[]*unit{u(1, 4), u(1, 4)}, "partition 1, sequence 4 after 4"},
+	} {
+		if _, _, err := sealRanges(c.units); !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), "a generation's units are durable and in their partition's sequence order: "+c.want) {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
 }

@@ -398,7 +398,11 @@ func (l *diskLog) beforePersist(s *snapshot, next func()) {
 		l.e.broken("a sealed generation is one the log handed out (≥ 1): snapshot %s, generation 0", s.id)
 		return
 	}
-	ranges, mask := sealRanges(s.content.units)
+	ranges, mask, err := sealRanges(s.content.units)
+	if err != nil {
+		l.e.failClosed(err)
+		return
+	}
 	left := len(ranges)
 	if left == 0 {
 		next()
@@ -451,7 +455,11 @@ func (l *diskLog) committed(s *snapshot, st *segState) {
 		l.e.broken("a committed snapshot's segment is its own: snapshot %s, segment %s (nil %t)", s.id, id, st == nil)
 		return
 	}
-	_, mask := sealRanges(s.content.units)
+	_, mask, err := sealRanges(s.content.units)
+	if err != nil {
+		l.e.failClosed(err)
+		return
+	}
 	l.recordFlushed(s.id, mask, s.content.gen, st)
 }
 
@@ -524,7 +532,12 @@ type partRanges struct {
 
 // sealRanges groups units by partition into runs of consecutive sequence
 // numbers, in content order, and the mask of partitions involved.
-func sealRanges(units []*unit) (out []partRanges, mask uint64) {
+//
+// REQUIRES: every unit durable (sequence ≥ 1), and a partition's units in
+// the order the log wrote them — live takes them as they become durable,
+// in sequence order. A range out of that order would overlap or run
+// backwards, and a replay reading the seal claim the wrong units.
+func sealRanges(units []*unit) (out []partRanges, mask uint64, err error) {
 	idx := map[uint32]int{}
 	for _, u := range units {
 		i, ok := idx[u.part]
@@ -535,6 +548,13 @@ func sealRanges(units []*unit) (out []partRanges, mask uint64) {
 			mask |= 1 << u.part
 		}
 		rs := out[i].ranges
+		if n := len(rs); u.seq == 0 || n > 0 && u.seq <= rs[n-1].Hi {
+			last := uint64(0)
+			if n > 0 {
+				last = rs[n-1].Hi
+			}
+			return nil, 0, invariantError("a generation's units are durable and in their partition's sequence order: partition %d, sequence %d after %d", u.part, u.seq, last)
+		}
 		if n := len(rs); n > 0 && rs[n-1].Hi+1 == u.seq {
 			rs[n-1].Hi = u.seq
 		} else {
@@ -542,7 +562,7 @@ func sealRanges(units []*unit) (out []partRanges, mask uint64) {
 		}
 		out[i].ranges = rs
 	}
-	return out, mask
+	return out, mask, nil
 }
 
 // valve runs every PinnedMax/4: a log segment pinned longer than
