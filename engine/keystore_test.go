@@ -250,26 +250,8 @@ func TestLookupFollowsAMergedRun(t *testing.T) {
 	keys := r.answerAll(2, "req")
 	r.start() // the keys are in runs only
 	manifests, held := r.keyStore()
-	l := r.eng.Layout()
-	b, _ := l.ParseIdemBucketKey(manifests[0])
-	var es []segment.KeyEntry
-	for h, v := range held {
-		es = append(es, segment.KeyEntry{Hash: h, Value: v})
-	}
-	slices.SortFunc(es, func(x, y segment.KeyEntry) int { return bytes.Compare(x.Hash[:], y.Hash[:]) })
-	body, m, err := segment.EncodeKeyRun(es)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := segment.KeyRunRef{Epoch: 1 << 40, Seq: 1, Count: m.Count, MinValue: m.MinValue, Value: m.Value}
-	r.putObject(l.IdemRunKey(b, ref.Epoch, ref.Seq), body)
-	manifest, _ := segment.EncodeKeyManifest(1<<40, []segment.KeyRunRef{ref})
-	r.putObject(manifests[0], manifest)
-	for _, k := range r.store.Keys(manifests[0] + "/") {
-		if k != l.IdemRunKey(b, ref.Epoch, ref.Seq) {
-			r.deleteObject(k) // the other writer's merge deleted its inputs
-		}
-	}
+	b, _ := r.eng.Layout().ParseIdemBucketKey(manifests[0])
+	r.mergeRunsAsAnotherWriter(b, held)
 	if err := r.answer(idemUnit("http", 9, keys[1])); err != nil || r.eng.Stats().UnitsDuplicate != 1 {
 		t.Fatalf("retry: %v, %d duplicates", err, r.eng.Stats().UnitsDuplicate)
 	}
@@ -377,24 +359,7 @@ func TestRoundWriteWaitsForALookupsRead(t *testing.T) {
 	if len(manifests) != 1 || manifests[0] != l.IdemBucketKey(b) || !holds(held, "b-1") {
 		t.Fatalf("manifests %v holding %d keys: want bucket %d's, holding b-1", manifests, len(held), b)
 	}
-	var es []segment.KeyEntry
-	for h, v := range held {
-		es = append(es, segment.KeyEntry{Hash: h, Value: v})
-	}
-	slices.SortFunc(es, func(x, y segment.KeyEntry) int { return bytes.Compare(x.Hash[:], y.Hash[:]) })
-	body, m, err := segment.EncodeKeyRun(es)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ref := segment.KeyRunRef{Epoch: 1 << 40, Seq: 1, Count: m.Count, MinValue: m.MinValue, Value: m.Value}
-	r.putObject(merged, body)
-	manifest, _ := segment.EncodeKeyManifest(1<<40, []segment.KeyRunRef{ref})
-	r.putObject(l.IdemBucketKey(b), manifest)
-	for _, k := range r.store.Keys(l.IdemBucketKey(b) + "/") {
-		if k != merged {
-			r.deleteObject(k)
-		}
-	}
+	r.mergeRunsAsAnotherWriter(b, held)
 
 	// Two failed writes of a later: the round now running began after
 	// b-2 was committed, so it has both buckets dirty, a first. The next
@@ -420,4 +385,31 @@ func TestRoundWriteWaitsForALookupsRead(t *testing.T) {
 		t.Fatalf("engine failed: %v", err)
 	}
 	r.retryAfterRestart(dest, []string{"a-1", "b-1", "b-2"})
+}
+
+// mergeRunsAsAnotherWriter does what another writer's merge of key bucket
+// b does: one run of held (the keys b's runs hold) under that writer's
+// epoch, b's manifest listing only it, and the inputs deleted.
+func (r *rig) mergeRunsAsAnotherWriter(b int64, held map[segment.KeyHash]uint64) {
+	r.t.Helper()
+	l := r.eng.Layout()
+	var es []segment.KeyEntry
+	for h, v := range held {
+		es = append(es, segment.KeyEntry{Hash: h, Value: v})
+	}
+	slices.SortFunc(es, func(x, y segment.KeyEntry) int { return bytes.Compare(x.Hash[:], y.Hash[:]) })
+	body, m, err := segment.EncodeKeyRun(es)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	ref := segment.KeyRunRef{Epoch: 1 << 40, Seq: 1, Count: m.Count, MinValue: m.MinValue, Value: m.Value}
+	merged := l.IdemRunKey(b, ref.Epoch, ref.Seq)
+	r.putObject(merged, body)
+	manifest, _ := segment.EncodeKeyManifest(ref.Epoch, []segment.KeyRunRef{ref})
+	r.putObject(l.IdemBucketKey(b), manifest)
+	for _, k := range r.store.Keys(l.IdemBucketKey(b) + "/") {
+		if k != merged {
+			r.deleteObject(k) // the other writer's merge deleted its inputs
+		}
+	}
 }

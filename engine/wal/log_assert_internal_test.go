@@ -11,10 +11,7 @@ import (
 // through Hooks.Broken.
 func TestInvariantLogCore(t *testing.T) {
 	halted := errors.New("corrupt entry")
-	cases := map[string]struct {
-		want   string
-		break_ func(t *testing.T, l *Log[int], p *Partition[int])
-	}{
+	cases := map[string]logBreak{
 		"unpin-generation-zero": {"a generation unpinned is one that pins (≥ 1): generation 0", func(t *testing.T, l *Log[int], p *Partition[int]) {
 			l.Unpin(0)
 		}},
@@ -126,13 +123,7 @@ func TestInvariantLogCore(t *testing.T) {
 			}
 		}},
 	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			l, r := testLog(2)
-			c.break_(t, l, l.Partition(0))
-			r.wantBroken(t, c.want)
-		})
-	}
+	runLogBreaks(t, cases)
 }
 
 // TestCheckBytesHolds: a partition whose bytes are its segments' passes,
@@ -152,5 +143,25 @@ func TestCheckBytesHolds(t *testing.T) {
 	p.segs, p.bytes = []*Segment{{Num: 1}, {Num: 2, size: 4096}}, 4096
 	if !p.checkBytes() || len(r.broke) != 0 {
 		t.Fatalf("an empty segment found by recovery: %q", r.broke)
+	}
+}
+
+// logBreak is an invariant of the log core broken on purpose: want is
+// the part of the message Hooks.Broken gets that names it.
+type logBreak struct {
+	want   string
+	break_ func(t *testing.T, l *Log[int], p *Partition[int])
+}
+
+// runLogBreaks runs each case on its own two-partition log and wants
+// exactly its invariant reported.
+func runLogBreaks(t *testing.T, cases map[string]logBreak) {
+	t.Helper()
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			l, r := testLog(2)
+			c.break_(t, l, l.Partition(0))
+			r.wantBroken(t, c.want)
+		})
 	}
 }

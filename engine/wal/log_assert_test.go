@@ -26,10 +26,7 @@ func (h *heldTimers) AfterFunc(_ time.Duration, fn func()) func() {
 // breaks its contract. Each reports exactly its invariant through
 // Hooks.Broken.
 func TestInvariantLogStages(t *testing.T) {
-	cases := map[string]struct {
-		want   string
-		break_ func(t *testing.T, l *Log[int], p *Partition[int])
-	}{
+	cases := map[string]logBreak{
 		"pinned-from-the-future": {"a segment is pinned since no later than now: partition 0 segment 1 pinned since 10s, now 0s", func(t *testing.T, l *Log[int], p *Partition[int]) {
 			p.segs = []*Segment{{Num: 1, dirty: map[uint64]uint64{3: 1}, pinnedSince: 10 * time.Second}}
 			if l.PinnedLonger(time.Second) {
@@ -115,13 +112,7 @@ func TestInvariantLogStages(t *testing.T) {
 			}
 		}},
 	}
-	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			l, r := testLog(2)
-			c.break_(t, l, l.Partition(0))
-			r.wantBroken(t, c.want)
-		})
-	}
+	runLogBreaks(t, cases)
 }
 
 // TestInvariantLogSyncTimer: the BATCH_SYNC timer that fires with none
