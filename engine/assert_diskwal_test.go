@@ -445,8 +445,8 @@ func TestInvariantS3LogSeam(t *testing.T) {
 	})
 }
 
-// TestSealRangesRequiresLogOrder: a generation's units are durable and,
-// per partition, in the order the log wrote them; otherwise no seal is
+// TestSealRangesRequiresLogOrder: a generation's units are, per
+// partition, in the order the log wrote them; otherwise no seal is
 // formed (and its callers fail closed).
 func TestSealRangesRequiresLogOrder(t *testing.T) {
 	u := func(part uint32, seq uint64) *unit { return &unit{part: part, seq: seq} }
@@ -459,11 +459,11 @@ func TestSealRangesRequiresLogOrder(t *testing.T) {
 		units []*unit
 		want  string
 	}{
-		"not durable": {[]*unit{u(0, 1), u(0, 0)}, "partition 0, sequence 0 after 1"},
-		"backwards":   {[]*unit{u(2, 5), u(2, 3)}, "partition 2, sequence 3 after 5"},
-		"twice":       {[]*unit{u(1, 4), u(1, 4)}, "partition 1, sequence 4 after 4"},
+		"back to 0": {[]*unit{u(0, 1), u(0, 0)}, "partition 0, sequence 0 after 1"},
+		"backwards": {[]*unit{u(2, 5), u(2, 3)}, "partition 2, sequence 3 after 5"},
+		"twice":     {[]*unit{u(1, 4), u(1, 4)}, "partition 1, sequence 4 after 4"},
 	} {
-		if _, _, err := sealRanges(c.units); !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), "a generation's units are durable and in their partition's sequence order: "+c.want) {
+		if _, _, err := sealRanges(c.units); !errors.Is(err, ErrInvariant) || !strings.Contains(err.Error(), "a generation's units are in their partition's sequence order: "+c.want) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}

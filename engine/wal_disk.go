@@ -533,10 +533,11 @@ type partRanges struct {
 // sealRanges groups units by partition into runs of consecutive sequence
 // numbers, in content order, and the mask of partitions involved.
 //
-// REQUIRES: every unit durable (sequence ≥ 1), and a partition's units in
-// the order the log wrote them — live takes them as they become durable,
-// in sequence order. A range out of that order would overlap or run
-// backwards, and a replay reading the seal claim the wrong units.
+// REQUIRES: a partition's units in the order the log wrote them — live
+// takes them as they become durable, in sequence order. A range out of
+// that order would overlap or run backwards, and a replay reading the
+// seal claim the wrong units. (That each is durable, sequence ≥ 1, the
+// caller checks on the ranges: beforePersist.)
 func sealRanges(units []*unit) (out []partRanges, mask uint64, err error) {
 	idx := map[uint32]int{}
 	for _, u := range units {
@@ -548,12 +549,8 @@ func sealRanges(units []*unit) (out []partRanges, mask uint64, err error) {
 			mask |= 1 << u.part
 		}
 		rs := out[i].ranges
-		if n := len(rs); u.seq == 0 || n > 0 && u.seq <= rs[n-1].Hi {
-			last := uint64(0)
-			if n > 0 {
-				last = rs[n-1].Hi
-			}
-			return nil, 0, invariantError("a generation's units are durable and in their partition's sequence order: partition %d, sequence %d after %d", u.part, u.seq, last)
+		if n := len(rs); n > 0 && u.seq <= rs[n-1].Hi {
+			return nil, 0, invariantError("a generation's units are in their partition's sequence order: partition %d, sequence %d after %d", u.part, u.seq, rs[n-1].Hi)
 		}
 		if n := len(rs); n > 0 && rs[n-1].Hi+1 == u.seq {
 			rs[n-1].Hi = u.seq
