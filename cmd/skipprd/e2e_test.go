@@ -260,15 +260,23 @@ func (p *proc) waitStderr(t testing.TB, what string, ok func([]string) bool) {
 	p.waitFor(t, what, func() bool { return ok(p.stderrLines()) })
 }
 
+// waitFor polls ok until it holds; it fails the test if the daemon exits
+// or e2eWait passes first.
+//
+// ok is asked again after 50 ms, then at most every 250 ms: many tests ask
+// whether the lake holds every row, which reads every file in it; asked
+// 20 times a second, that read competes for the CPU with the daemon under
+// test on a loaded 2-core machine (a NATS test ran out of its window
+// under CI's load).
 func (p *proc) waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(e2eWait)
-	for !ok() {
+	for poll := 50 * time.Millisecond; !ok(); poll = min(2*poll, 250*time.Millisecond) {
 		select {
 		case err := <-p.exited:
 			p.exited <- err
 			t.Fatalf("daemon exited (%v) while waiting for %s", err, what)
-		case <-time.After(50 * time.Millisecond):
+		case <-time.After(poll):
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("no %s within %v", what, e2eWait)
