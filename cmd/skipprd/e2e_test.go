@@ -270,7 +270,13 @@ func (p *proc) waitStderr(t testing.TB, what string, ok func([]string) bool) {
 // under CI's load).
 func (p *proc) waitFor(t testing.TB, what string, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(e2eWait)
+	p.waitForWithin(t, what, e2eWait, ok)
+}
+
+// waitForWithin is waitFor with a window of its own.
+func (p *proc) waitForWithin(t testing.TB, what string, window time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(window)
 	for poll := 50 * time.Millisecond; !ok(); poll = min(2*poll, 250*time.Millisecond) {
 		select {
 		case err := <-p.exited:
@@ -279,7 +285,7 @@ func (p *proc) waitFor(t testing.TB, what string, ok func() bool) {
 		case <-time.After(poll):
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no %s within %v", what, e2eWait)
+			t.Fatalf("no %s within %v", what, window)
 		}
 	}
 }
