@@ -377,8 +377,8 @@ func TestInvariantLanesOf(t *testing.T) {
 		cfg  Config
 		want string
 	}{
-		{"sink-without-interval", Config{Lanes: map[string]LaneLimits{"s": {FileBytes: 5}}}, `sink "s" follow validated limits (was Config.Lanes changed after New?): file bytes 5, flush interval 0s`},
-		{"default-negative", Config{DefaultLanes: LaneLimits{FileBytes: -1, FlushInterval: 1}}, `sink "t" follow validated limits (was Config.Lanes changed after New?): file bytes -1, flush interval 1ns`},
+		{"sink-without-interval", Config{Lanes: map[string]LaneLimits{"s": {FileBytes: 5}}}, `follow validated limits (was Config.Lanes changed after New?): engine: config: lanes of s: file bytes 5 need a flush interval`},
+		{"default-negative", Config{DefaultLanes: LaneLimits{FileBytes: -1, FlushInterval: 1}}, `follow validated limits (was Config.Lanes changed after New?): engine: config: lanes of t: file bytes -1 and flush interval 1ns must not be negative`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			defer func() {

@@ -263,9 +263,8 @@ func (c *Config) LanesOf(ref string) LaneLimits {
 	if !ok {
 		l = c.DefaultLanes
 	}
-	if l.FileBytes < 0 || l.FlushInterval < 0 || l.FileBytes > 0 && l.FlushInterval == 0 {
-		panic(fmt.Sprintf("engine: the lanes of sink %q follow validated limits (was Config.Lanes changed after New?): file bytes %d, flush interval %v",
-			ref, l.FileBytes, l.FlushInterval))
+	if err := l.Validate(ref); err != nil {
+		panic(fmt.Sprintf("engine: a sink's lanes follow validated limits (was Config.Lanes changed after New?): %v", err))
 	}
 	return l
 }

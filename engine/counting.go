@@ -11,7 +11,8 @@ import "strings"
 // run) whose failure leaves an orphan for the sweeper, not an operation
 // being retried; as troubles they would never clear.
 //
-// It also checks each request before it goes out (checkKey, checkRequest):
+// It also checks each request before it goes out (checkKey, and the
+// bounds of a GET, an uploaded part, a completion and an abort):
 // a request that breaks one is not issued — the engine fails closed, and
 // the request is answered with its error later on the loop, as a port
 // would answer it.
