@@ -414,6 +414,7 @@ func (h *Host) Kill() {
 		}
 	})
 	<-h.exited
+	h.loop.background.Wait()
 }
 
 // Claim states of a function posted by callLoop. The CAS between the

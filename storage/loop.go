@@ -39,6 +39,11 @@ type Loop struct {
 	stopped bool
 	running bool // Run has been called
 
+	// background counts Executor.Background work still running: the host
+	// waits for it on Kill, so that after Close nothing the engine handed
+	// off (a committed set's releases) still holds a batch.
+	background sync.WaitGroup
+
 	wake     chan struct{} // capacity 1: "the queue may be non-empty"
 	halt     chan struct{} // closed by Stop
 	haltOnce sync.Once

@@ -109,12 +109,12 @@ type Executor struct {
 }
 
 // Background implements engine.Background: work runs on a fresh
-// goroutine, and nothing is posted back.
+// goroutine, and nothing is posted back; Host.Kill waits for it.
 func (e Executor) Background(work func()) {
 	if work == nil {
 		panic("storage: Executor.Background(nil)")
 	}
-	go work()
+	e.loop.background.Go(work)
 }
 
 // Go implements engine.Executor.
