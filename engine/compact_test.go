@@ -296,6 +296,32 @@ func closeDrains(t *testing.T, r *rig, n int) {
 	}
 }
 
+// A close waits for reclaims only its StopGrace from its start: a job
+// that runs past the default grace leaves its segment to the next start;
+// a longer grace lets the close reclaim it.
+func TestStopGraceBoundsTheClosesReclaims(t *testing.T) {
+	for _, tc := range []struct {
+		grace time.Duration
+		left  bool
+	}{{0, true}, {30 * time.Second, false}} {
+		r := newRig(t, sim.StoreConfig{})
+		r.cfg.StopGrace = tc.grace
+		dest, cs := withSink(r)
+		cs.delay = engine.CloseReclaimGrace + 2*time.Second
+		r.start()
+		u := r.submit(unit("events", 7))
+		if err := r.closeEngine(); err != nil || !u.done || u.err != nil {
+			t.Fatalf("grace %v: close %v, unit %+v", tc.grace, err, u)
+		}
+		if got := destValues(dest)["events"]; !slices.Equal(got, []int64{7}) {
+			t.Fatalf("grace %v: destination %v, want the unit once: jobs run to their end", tc.grace, got)
+		}
+		if left := len(r.walKeys()) > 0; left != tc.left {
+			t.Fatalf("grace %v: WAL after close %v, want a segment left %v", tc.grace, r.walKeys(), tc.left)
+		}
+	}
+}
+
 // A sink that fails does not hold a graceful close: each job is tried
 // once more at most, the segment stays in the WAL, and the next start
 // applies it.

@@ -22,9 +22,10 @@ const (
 	// DefaultLiveSegmentsMax: 1024 segments of the 8 MiB default target
 	// is an 8 GiB backlog, recovered with about 2048 small reads.
 	DefaultLiveSegmentsMax = 1024
-	// CloseReclaimGrace: how long a graceful close waits, from its start,
-	// for reclaims (checkpoint PUTs, three DELETEs) to finish; the next
-	// start finishes any it cuts short.
+	// CloseReclaimGrace: how long a graceful close waits by default
+	// (Config.StopGrace), from its start, for reclaims (checkpoint PUTs,
+	// three DELETEs) to finish; the next start finishes any it cuts
+	// short.
 	CloseReclaimGrace = 10 * time.Second
 	flushDelayMin     = 100 * time.Millisecond
 	flushDelayMax     = 500 * time.Millisecond
@@ -106,6 +107,11 @@ type Config struct {
 	// restart it or an operator to see; 0: never (keep retrying). A
 	// refusal that no retry changes (ErrRefused) stops it at once.
 	RecoveryGiveUp time.Duration
+	// StopGrace: how long a graceful close waits, from its start, for
+	// reclaims to finish (Close; the jobs that can start always run to
+	// their end); a segment whose reclaim it cuts short is left in the
+	// WAL for the next start. 0 means CloseReclaimGrace.
+	StopGrace time.Duration
 
 	// Lanes say, per sink_ref, when a lane's open compaction job is cut
 	// (cut.go); a sink missing here takes DefaultLanes. The zero
@@ -158,6 +164,15 @@ func DeriveConfig(prefix, pipeline string, bufferThresholdBytes int64, ingestThr
 	}
 }
 
+// stopGrace is how long a graceful close waits (StopGrace, or its
+// default).
+func (c Config) stopGrace() time.Duration {
+	if c.StopGrace == 0 {
+		return CloseReclaimGrace
+	}
+	return c.StopGrace
+}
+
 // Validate reports the first setting that cannot work.
 func (c Config) Validate() error {
 	switch {
@@ -180,8 +195,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("engine: config: fence wait %v and orphan grace %v must not be negative", c.FenceWait, c.OrphanGrace)
 	case c.LiveSegmentsMax < 1:
 		return fmt.Errorf("engine: config: live segments max %d must be at least 1", c.LiveSegmentsMax)
-	case c.RecoveryGiveUp < 0:
-		return fmt.Errorf("engine: config: recovery give-up %v is negative", c.RecoveryGiveUp)
+	case c.RecoveryGiveUp < 0 || c.StopGrace < 0:
+		return fmt.Errorf("engine: config: recovery give-up %v and stop grace %v must not be negative", c.RecoveryGiveUp, c.StopGrace)
 	case c.RecoveryConcurrency <= 0:
 		return fmt.Errorf("engine: config: recovery concurrency %d must be positive", c.RecoveryConcurrency)
 	}

@@ -108,8 +108,8 @@
 // Close is graceful: it commits and acks what is held (cutting every open
 // job), applies what it can
 // (a job failing during the close is left for the next start) and gives
-// reclaims CloseReclaimGrace; whatever is left is recovered like after a
-// crash.
+// reclaims Config.StopGrace (CloseReclaimGrace by default);
+// whatever is left is recovered like after a crash.
 //
 // A segment is one committed snapshot of the accumulator: a body of PARTs
 // (one per partition key) described in package segment. A slice is one

@@ -271,7 +271,7 @@ func (e *Engine) failClosed(err error) {
 // Close stops ingest, commits what is held, and drains compaction: every
 // job that can start runs (one that fails while closing is left for the
 // next start, so a sink outage cannot hold the close), and reclaims in
-// flight get up to CloseReclaimGrace from the close to finish. done is
+// flight get up to Config.StopGrace from the close to finish. done is
 // called when all that is over (or with the error that made the engine
 // fail closed). A clean stop with healthy sinks thus leaves every ACKed
 // record applied and the WAL empty; anything left is recovered by the
@@ -300,7 +300,7 @@ func (e *Engine) Close(done func(error)) {
 	}
 	e.state = stateClosing
 	e.closeDone = done
-	e.p.Timers.AfterFunc(CloseReclaimGrace, func() {
+	e.p.Timers.AfterFunc(e.cfg.stopGrace(), func() {
 		if e.closeGraceOver {
 			// One close per engine arms one grace timer: a second run
 			// means a second close armed another.

@@ -122,6 +122,7 @@ type config struct {
 	AdminAddr            string        // the admin listener's host:port; "" when SKIPPR_ADMIN_ADDR=off
 	LogFormat            string        // "text" or "json" (read by main before run; checked here)
 	RecoveryGiveUp       time.Duration // 0: never give up (SKIPPR_RECOVERY_GIVE_UP_SECONDS=0)
+	StopGrace            time.Duration // SKIPPR_STOP_GRACE_SECONDS
 	DrainPipeline        string        // SKIPPR_DRAIN_PIPELINE: the pipeline whose WAL in DATA_DIR is applied first; "" for none
 	// S3Timeout is the bucket's request timeout, 0 for s3RequestTimeout
 	// (parsed in every mode, used with a bucket).
@@ -162,6 +163,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 		AdminAddr:            defaultAdminAddr,
 		LogFormat:            logText,
 		RecoveryGiveUp:       defaultRecoveryGiveUp,
+		StopGrace:            engine.CloseReclaimGrace,
 		Lake:                 engine.LaneLimits{FileBytes: defaultLakeFileBytes, FlushInterval: defaultFlushInterval},
 	}
 	get := func(name string) (string, bool) {
@@ -251,6 +253,13 @@ func parseOps(get func(string) (string, bool), c *config) error {
 			return &configError{envRecoveryGiveUp, v, fmt.Sprintf("want whole seconds in 0..%d (0: keep retrying), e.g. 120", recoveryGiveUpSecondsMax)}
 		}
 		c.RecoveryGiveUp = time.Duration(n) * time.Second
+	}
+	if v, ok := get(envStopGrace); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 || n > stopGraceSecondsMax {
+			return &configError{envStopGrace, v, fmt.Sprintf("want whole seconds in 1..%d, e.g. 25", stopGraceSecondsMax)}
+		}
+		c.StopGrace = time.Duration(n) * time.Second
 	}
 	return nil
 }
@@ -422,5 +431,6 @@ func (c config) engineConfig() engine.Config {
 		ec.Disk = &d
 	}
 	ec.RecoveryGiveUp = c.RecoveryGiveUp
+	ec.StopGrace = c.StopGrace
 	return ec
 }

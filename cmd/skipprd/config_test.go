@@ -28,7 +28,7 @@ func TestParseConfigDefaults(t *testing.T) {
 	want := config{
 		DataDir: "./data", WALStorage: walDisk, Pipeline: "default", WALPrefix: "wal",
 		BufferThresholdBytes: 8 << 20, MaxDelay: 60 * time.Second, IngestThreads: runtime.NumCPU(),
-		Disk: *engine.DefaultDiskWAL(), AdminAddr: "127.0.0.1:9090", LogFormat: "text", RecoveryGiveUp: 2 * time.Minute,
+		Disk: *engine.DefaultDiskWAL(), AdminAddr: "127.0.0.1:9090", LogFormat: "text", RecoveryGiveUp: 2 * time.Minute, StopGrace: 10 * time.Second,
 		Lake: engine.LaneLimits{FileBytes: 128 << 20, FlushInterval: 5 * time.Minute},
 	}
 	if c != want {
@@ -117,7 +117,7 @@ func TestParseConfigValues(t *testing.T) {
 		envDataDir: "/var/lib/skipprd", envBufferBytes: "33554432", envMaxDelay: "0.5",
 		envIngestThreads: "12", envPipeline: "orders-prod", envWALPrefix: "/tenant/ws/",
 		envWALStorage: "S3", envBucket: "shared", envS3PathStyle: "true", envRecoveryGiveUp: "0",
-		envLakeFileBytes: " 256 MiB", envLakeFlushInterval: "90s",
+		envStopGrace: "25", envLakeFileBytes: " 256 MiB", envLakeFlushInterval: "90s",
 	}))
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,8 @@ func TestParseConfigValues(t *testing.T) {
 		DataDir: "/var/lib/skipprd", WALStorage: walS3, Pipeline: "orders-prod", WALPrefix: "tenant/ws",
 		BufferThresholdBytes: 32 << 20, MaxDelay: 500 * time.Millisecond, IngestThreads: 12,
 		Bucket: "shared", PathStyle: true, Disk: *engine.DefaultDiskWAL(), AdminAddr: "127.0.0.1:9090", LogFormat: "text",
-		Lake: engine.LaneLimits{FileBytes: 256 << 20, FlushInterval: 90 * time.Second},
+		Lake:      engine.LaneLimits{FileBytes: 256 << 20, FlushInterval: 90 * time.Second},
+		StopGrace: 25 * time.Second,
 	}
 	if c != want {
 		t.Fatalf("got %+v, want %+v", c, want)
@@ -186,6 +187,9 @@ func TestParseConfigRejects(t *testing.T) {
 		{"request timeout with a unit", map[string]string{envS3Timeout: "5s"}, envS3Timeout, "whole number of seconds"},
 		{"give-up negative", map[string]string{envRecoveryGiveUp: "-1"}, envRecoveryGiveUp, "0..86400"},
 		{"give-up with a unit", map[string]string{envRecoveryGiveUp: "2m"}, envRecoveryGiveUp, "whole seconds"},
+		{"stop grace zero", map[string]string{envStopGrace: "0"}, envStopGrace, "1..3600"},
+		{"stop grace beyond an hour", map[string]string{envStopGrace: "3601"}, envStopGrace, "1..3600"},
+		{"stop grace with a unit", map[string]string{envStopGrace: "30s"}, envStopGrace, "whole seconds"},
 		{"lake file bytes words", map[string]string{envLakeFileBytes: "lots"}, envLakeFileBytes, "want a whole number of bytes"},
 		{"lake file bytes below a MiB", map[string]string{envLakeFileBytes: "512KiB"}, envLakeFileBytes,
 			`="512KiB": is 524288 bytes; want 0 (a job per segment) or 1MiB (1048576) .. 1GiB (1073741824)`},

@@ -355,8 +355,11 @@ func (d *daemon) serve(ctx context.Context, stdout io.Writer, started time.Time)
 			d.log.Warn("source stopped with an error", "err", err)
 		}
 	}
-	if !d.printProgressWithin(stdout, started, finalStatsWait) {
+	if st, ok := d.printProgressWithin(stdout, started, finalStatsWait); !ok {
 		d.log.Warn("no last progress line: the engine did not answer", "within", finalStatsWait)
+	} else if st.LiveSegments > 0 {
+		d.log.Info("stopped with segments not yet applied: the next start applies them (a sink failing while stopping, or SKIPPR_STOP_GRACE_SECONDS ran out)",
+			"live_segments", st.LiveSegments, "stop_grace", d.ecfg.StopGrace)
 	}
 	for _, src := range d.sources {
 		if g, ok := src.(*genSource); ok {
@@ -424,13 +427,13 @@ func (d *daemon) printProgress(w io.Writer, started time.Time) {
 }
 
 // printProgressWithin prints a progress line if the engine answers
-// within wait, and reports whether it did.
-func (d *daemon) printProgressWithin(w io.Writer, started time.Time, wait time.Duration) bool {
+// within wait, and reports whether it did, with the stats it printed.
+func (d *daemon) printProgressWithin(w io.Writer, started time.Time, wait time.Duration) (engine.Stats, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	st, err := d.host.Stats(ctx)
 	if err != nil {
-		return false
+		return engine.Stats{}, false
 	}
 	var ingested, acked uint64
 	for _, src := range d.sources {
@@ -441,7 +444,7 @@ func (d *daemon) printProgressWithin(w io.Writer, started time.Time, wait time.D
 	if st.Alerts > d.alertSeq {
 		d.logAlerts(ctx)
 	}
-	return true
+	return st, true
 }
 
 // logAlerts logs each engine alert raised since the last one logged,

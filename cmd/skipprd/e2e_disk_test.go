@@ -120,7 +120,7 @@ func TestDaemonDiskWALKills(t *testing.T) {
 	// The last run: resume, finish the orders snapshot, ingest a little,
 	// then stop on SIGINT and drain.
 	env, mode := envOfRun()
-	final := startDaemon(t, bin, dataDir, env...)
+	final := startDaemon(t, bin, dataDir, append(env, stopGraceLong)...)
 	runs = append(runs, final)
 	final.waitStderr(t, "the orders snapshot complete", func(lines []string) bool {
 		return findLine(lines, "generator: snapshot complete") != ""
@@ -182,7 +182,7 @@ func TestDaemonDiskWALWithS3Segments(t *testing.T) {
 	t.Cleanup(func() { _ = emb.Close() })
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
-	p := startDaemon(t, bin, dataDir, append(append(s3Env(t, emb.Endpoint()), envWALStorage+"=disk", envWALBucket+"="+bucket), quickLake...)...)
+	p := startDaemon(t, bin, dataDir, append(append(s3Env(t, emb.Endpoint()), envWALStorage+"=disk", envWALBucket+"="+bucket, stopGraceLong), quickLake...)...)
 	p.waitStderr(t, "the orders snapshot complete", func(lines []string) bool {
 		return findLine(lines, "generator: snapshot complete") != ""
 	})

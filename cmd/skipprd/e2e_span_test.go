@@ -35,7 +35,7 @@ func TestDaemonSpanningJobs(t *testing.T) {
 	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
 	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake, file_bytes: 1MiB, flush_interval: 2s}\n"+
 		"sources:\n  - {name: api, kind: http, sink: lake, listen: \"127.0.0.1:0\"}\n")
-	p := startDaemon(t, bin, dataDir, envPipelineFile+"="+pipeline, envMaxDelay+"=0.1")
+	p := startDaemon(t, bin, dataDir, envPipelineFile+"="+pipeline, envMaxDelay+"=0.1", stopGraceLong)
 	p.waitStderr(t, "the HTTP source listening", func(lines []string) bool { return listenAddr(lines) != "" })
 	if line := findLine(p.stderrLines(), `msg="sink: Parquet folder"`); !strings.Contains(line, "file_bytes=1048576 flush_interval=2s") {
 		t.Fatalf("the sink's start-up line does not say its limits: %s", line)

@@ -41,7 +41,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	bin := buildDaemon(t)
 	dataDir := t.TempDir()
 	embedded := envWALStorage + "=embedded" // this test is about the S3 WAL's recovery
-	first := startDaemon(t, bin, dataDir, append([]string{embedded}, quickLake...)...)
+	first := startDaemon(t, bin, dataDir, append([]string{embedded, stopGraceLong}, quickLake...)...)
 	first.waitStdout(t, "three progress lines with acks", progressLines("acked", 3))
 	first.stop(t)
 	stopped := first.offsetsLogged(t, "generator stopped at")
@@ -74,7 +74,7 @@ func TestDaemonEndToEnd(t *testing.T) {
 	// A crash this time: SIGKILL, no graceful anything.
 	second.kill(t)
 
-	third := startDaemon(t, bin, dataDir, append([]string{embedded}, quickLake...)...)
+	third := startDaemon(t, bin, dataDir, append([]string{embedded, stopGraceLong}, quickLake...)...)
 	third.waitStderr(t, "the generator resuming", func(lines []string) bool {
 		return findLine(lines, "generator: resuming from offsets") != ""
 	})
@@ -154,6 +154,15 @@ type proc struct {
 // within seconds however slow a loaded CI box makes the generator.
 var quickLake = []string{envLakeFileBytes + "=8MiB", envLakeFlushInterval + "=2s"}
 
+// stopGraceLong: a graceful stop that these tests require to drain waits
+// up to a minute for its reclaims (the default, 10 s from the stop's
+// start, is shorter than applying a loaded CI box's backlog takes: seen
+// 12 s, with one segment left to the next start — the design, which
+// engine's TestStopGraceBoundsTheClosesReclaims and sharedDaemon.stop
+// cover).
+const stopGraceLong = envStopGrace + "=60"
+
+
 func startDaemon(t testing.TB, bin, dataDir string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin)
@@ -201,7 +210,7 @@ func cleanEnv() []string {
 		case envDataDir, envWALStorage, envBufferBytes, envMaxDelay, envIngestThreads,
 			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle, envS3Timeout,
 			envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions,
-			envAdminAddr, envLogFormat, envRecoveryGiveUp, envDrainPipeline, envLakeFileBytes, envLakeFlushInterval:
+			envAdminAddr, envLogFormat, envRecoveryGiveUp, envStopGrace, envDrainPipeline, envLakeFileBytes, envLakeFlushInterval:
 			continue
 		}
 		if strings.HasPrefix(name, "AWS_") {

@@ -113,7 +113,7 @@ func TestLoudStoreOutage(t *testing.T) {
 	t.Parallel()
 	p := s3proxy.Start(t, loudBucket)
 	dataDir := t.TempDir()
-	d := startDaemon(t, buildDaemon(t), dataDir, append(s3WALEnv(t, p.URL), envBufferBytes+"=65536", envMaxDelay+"=0.2")...)
+	d := startDaemon(t, buildDaemon(t), dataDir, append(s3WALEnv(t, p.URL), envBufferBytes+"=65536", envMaxDelay+"=0.2", stopGraceLong)...)
 	d.waitStdout(t, "rows acked", progressLines("acked", 2))
 	p.Stop()
 	d.waitStderr(t, "the failure logged", func(lines []string) bool { return findLine(lines, `msg="failing; retrying"`) != "" })
@@ -148,7 +148,7 @@ func TestLoudSinkFailing(t *testing.T) {
 	skipShortOrWindows(t, "a sink failing for 12 s under a running daemon")
 	t.Parallel()
 	dataDir := t.TempDir()
-	d := startDaemon(t, buildDaemon(t), dataDir, quickLake...)
+	d := startDaemon(t, buildDaemon(t), dataDir, append([]string{stopGraceLong}, quickLake...)...)
 	d.waitStdout(t, "rows applied", progressLines("applied", 2))
 	// Rows of any namespace may be the first applied: wait for events'.
 	events := filepath.Join(dataDir, "lake", "skipprd", "events", "data")

@@ -74,3 +74,13 @@ const (
 	defaultRecoveryGiveUp    = 2 * time.Minute
 	recoveryGiveUpSecondsMax = 24 * 60 * 60
 )
+
+// The stop grace: how long, from its start, a graceful stop waits for
+// the reclaims of applied segments before it leaves the rest in the WAL
+// for the next start (engine.Config.StopGrace); jobs that can start
+// always run to their end. Set it below the supervisor's own
+// grace (Kubernetes' terminationGracePeriodSeconds, 30 by default).
+const (
+	envStopGrace        = "SKIPPR_STOP_GRACE_SECONDS"
+	stopGraceSecondsMax = 60 * 60
+)
