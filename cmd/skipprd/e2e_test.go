@@ -162,7 +162,6 @@ var quickLake = []string{envLakeFileBytes + "=8MiB", envLakeFlushInterval + "=2s
 // cover).
 const stopGraceLong = envStopGrace + "=60"
 
-
 func startDaemon(t testing.TB, bin, dataDir string, env ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin)
