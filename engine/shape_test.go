@@ -3,7 +3,9 @@ package engine
 import (
 	"fmt"
 	"go/ast"
+	"go/parser"
 	"go/token"
+	"io/fs"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -72,6 +74,47 @@ func coreFile(path, file string) bool {
 		return strings.HasPrefix(filepath.Base(file), "log")
 	}
 	return false
+}
+
+// TestNoPyramidsAnywhere holds every Go file of the repository, tests
+// included, to closureDepthMax: the rule is the project's, not only the
+// engine's. Parsed only (no type checking), so it costs about a second.
+func TestNoPyramidsAnywhere(t *testing.T) {
+	fset := token.NewFileSet()
+	files := 0
+	err := filepath.WalkDir("..", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if n := d.Name(); n != ".." && (strings.HasPrefix(n, ".") || n == "testdata" || n == "node_modules") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files++
+		for _, decl := range f.Decls {
+			if fd, ok := decl.(*ast.FuncDecl); ok && fd.Body != nil {
+				if depth := closureDepth(fd.Body); depth > closureDepthMax {
+					t.Errorf("%s: %s: closures nested %d deep, limit %d", fset.Position(fd.Pos()), fd.Name.Name, depth, closureDepthMax)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if files < 300 {
+		t.Fatalf("walked %d Go files; the repository has hundreds: the walk went wrong", files)
+	}
 }
 
 // TestShapeCatchesViolations: each rule fires on internal/testdata/lintbad

@@ -3,6 +3,7 @@ package storage
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net"
 	"path/filepath"
 	"strings"
@@ -108,35 +109,32 @@ func createOnly(t *testing.T, l *Loop, store *S3Store, key string, body []byte) 
 
 func multipartPut(t *testing.T, l *Loop, store *S3Store, key string, parts [][]byte) {
 	t.Helper()
-	err, _ := Call(l, func(done func(error)) {
-		store.CreateMultipartUpload(key, func(id string, err error) {
-			if err != nil {
-				done(err)
-				return
-			}
-			var completed []engine.CompletedPart
-			var next func(i int)
-			next = func(i int) {
-				if i == len(parts) {
-					store.CompleteMultipartUpload(key, id, completed, done)
-					return
-				}
-				n := int32(i + 1)
-				store.UploadPart(key, id, n, parts[i], func(etag string, err error) {
-					if err != nil {
-						done(err)
-						return
-					}
-					completed = append(completed, engine.CompletedPart{Number: n, ETag: etag})
-					next(i + 1)
-				})
-			}
-			next(0)
-		})
-	})
-	if err != nil {
-		t.Fatalf("multipart %s: %v", key, err)
+	type answer struct {
+		v   string
+		err error
 	}
+	call := func(step string, start func(done func(string, error))) string {
+		a, err := Call(l, func(done func(answer)) {
+			start(func(v string, err error) { done(answer{v, err}) })
+		})
+		if err == nil {
+			err = a.err
+		}
+		if err != nil {
+			t.Fatalf("multipart %s: %s: %v", key, step, err)
+		}
+		return a.v
+	}
+	id := call("create", func(done func(string, error)) { store.CreateMultipartUpload(key, done) })
+	var completed []engine.CompletedPart
+	for i, p := range parts {
+		n := int32(i + 1)
+		etag := call(fmt.Sprintf("part %d", n), func(done func(string, error)) { store.UploadPart(key, id, n, p, done) })
+		completed = append(completed, engine.CompletedPart{Number: n, ETag: etag})
+	}
+	call("complete", func(done func(string, error)) {
+		store.CompleteMultipartUpload(key, id, completed, func(err error) { done("", err) })
+	})
 }
 
 // The WAL itself survives a restart: units a host committed on the
