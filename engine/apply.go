@@ -21,6 +21,24 @@ func (e *Engine) startJob(j *job) {
 			j.id, j.cut.ID, j.state, len(j.pieces), e.running)
 		return
 	}
+	// A segment is reclaimed only once every job of it is applied
+	// (checkReclaimable): a job of one being deleted would read a body
+	// that goes, and apply PARTs its bitmap is about to forget.
+	dead := j.cut
+	if !dead.reclaiming && !dead.gone {
+		dead = nil
+		for _, p := range j.pieces {
+			if p.seg.reclaiming || p.seg.gone {
+				dead = p.seg
+				break
+			}
+		}
+	}
+	if dead != nil {
+		e.broken("a job starts on live segments only: job %s (cut in segment %s) holds segment %s, reclaiming %t, gone %t",
+			j.id, j.cut.ID, dead.ID, dead.reclaiming, dead.gone)
+		return
+	}
 	if err := e.unstartable(j); err != nil {
 		j.state = jobRunning
 		e.running++
@@ -74,8 +92,16 @@ func (j *job) spans() bool {
 }
 
 // unreserve ends what a running spanning job holds of the memory pool.
+// It runs once per start, before the job ends (the sink's answer or a
+// failed read releases first): at another time it would end a
+// reservation twice, or one never made.
 func (e *Engine) unreserve(j *job) {
 	if j.spans() {
+		if j.state != jobRunning {
+			e.broken("a spanning job's reservation ends while it runs: job %s (cut in segment %s) in state %d, %d bytes, %d reserved",
+				j.id, j.cut.ID, j.state, j.bytes, e.cache.reserved)
+			return
+		}
 		e.cache.reserved -= j.bytes
 		e.cache.check(false)
 	}
@@ -110,6 +136,15 @@ func (e *Engine) gather(j *job, i int, got []*segment.Slice, releases []func()) 
 		e.unreserve(j)
 	}
 	if i == len(j.pieces) {
+		if held := len(releases); j.spans() && held != 0 || !j.spans() && held != i {
+			// A job of one segment holds its body pinned until the sink
+			// answers; one that spans holds copies and no body: a release
+			// lost here would pin a body for good.
+			e.broken("a job holds one body per piece read in place, none when it copies: job %s (cut in segment %s), %d pieces, spans %t, %d bodies held",
+				j.id, j.cut.ID, i, j.spans(), held)
+			releaseAll()
+			return
+		}
 		sink, _ := e.p.Sinks.Sink(j.sinkRef())
 		e.apply(sink, j, got, releaseAll)
 		return

@@ -287,6 +287,18 @@ func (e *Engine) register(st *segState) {
 		return
 	}
 	if !st.Index.Spanning {
+		if !e.recovered {
+			// The writer commits segments of spanning jobs (persist.go):
+			// one without would get legacy ids for new jobs.
+			e.broken("a segment without spanning jobs is one recovery found: segment %s registered outside recovery", st.ID)
+			return
+		}
+		if len(st.Index.Cuts) > 0 {
+			// Its groups form their own jobs: cuts would end nothing, and
+			// the open jobs they name would wait for another cut.
+			e.broken("a segment without spanning jobs carries no cuts: segment %s, %d cuts", st.ID, len(st.Index.Cuts))
+			return
+		}
 		for i, g := range groups {
 			e.addJob(e.legacyJob(st, g, pieces[i]))
 		}
@@ -373,10 +385,14 @@ func (e *Engine) legacyJob(st *segState, g segment.Group, p piece) *job {
 // bits are set in memory; their segment stays kept.
 func (e *Engine) settleLost(o *openJob, first SnapshotID) {
 	kept := o.pieces[:0]
+	var unkept *segState // a segment settled here that is not kept
 	for _, p := range o.pieces {
 		if !p.seg.bitmapLost || p.seg.ID.Compare(first) >= 0 {
 			kept = append(kept, p)
 			continue
+		}
+		if !p.seg.keep && unkept == nil {
+			unkept = p.seg
 		}
 		e.mark(MarkLostBitsInferred)
 		for _, ord := range p.ordinals {
@@ -389,6 +405,12 @@ func (e *Engine) settleLost(o *openJob, first SnapshotID) {
 	if o.bytes < 0 || len(kept) == 0 && o.bytes != 0 {
 		e.broken("an open job's bytes are its pieces': %d bytes left in %d pieces of %s after settling lost pieces before %s",
 			o.bytes, len(kept), o.group, first)
+		return
+	}
+	if unkept != nil {
+		// Kept for good (doc.go): its bits are inferred now, and an
+		// inference never deletes a segment.
+		e.broken("a segment whose bitmap recovery could not read stays kept: segment %s, lost PARTs settled before %s", unkept.ID, first)
 		return
 	}
 	if len(kept) == len(o.pieces) {
@@ -427,6 +449,13 @@ func (e *Engine) joinOpen(g segment.Group, p piece) {
 		ln.open = append(ln.open, o)
 	}
 	if p.done {
+		if !e.recovered {
+			// Only a bitmap recovery read sets bits of a segment before its
+			// pieces join; recoveredDone clears what they left.
+			e.broken("a piece joins its lane already applied only during recovery: piece of %s (%d PARTs) joins %s",
+				p.seg.ID, len(p.ordinals), g)
+			return
+		}
 		o.done = append(o.done, p)
 		return
 	}
@@ -489,17 +518,22 @@ func (e *Engine) lane(k laneKey) *lane {
 // is applied, never offered to the sink again. It returns the job to
 // queue (nil if none), and false if it failed closed.
 func (e *Engine) endJob(st *segState, c segment.Cut) (*job, bool) {
+	if !st.Index.Spanning {
+		e.broken("a cut ends a job only in a segment of spanning jobs: segment %s, cut of %s", st.ID, c.Group)
+		return nil, false
+	}
 	ln := e.lane(laneOf(c.Group))
 	o := ln.openOf(c.Group)
 	first := SnapshotID{Epoch: c.First.Epoch, Seq: c.First.Seq}
 	j := &job{group: c.Group, cut: st, reason: c.Reason}
+	var openBytes int64 // what the open job counted of the pieces it hands over
 	if o != nil {
 		e.settleLost(o, first)
 		if !e.checkOpenFrom(st, c, o, first) {
 			return nil, false
 		}
 		j.pieces, o.pieces = o.pieces, nil
-		o.bytes = 0
+		openBytes, o.bytes = o.bytes, 0
 		for _, p := range o.done {
 			if p.seg.ID.Compare(first) >= 0 {
 				j.pieces = append(j.pieces, p)
@@ -519,19 +553,34 @@ func (e *Engine) endJob(st *segState, c segment.Cut) (*job, bool) {
 	if !e.checkCut(st, c, j) || !e.checkPieces(j) {
 		return nil, false
 	}
+	if last := j.pieces[len(j.pieces)-1].seg; last.ID.Compare(st.ID) > 0 {
+		// Segments register in id order and an open job's pieces ascend:
+		// a PART of a later segment is one the cut did not count.
+		e.broken("a job ends at its cut: job of %s cut in segment %s holds PARTs of the later segment %s", c.Group, st.ID, last.ID)
+		return nil, false
+	}
 	e.markCut(c.Reason)
 	j.id = compactionID(st.Index.Origin, st.ID, c)
 	j.content = e.jobContent(j)
 	applied := len(segmentsOf(j.pieces)) < int(c.Segments)
+	var opened int64 // the bytes of the pieces that were open
 	for i := range j.pieces {
 		p := &j.pieces[i]
 		j.bytes += p.bytes
 		applied = applied || p.done
 		if !p.done {
+			opened += p.bytes
 			p.seg.open--
 			e.checkPending(p.seg)
 		}
 		p.seg.addJob(j)
+	}
+	if opened != openBytes {
+		// The planner sized this cut, and the ones before it, by the open
+		// job's count (cut.go).
+		e.broken("an open job's bytes are its pieces': job of %s cut in segment %s: the open job counted %d bytes, its pieces hold %d",
+			c.Group, st.ID, openBytes, opened)
+		return nil, false
 	}
 	if applied {
 		e.mark(MarkCutFoundApplied)
@@ -775,6 +824,11 @@ func (e *Engine) popLane(j *job) {
 		h := ln.jobs[0]
 		e.broken("only a lane's head runs: after job %s, lane %s/%s's next head %s (cut in segment %s) is in state %d",
 			j.id, ln.key.sinkRef, ln.key.namespace, h.id, h.cut.ID, h.state)
+	}
+	if j.state != jobApplied {
+		// Only an applied job leaves its lane: a failed one stays its head
+		// (checkStillHead).
+		e.broken("a job leaves its lane once applied: job %s (cut in segment %s, %s) left in state %d", j.id, j.cut.ID, j.group, j.state)
 	}
 }
 

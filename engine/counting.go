@@ -11,8 +11,9 @@ import "strings"
 // run) whose failure leaves an orphan for the sweeper, not an operation
 // being retried; as troubles they would never clear.
 //
-// It also checks each request before it goes out (checkKey, and the
-// bounds of a GET, an uploaded part, a completion and an abort):
+// It also checks each request before it goes out (checkKey, the bounds
+// of a GET, an uploaded part, a completion and an abort, a PUT's
+// conditions, the objects never deleted, a multipart upload's object):
 // a request that breaks one is not issued — the engine fails closed, and
 // the request is answered with its error later on the loop, as a port
 // would answer it.
@@ -21,6 +22,14 @@ type countingStore struct {
 	e     *Engine
 	quiet bool
 }
+
+// writerName and checkpointName are the writer object's and _offsets'
+// names under the root (Layout.WriterKey, Layout.CheckpointKey), which a
+// request's key is compared with without building them.
+const (
+	writerName     = "_writer"
+	checkpointName = "_offsets"
+)
 
 // s3PartsMax is the most parts a multipart upload may have (S3's limit;
 // part numbers are 1..s3PartsMax).
@@ -71,8 +80,23 @@ func (c countingStore) refused(answer func(error)) {
 	e.p.Timers.AfterFunc(0, func() { answer(e.err) })
 }
 
+// PutObject: a conditional PUT asks for one version or for absence, not
+// both (no object matches both: the write could never land). The writer
+// object and _offsets are only ever written conditionally: an
+// unconditional write could overwrite a newer writer's claim, or the
+// offsets another writer added (fencing, docs/DESIGN.md §11).
 func (c countingStore) PutObject(in PutObjectInput, done func(string, error)) {
 	if !c.checkKey("put", in.Key) {
+		c.refused(func(err error) { done("", err) })
+		return
+	}
+	if in.IfMatch != "" && in.IfNoneMatch {
+		c.e.broken("a conditional PUT asks for a version or for absence, not both: %s, If-Match %q with If-None-Match", in.Key, in.IfMatch)
+		c.refused(func(err error) { done("", err) })
+		return
+	}
+	if rest := in.Key[len(c.e.layout.Root()):]; (rest == writerName || rest == checkpointName) && in.IfMatch == "" && !in.IfNoneMatch {
+		c.e.broken("the writer object and _offsets are written only conditionally: %s put with no If-Match and no If-None-Match", in.Key)
 		c.refused(func(err error) { done("", err) })
 		return
 	}
@@ -127,8 +151,15 @@ func (c countingStore) ListObjects(prefix, token string, done func(ListPage, err
 	c.ObjectStore.ListObjects(prefix, token, func(p ListPage, err error) { c.seen("list", err); done(p, err) })
 }
 
+// DeleteObject: never the writer object nor _offsets. Fencing rests on
+// the one, and every source offset of a reclaimed segment on the other.
 func (c countingStore) DeleteObject(key string, done func(error)) {
 	if !c.checkKey("delete", key) {
+		c.refused(done)
+		return
+	}
+	if rest := key[len(c.e.layout.Root()):]; rest == writerName || rest == checkpointName {
+		c.e.broken("the writer object and _offsets are never deleted: delete %s", key)
 		c.refused(done)
 		return
 	}
@@ -136,8 +167,23 @@ func (c countingStore) DeleteObject(key string, done func(error)) {
 	c.ObjectStore.DeleteObject(key, func(err error) { c.seen("delete", err); done(err) })
 }
 
+// CreateMultipartUpload: an upload of a segment body — the only uploads
+// the sweeper aborts (sweepUploads): one of another object, left behind
+// by a crash, would hold its parts for good.
 func (c countingStore) CreateMultipartUpload(key string, done func(string, error)) {
 	if !c.checkKey("create-mpu", key) {
+		c.refused(func(err error) { done("", err) })
+		return
+	}
+	kind := ObjectKind(0) // the kind its suffix names, as ParseKey reads it (without its allocation)
+	for _, k := range kindSuffixes {
+		if strings.HasSuffix(key, k.suffix) {
+			kind = k.kind
+			break
+		}
+	}
+	if kind != KindBody {
+		c.e.broken("a multipart upload is of a segment body: %s, of kind %d", key, kind)
 		c.refused(func(err error) { done("", err) })
 		return
 	}

@@ -24,6 +24,12 @@ import (
 // claim. If a newer writer has claimed the pipeline, the engine fails
 // closed instead and done never runs.
 func (e *Engine) stillOurs(done func()) {
+	if e.state == stateNew || e.state == stateRecovering || e.state == stateClosed {
+		// The claim read back is the one recovery made and sealed under:
+		// before recovery opened ingest there is no owned segment to delete.
+		e.broken("deletes are fenced only once recovery opened ingest: state %d, epoch %d, %d waiting", e.state, e.epoch, len(e.fence.waiters))
+		return
+	}
 	e.fence.waiters = append(e.fence.waiters, done)
 	if !e.fence.reading {
 		e.readFence()

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"fmt"
 	"hash"
 
 	"github.com/skipprd/skipprd/engine/segment"
@@ -23,7 +24,15 @@ import (
 // 000000000001-000000000001 in every log, and two pipelines writing one
 // destination must never meet each other's ids); the pipeline name is
 // there for people reading a file name or a row.
+//
+// REQUIRES: o names a log (a segment of spanning jobs has one: the writer
+// sets it, a marker without it does not decode) — without it, two logs'
+// jobs would share ids.
 func compactionID(o segment.Origin, cut SnapshotID, c segment.Cut) string {
+	if o.WAL.IsZero() || o.Pipeline == "" {
+		panic(fmt.Sprintf("engine: a spanning job's id names its log: cut of %s in segment %s, origin WAL zero %t, pipeline %q",
+			c.Group, cut, o.WAL.IsZero(), o.Pipeline))
+	}
 	h := sha256.New()
 	h.Write([]byte("skipprd-job 3\x00"))
 	h.Write(o.WAL[:])
@@ -56,7 +65,16 @@ func compactionID(o segment.Origin, cut SnapshotID, c segment.Cut) string {
 //
 // Such a segment keeps the ids it had, so a job applied under one before
 // an upgrade is found applied after it.
+//
+// REQUIRES: ordinals ascending (index order: an index lists its PARTs by
+// ordinal, and that order is the id's).
 func legacyCompactionID(o segment.Origin, id SnapshotID, ordinals []segment.SliceOrdinal, sinkRef string) string {
+	for i := 1; i < len(ordinals); i++ {
+		if ordinals[i-1] >= ordinals[i] {
+			panic(fmt.Sprintf("engine: a legacy job's id lists its ordinals ascending: segment %s, sink %s, ordinal %d at %d after %d",
+				id, sinkRef, ordinals[i], i, ordinals[i-1]))
+		}
+	}
 	h := sha256.New()
 	if !o.IsZero() {
 		h.Write([]byte("skipprd-job 2\x00"))

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"slices"
+
 	"github.com/skipprd/skipprd/engine/segment"
 )
 
@@ -44,6 +46,14 @@ func (e *Engine) scheduleBitmap(st *segState) {
 
 func (e *Engine) writeBitmap(st *segState) {
 	if st.reclaiming || st.gone || e.state == stateFailed {
+		return
+	}
+	if st.bitmapLost {
+		// Its bits are known only where a live cut says (settleLost): a
+		// write would put them over the unreadable bitmap, which holds
+		// what the next recovery needs to judge its PARTs.
+		e.broken("a segment whose bitmap recovery could not read is never written over: segment %s, keep %t, %d of %d bits set",
+			st.ID, st.keep, st.applied.Count(), st.applied.Len())
 		return
 	}
 	if st.writing {
@@ -111,6 +121,11 @@ func (e *Engine) reclaim(st *segState) {
 	if !e.checkReclaimable(st) {
 		return // never delete what is not applied
 	}
+	if !slices.Contains(e.segs, st) {
+		// forget would say so only once the objects were deleted.
+		e.broken("a segment reclaimed is owned: segment %s, %d owned", st.ID, len(e.segs))
+		return
+	}
 	st.reclaiming = true
 	if st.flushCancel != nil {
 		st.flushCancel()
@@ -168,6 +183,11 @@ func (e *Engine) deleteSegment(st *segState) {
 		return
 	}
 	e.deleteInOrder(st, []ObjectKind{KindMarker, KindBody, KindBitmap}, func() {
+		// Nothing took it back while its objects went: no job of it
+		// started or reopened, no body pinned.
+		if !e.checkReclaimable(st) {
+			return
+		}
 		e.cache.drop(st.ID)
 		e.forget(st)
 		st.gone = true
@@ -180,10 +200,26 @@ func (e *Engine) deleteSegment(st *segState) {
 
 // deleteInOrder deletes the segment's objects one after the other,
 // retrying each until it is gone (a missing key counts as deleted).
+//
+// Each step, a retry's too, runs while the segment's reclaim does: it began
+// (reclaiming) and nothing forgot the segment meanwhile (gone). The marker,
+// if among kinds, goes first: the segment stops being owned before any
+// object it needs is gone.
 func (e *Engine) deleteInOrder(st *segState, kinds []ObjectKind, done func()) {
+	if !st.reclaiming || st.gone {
+		e.broken("a segment's objects are deleted while its reclaim runs: segment %s, reclaiming %t, gone %t, %d kinds left",
+			st.ID, st.reclaiming, st.gone, len(kinds))
+		return
+	}
 	if len(kinds) == 0 {
 		done()
 		return
+	}
+	for i := 1; i < len(kinds); i++ {
+		if kinds[i] == KindMarker {
+			e.broken("a segment's marker is deleted before its other objects: segment %s, marker at %d of %d kinds, after kind %d", st.ID, i, len(kinds), kinds[0])
+			return
+		}
 	}
 	key := e.layout.Key(st.Dir, st.ID, kinds[0])
 	e.retry(func(d func(error)) { e.p.Store.DeleteObject(key, d) }, func(err error, _ bool) {

@@ -160,10 +160,18 @@ func (e *Engine) readAgreed(key string, rng *ByteRange, seen []uint32, done func
 
 // keepWindows copies the parts of chunk (at body offset at) that fall in
 // the windows.
+//
+// REQUIRES: chunks come in body order, without gaps: a window not yet
+// full holds every byte of it before at (a byte skipped would shift the
+// rest of its PART's bytes).
 func keepWindows(windows []segment.Window, at int64, chunk []byte) {
 	end := at + int64(len(chunk))
 	for i := range windows {
 		w := &windows[i]
+		if filled := w.Off + int64(len(w.Bytes)); filled < at && len(w.Bytes) < cap(w.Bytes) {
+			panic(fmt.Sprintf("engine: a streamed body's chunks come in order, without gaps: window %d at %d holds %d of %d bytes, next chunk at %d",
+				i, w.Off, len(w.Bytes), cap(w.Bytes), at))
+		}
 		lo := max(at, w.Off+int64(len(w.Bytes)))
 		hi := min(end, w.Off+int64(cap(w.Bytes)))
 		if lo < hi {

@@ -37,6 +37,13 @@ func (e *Engine) sweep(listing []*listedSegment, w writerRecord) {
 			w.epoch, w.nonce, e.epoch, e.writerNonce)
 		return
 	}
+	if e.state == stateNew || e.state == stateRecovering || e.state == stateClosed {
+		// What it deletes is judged by the sealed writer record (e.writer)
+		// and the ids this incarnation persists: both are known only once
+		// recovery opened ingest.
+		e.broken("the sweeper runs once recovery opened ingest: state %d, epoch %d", e.state, e.epoch)
+		return
+	}
 	e.stats.Sweeps++
 	wall := e.p.Clock.WallUnixMs()
 	var orphans, fenced []*listedSegment
@@ -124,6 +131,13 @@ func newest(ls *listedSegment) int64 {
 }
 
 func (e *Engine) sweepOrphan(ls *listedSegment, done func(error)) {
+	if ls.body == nil && ls.bitmap == nil {
+		// sweep picks orphans by what the listing shows: one with nothing
+		// to delete would be counted swept.
+		e.broken("an orphan swept has a body or a bitmap listed: %s, marker listed %t", ls.id, ls.marker != nil)
+		done(nil)
+		return
+	}
 	marker := e.layout.Key(ls.dir, ls.id, KindMarker)
 	e.p.Store.HeadObject(marker, func(_ ObjectInfo, err error) {
 		if !errors.Is(err, ErrNotFound) {
@@ -155,10 +169,21 @@ func (e *Engine) sweepOrphan(ls *listedSegment, done func(error)) {
 
 // deleteOnce deletes the objects in order with one attempt each; a
 // failure leaves the rest for the next recovery.
+//
+// A marker, if among them, goes first: a marker whose body was deleted
+// under it is a committed segment without its body (corruption to the
+// next recovery), while a body without its marker is an orphan.
 func (e *Engine) deleteOnce(ls *listedSegment, kinds []ObjectKind, ok, failed func()) {
 	if len(kinds) == 0 {
 		ok()
 		return
+	}
+	for i := 1; i < len(kinds); i++ {
+		if kinds[i] == KindMarker {
+			e.broken("a segment's marker is deleted before its other objects: %s, marker at %d of %d kinds, after kind %d", ls.id, i, len(kinds), kinds[0])
+			failed()
+			return
+		}
 	}
 	e.p.Store.DeleteObject(e.layout.Key(ls.dir, ls.id, kinds[0]), func(err error) {
 		if err != nil {
