@@ -66,11 +66,12 @@ func (c countingStore) checkKey(method, key string) bool {
 	return true
 }
 
-// refused answers a request that a failed check kept from being issued:
-// later, on the loop, as the port would have (never inside the call),
-// with the error the engine failed closed on.
+// refused answers a request that a failed check kept from being issued,
+// or a DELETE asked of an engine that had failed before: later, on the
+// loop, as the port would have (never inside the call), with the error
+// the engine failed closed on.
 //
-// REQUIRES: the engine failed (the check did): answered with no error,
+// REQUIRES: the engine failed: answered with no error,
 // a refused PUT or DELETE would read as done.
 func (c countingStore) refused(answer func(error)) {
 	e := c.e
@@ -155,6 +156,13 @@ func (c countingStore) ListObjects(prefix, token string, done func(ListPage, err
 // the one, and every source offset of a reclaimed segment on the other.
 func (c countingStore) DeleteObject(key string, done func(error)) {
 	if !c.checkKey("delete", key) {
+		c.refused(done)
+		return
+	}
+	if c.e.state == stateFailed {
+		// Nothing is deleted once the engine failed closed (assert.go): a
+		// reclaim's retry or the sweeper's next object, scheduled before
+		// the failure, is answered with its error instead.
 		c.refused(done)
 		return
 	}

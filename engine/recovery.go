@@ -297,6 +297,10 @@ func (e *Engine) finishRecovery(r recovered, listing []*listedSegment, sealed wr
 	e.writer = sealed
 	e.stats.RecoveryOps = ops
 	e.dlog.replay(e.ownedByID())
+	if e.state == stateFailed {
+		done(e.err) // a check failed while replaying: Start fails, no sweep, no compaction
+		return
+	}
 	done(nil)
 	e.sweep(listing, sealed)
 	e.sweepLater()
