@@ -390,6 +390,14 @@ func TestInvariantPreconditions(t *testing.T) {
 		{"for-each-answered-twice", "each call of a forEach answers once", func(t *testing.T, e *Engine) {
 			e.forEach(1, 1, func(_ int, d func(error)) { d(nil); d(nil) }, func(error) {})
 		}},
+		{"for-each-answered-twice-beside-another", "each call of a forEach answers once: call 1 answered again, 1 in flight (2 of 2 started)", func(t *testing.T, e *Engine) {
+			e.forEach(2, 2, func(i int, d func(error)) {
+				if i == 1 { // call 0 is still in flight: its answer is held
+					d(nil)
+					d(nil)
+				}
+			}, func(error) { t.Error("done ran with call 0 in flight") })
+		}},
 		{"open-twice", "recovery opens once, with a bitmap per owned segment", func(t *testing.T, e *Engine) {
 			e.state = stateReady
 			e.open(recovered{})

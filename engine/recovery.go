@@ -706,11 +706,15 @@ func (e *Engine) forEach(n, limit int, fn func(i int, done func(error)), done fu
 			i := next
 			next++
 			inFlight++
+			answered := false
 			fn(i, func(err error) {
-				if inFlight <= 0 {
-					e.broken("each call of a forEach answers once: call %d answered with none in flight (%d of %d started)", i, next, n)
+				if answered || inFlight <= 0 {
+					// A second answer would count another call's out: done
+					// would run with that call still in flight.
+					e.broken("each call of a forEach answers once: call %d answered again, %d in flight (%d of %d started)", i, inFlight, next, n)
 					return
 				}
+				answered = true
 				inFlight--
 				if err != nil && first == nil {
 					first = err
