@@ -89,8 +89,13 @@ func (s *batchSet) cdcOf(key segment.PartitionKey) (cdc, present bool) {
 
 // add appends a unit's content. Content that would break its part's
 // invariant — CDC and plain rows in one part, a sidecar of another length
-// than the rows — is an error, and nothing is changed.
+// than the rows — is an error, and nothing is changed; so is a unit that
+// joins twice in a row (a log handing the same durable unit over again),
+// which would commit its rows twice: O(1), the last unit only.
 func (s *batchSet) add(u *unit, in Unit) error {
+	if n := len(s.units); n > 0 && s.units[n-1] == u {
+		return invariantError("a unit joins a set once: unit %d of partition %d (%d bytes) is its last already, of %d", u.seq, u.part, u.bytes, n)
+	}
 	if err := s.accepts(in); err != nil {
 		return err
 	}
@@ -216,6 +221,12 @@ func (s *batchSet) encodeParts() []segment.Part {
 func (e *Engine) releaseOffLoop(s *batchSet) {
 	if s == e.live {
 		e.broken("only a sealed set is released: the live accumulator (%d units, %d parts) released", len(s.units), len(s.parts))
+		return
+	}
+	if len(s.parts) == 0 && len(s.units) > 0 {
+		// Every unit joins a part (add): a set of units without parts
+		// was released before, and its batches must not be released twice.
+		e.broken("a set is released once: %d units, %d bytes, their parts released already", len(s.units), s.bytes)
 		return
 	}
 	parts := s.parts

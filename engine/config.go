@@ -166,7 +166,13 @@ func DeriveConfig(prefix, pipeline string, bufferThresholdBytes int64, ingestThr
 
 // stopGrace is how long a graceful close waits (StopGrace, or its
 // default).
+//
+// REQUIRES: c validated (New did): a negative grace would end the close's
+// wait for reclaims before it began.
 func (c Config) stopGrace() time.Duration {
+	if c.StopGrace < 0 {
+		panic(fmt.Sprintf("engine: a close's grace is not negative (Config.StopGrace validated): %v", c.StopGrace))
+	}
 	if c.StopGrace == 0 {
 		return CloseReclaimGrace
 	}

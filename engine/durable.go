@@ -94,8 +94,6 @@ func (l s3Log) accept(u *unit, in Unit) {
 	e.afterAppend()
 }
 
-func (l s3Log) beforePersist(_ *snapshot, next func()) { next() }
-
 // The S3 WAL has no log beside the writer's sets: no generation, no
 // replay, no segment held back for a log. Where the disk log acts on an
 // event, the S3 log checks that the engine's state is the one this
@@ -107,6 +105,17 @@ func (l s3Log) committed(s *snapshot, st *segState) {
 	if s.replayed || st.logPending {
 		l.e.broken("an S3 WAL commit is a fresh snapshot's and waits for no log: snapshot %s, replayed %t, log pending %t", s.id, s.replayed, st.logPending)
 	}
+}
+
+// beforePersist: the S3 WAL logs no seal before a persist; the snapshot
+// is a fresh one, of no generation and not replayed, and persists at
+// once.
+func (l s3Log) beforePersist(s *snapshot, next func()) {
+	if s.replayed || s.content.gen != 0 {
+		l.e.broken("an S3 WAL persists fresh snapshots, of no generation: snapshot %s, replayed %t, generation %d", s.id, s.replayed, s.content.gen)
+		return
+	}
+	next()
 }
 
 // merged: the sets a failed persist moves back carry no generation.

@@ -48,7 +48,8 @@ type writing struct {
 // check is the writer's whole-state check: len(queue) ≤ capacity (or
 // the replayed snapshots, which may exceed it right after recovery); the
 // active snapshot and the queue in id order after the last commit (so
-// that commits are); the replayed snapshots counted are queued or active;
+// that commits are), no queued snapshot persisting; the replayed
+// snapshots counted are queued or active;
 // the failure count and the moving averages are not negative. Its loop is
 // bounded by the queue (QueueCapacity, or what recovery replayed).
 func (w *writing) check(capacity int) error {
@@ -65,6 +66,12 @@ func (w *writing) check(capacity int) error {
 	for i, s := range w.queue {
 		if s.id.Compare(prev) <= 0 {
 			return invariantError("snapshots in id order: queue[%d] is %s, after %s", i, s.id, prev)
+		}
+		if s.stage != persistQueued {
+			// Only the active snapshot persists: a queued one that started
+			// would commit its units, and a failed persist would move them
+			// back into live to be committed again.
+			return invariantError("a queued snapshot has not started persisting: queue[%d] %s in stage %s", i, s.id, s.stage)
 		}
 		prev = s.id
 	}
@@ -131,6 +138,13 @@ func (e *Engine) onFlushTimer() {
 		return
 	}
 	e.flushCancel = nil
+	if e.live.empty() {
+		// Armed for a live accumulator holding a unit, cancelled when it
+		// is sealed: units leave live only by a seal. A timer left armed
+		// past one would make the next live's first unit seal at once.
+		e.broken("the flush timer runs for a live accumulator holding units: live empty, flush due %t", e.flushDue)
+		return
+	}
 	e.sealSoon()
 }
 
@@ -142,22 +156,29 @@ func (e *Engine) sealSoon() {
 }
 
 // flushDelay is the delay budget for the unit just appended to an empty
-// accumulator.
+// accumulator: the log's fixed seal delay, or the adaptive one; clamped
+// to MaxDelay, and positive either way.
 func (e *Engine) flushDelay() time.Duration {
-	if d, ok := e.dlog.sealDelay(); ok {
-		return min(d, e.cfg.MaxDelay)
-	}
-	d := flushDelayCold
-	if e.persistEMA > 0 {
-		d = persistEMAFactor * e.persistEMA
-		if e.rateEMA > 0 {
-			left := float64(e.cfg.TargetBytes - e.live.bytes)
-			fill := time.Duration(left / e.rateEMA * float64(time.Second))
-			d = min(d, fill)
+	d, fixed := e.dlog.sealDelay()
+	if !fixed {
+		d = flushDelayCold
+		if e.persistEMA > 0 {
+			d = persistEMAFactor * e.persistEMA
+			if e.rateEMA > 0 {
+				left := float64(e.cfg.TargetBytes - e.live.bytes)
+				fill := time.Duration(left / e.rateEMA * float64(time.Second))
+				d = min(d, fill)
+			}
+			d = min(max(d, flushDelayMin), flushDelayMax)
 		}
-		d = min(max(d, flushDelayMin), flushDelayMax)
 	}
-	return min(d, e.cfg.MaxDelay)
+	d = min(d, e.cfg.MaxDelay)
+	if d <= 0 {
+		// A delay of nothing seals every unit alone: a segment, a PUT and
+		// a marker per unit.
+		e.broken("a flush delay is positive: %v, max delay %v, the log's fixed delay %t", d, e.cfg.MaxDelay, fixed)
+	}
+	return d
 }
 
 // maybeSeal seals the live accumulator when a flush is due and the queue
@@ -180,6 +201,12 @@ func (e *Engine) seal() {
 		return
 	}
 	now := e.now()
+	if now < e.liveSince {
+		// Dated from its first unit by the monotonic clock: a date ahead
+		// of the seal would drop the rate's sample without a word.
+		e.broken("live is dated no later than its seal: live since %v, sealed at %v, %d units", e.liveSince, now, len(e.live.units))
+		return
+	}
 	if elapsed := now - e.liveSince; elapsed > 0 {
 		rate := float64(e.live.bytes) / elapsed.Seconds()
 		e.rateEMA = ema(e.rateEMA, rate)

@@ -28,31 +28,47 @@ type admission struct {
 // snapshot is sealed and where one commits (its keys released): a
 // pending idempotency key is its unit's; a pending offset key is one of
 // its unit's offsets and never a floor (releaseKeys frees exactly these);
-// a lookup in flight has a submission waiting on it; the ingest rate is
-// a rate. A key pending under another unit would let a retry join the
-// wrong answer, or block its key for good. Its loops are bounded by the
+// a pending key's unit is not answered yet (or is a replayed one, which
+// waits for its generation's commit); a lookup in flight has a
+// submission waiting on it; the ingest rate is a rate. A key pending
+// under another unit would let a retry join the wrong answer, or block
+// its key for good; one under an answered unit would let a retry join an
+// answer never given again. Its loops are bounded by the
 // units held (the admission budget) and the lookups in flight. The
 // first offending key is the least, so the message does not depend on
 // map order.
 func (a *admission) check() error {
 	bad, n := "", 0
+	answered, badAnswered := 0, "" // keys of units answered already: releaseKeys frees them at the answer
 	//engine:orderless — counts, and keeps the least key.
 	for k, u := range a.idemPending {
-		if u == nil || u.idem != k {
+		switch {
+		case u == nil || u.idem != k:
 			n, bad = n+1, least(bad, k, n == 0)
+		case len(u.dones) == 0 && !u.replayed:
+			answered, badAnswered = answered+1, least(badAnswered, k, answered == 0)
 		}
 	}
 	if n > 0 {
 		return invariantError("a pending idempotency key is its unit's: %d are not, the least %q", n, bad)
 	}
+	if answered > 0 {
+		return invariantError("a pending idempotency key's unit is unanswered: %d are answered, the least %q", answered, badAnswered)
+	}
 	//engine:orderless — counts, and keeps the least key.
 	for k, u := range a.offsetPending {
-		if u == nil || segment.IsFloor(k) || !holdsKey(u.offsets, k) {
+		switch {
+		case u == nil || segment.IsFloor(k) || !holdsKey(u.offsets, k):
 			n, bad = n+1, least(bad, k, n == 0)
+		case len(u.dones) == 0 && !u.replayed:
+			answered, badAnswered = answered+1, least(badAnswered, k, answered == 0)
 		}
 	}
 	if n > 0 {
 		return invariantError("a pending offset key is one of its unit's offsets, not a floor: %d are not, the least %q", n, bad)
+	}
+	if answered > 0 {
+		return invariantError("a pending offset key's unit is unanswered: %d are answered, the least %q", answered, badAnswered)
 	}
 	//engine:orderless — counts, and keeps the least key.
 	for h, l := range a.lookups {
@@ -223,6 +239,11 @@ func (e *Engine) admit(in Unit) error {
 // or the WAL backlog at LiveSegmentsMax.
 func (e *Engine) room(in Unit) error {
 	if err := e.dlog.refuse(in); err != nil {
+		if !errors.Is(err, ErrResourceExhausted) && !errors.Is(err, ErrPartitionHalted) {
+			// A source retries backpressure and waits out a halted
+			// partition: any other answer would be taken for the unit's.
+			e.broken("a log refuses a unit only as backpressure or for a halted partition: %v", err)
+		}
 		return err
 	}
 	if n := unitBytes(in); e.held+n > e.budget.admission {
@@ -371,6 +392,14 @@ func (e *Engine) joinDuplicate(in Unit, done func(error)) bool {
 			e.answer(done, e.err) // failing closed answered what it holds: this one too
 			return true
 		}
+		if len(u.dones) == 0 && !u.replayed {
+			// releaseKeys frees a unit's offset keys at its answer: one
+			// still pending under an answered unit would take this
+			// retry's answer with it, never to be given.
+			e.broken("offsetPending maps a key to the unanswered unit holding it: unit at %v, 0 waiting, replayed %t", u.offsets, u.replayed)
+			e.answer(done, fmt.Errorf("%w: %v", ErrClosed, e.err)) // not held: failing closed did not answer it
+			return true
+		}
 		e.mark(MarkDuplicateJoined)
 		u.dones = append(u.dones, done) // admit checked: the same offsets
 		return true
@@ -500,6 +529,8 @@ func batchRows(bs []arrow.RecordBatch) (rows int64) {
 }
 
 // joinLive adds a held unit's content to the live accumulator.
+//
+// REQUIRES: the unit fits live (roomFor): both logs ask before it joins.
 func (e *Engine) joinLive(u *unit, in Unit) {
 	for _, b := range in.Batches {
 		b.Retain()
@@ -507,6 +538,18 @@ func (e *Engine) joinLive(u *unit, in Unit) {
 	e.startLive()
 	if err := e.live.add(u, in); err != nil {
 		e.failClosed(err)
+		return
+	}
+	if rows := batchRows(in.Batches); rows != u.rows {
+		// Acks count u.rows (countAcked); live commits the batches'.
+		e.broken("a unit joins live with the rows it is counted for: unit %d of partition %d counts %d rows, brings %d", u.seq, u.part, u.rows, rows)
+		return
+	}
+	if p := e.live.parts[e.live.index[in.Key]]; len(e.live.parts) > segment.PartsMax || len(e.live.offsets) > segment.OffsetsEntriesMax || p.rows > segment.PartRowsMax {
+		// Past a limit, live's seal would not encode: its units were
+		// acked or will be, and could never commit.
+		e.broken("live fits a segment (roomFor): %d parts, limit %d; %d offsets, limit %d; part %s holds %d rows, limit %d",
+			len(e.live.parts), segment.PartsMax, len(e.live.offsets), segment.OffsetsEntriesMax, p.key, p.rows, segment.PartRowsMax)
 	}
 }
 
@@ -575,13 +618,21 @@ func (e *Engine) holdReplayed(u *unit) {
 // unknown outcome. Only keys u still holds are freed: a replayed unit's
 // may have passed to a newer unit since (its entry was acked at its
 // fsync, wal_disk.go), and those stay the newer one's.
+//
+// A submitted unit's keys pass to no other unit (admit refuses a unit
+// whose key is pending under another, append a second hold): it holds
+// every key until this runs, once, at its answer.
 func (e *Engine) releaseKeys(u *unit) {
 	if u.idem != "" && e.idemPending[u.idem] == u {
 		delete(e.idemPending, u.idem)
+	} else if u.idem != "" && !u.replayed {
+		e.broken("a submitted unit holds its idempotency key until its answer: %q released, held by another unit %t", u.idem, e.idemPending[u.idem] != nil)
 	}
 	for _, o := range pendingKeys(u.offsets) {
 		if e.offsetPending[o.Key] == u {
 			delete(e.offsetPending, o.Key)
+		} else if !u.replayed {
+			e.broken("a submitted unit holds its offset keys until its answer: %q of %v released, held by another unit %t", o.Key, u.offsets, e.offsetPending[o.Key] != nil)
 		}
 	}
 }

@@ -165,6 +165,18 @@ func (e *Engine) prepare(s *snapshot) {
 		e.broken("a snapshot's body is prepared once, before its marker: snapshot %s in stage %s, prepared %t", s.id, s.stage, s.ahead != nil)
 		return
 	}
+	if !e.dlog.ahead() && s.stage != persistBody {
+		// The disk log records a generation's seal before its body
+		// (beforePersist): a body made while queued would come first.
+		e.broken("a body is made ahead only where its log allows: snapshot %s in stage %s, made ahead under a log that does not", s.id, s.stage)
+		return
+	}
+	if len(s.content.units) > 0 && len(s.content.parts) == 0 {
+		// Every unit joins a part (add): units without parts were
+		// released, and a body of none would commit them with no rows.
+		e.broken("a body holds its units' rows: snapshot %s has %d units (%d bytes) and no parts", s.id, len(s.content.units), s.content.bytes)
+		return
+	}
 	a := &bodyAhead{}
 	s.ahead = a
 	parts := s.content.encodeParts()
@@ -244,6 +256,24 @@ func (e *Engine) putMarkerOf(s *snapshot) {
 		}
 		e.broken("a marker follows its body and promises its size: snapshot %s, body %d bytes, index %t says %d",
 			s.id, len(s.body), s.index != nil, bodyBytes)
+		return
+	}
+	if a := s.ahead; a != nil && a.dropped {
+		// A failed persist took its units back into live and deletes
+		// this body (dropBody): a marker would commit them twice, one
+		// copy without its body.
+		e.broken("a dropped body is never committed: snapshot %s in stage %s, its body dropped by a failed persist", s.id, s.stage)
+		return
+	}
+	if len(s.index.Entries) != len(s.content.parts) {
+		e.broken("a body holds a PART per part of its snapshot: snapshot %s, %d PARTs, %d parts (%d units)",
+			s.id, len(s.index.Entries), len(s.content.parts), len(s.content.units))
+		return
+	}
+	if s.index.CreatedAtUnixMs != s.created {
+		// The disk log's seal record carries the snapshot's date: a
+		// replay rebuilds this body only from that date.
+		e.broken("a body carries its snapshot's date: snapshot %s, body dated %d, snapshot %d", s.id, s.index.CreatedAtUnixMs, s.created)
 		return
 	}
 	s.index.Origin, s.index.Spanning = origin, true
@@ -628,7 +658,15 @@ func (e *Engine) commit(s *snapshot) {
 	}
 	e.lastCommit = s.id
 	e.succeeded(troublePersist)
-	e.persistEMA = time.Duration(ema(float64(e.persistEMA), float64(e.now()-s.startedAt)))
+	persisted := e.now() - s.startedAt
+	if persisted < 0 {
+		// ema and observe require a duration: fail closed with the
+		// values rather than panic on the loop.
+		e.broken("a persist takes a time ≥ 0 (the monotonic clock never goes back): snapshot %s started at %v, committed at %v",
+			s.id, s.startedAt, s.startedAt+persisted)
+		return // failing closed answered its units
+	}
+	e.persistEMA = time.Duration(ema(float64(e.persistEMA), float64(persisted)))
 	e.stats.Persist.observe(e.now() - s.startedAt)
 	e.mergeCommitted(s.content.offsets)
 	seg := Segment{ID: s.id, Dir: s.dir, Index: s.index}
@@ -647,6 +685,12 @@ func (e *Engine) commit(s *snapshot) {
 		if u.seg != nil {
 			// The disk WAL acked it at its fsync and released its keys
 			// then: they may belong to newer pending units now.
+			if len(u.dones) != 0 {
+				// No retry can join it after its keys went: an answer
+				// waiting here would never be given.
+				e.broken("a unit acked at its fsync has no submitter left at its commit: unit %d of partition %d, %d waiting, snapshot %s",
+					u.seq, u.part, len(u.dones), s.id)
+			}
 			continue
 		}
 		e.releaseKeys(u)
@@ -755,6 +799,13 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 			// One backoff per failed persist, and no persist while it
 			// runs (pump): a second end means two failures overlapped.
 			e.broken("the writer's backoff after a failed persist ends once: ended with none running, %d failures", e.failures)
+			return
+		}
+		if len(e.queue) != 0 || e.active != nil {
+			// A failed persist took every snapshot back into live, and
+			// nothing is sealed or persisted while the writer cools.
+			e.broken("nothing is sealed or persisted while the writer backs off: %d queued, active %t at the backoff's end (%d failures)",
+				len(e.queue), e.active != nil, e.failures)
 			return
 		}
 		e.cooling = false

@@ -17,7 +17,14 @@ func (e *Engine) retry(try func(done func(error)), done func(err error, ambiguou
 }
 
 // retryStop is retry that also stops at the first error stop accepts.
+//
+// REQUIRES: stop and done are functions: a missing one would fail only
+// at the first failed try, or at the last answer — callbacks later, far
+// from the caller that left it out (a missing try fails at once).
 func (e *Engine) retryStop(try func(done func(error)), stop func(error) bool, done func(err error, ambiguous bool)) {
+	if stop == nil || done == nil {
+		panic(fmt.Sprintf("engine: a retry has its stop and done: stop %t, done %t", stop != nil, done != nil)) // a caller's contract, as later's
+	}
 	var ambiguous bool
 	var run func(n int)
 	run = func(n int) {

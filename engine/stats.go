@@ -207,6 +207,13 @@ func (e *Engine) countAcked(u *unit) {
 		e.broken("an acked unit counts bytes and rows ≥ 0: unit %d of partition %d, %d bytes, %d rows", u.seq, u.part, u.bytes, u.rows)
 		return
 	}
+	if len(u.dones) == 0 {
+		// Counted as its submitters are told (commit, the disk WAL's
+		// fsync, a replayed unit's retries): none left means it was
+		// answered already, and is counted twice.
+		e.broken("an acked unit has submitters to ack: unit %d of partition %d, %d bytes, replayed %t", u.seq, u.part, u.bytes, u.replayed)
+		return
+	}
 	e.stats.UnitsAcked++
 	e.stats.BytesAcked += uint64(u.bytes)
 	e.stats.RowsAcked += uint64(u.rows)
