@@ -1,0 +1,45 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/skipprd/skipprd/engine/segment"
+)
+
+// Live's bytes stay within liveBytesMax, so its seal always encodes: a
+// unit that would take a non-empty live past it finds no room (the
+// writer seals live first, or refuses with backpressure), and an empty
+// live takes any valid unit. Before, a full writer queue (a slow store)
+// let live grow to the admission budget, and its seal failed closed.
+func TestLiveBytesBounded(t *testing.T) {
+	schema := arrow.NewSchema([]arrow.Field{{Name: "id", Type: arrow.PrimitiveTypes.Int64}}, nil)
+	b := array.NewInt64Builder(memory.DefaultAllocator)
+	b.AppendValues(make([]int64, 100), nil)
+	col := b.NewArray()
+	defer col.Release()
+	rb := array.NewRecordBatch(schema, []arrow.Array{col}, 100)
+	defer rb.Release()
+	key := segment.PartitionKey{SinkRef: "lake", Namespace: "ns", Schema: segment.FingerprintOf(schema)}
+	in := Unit{Key: key, Schema: schema, Batches: []arrow.RecordBatch{rb}}
+	n := unitBytes(in)
+
+	e := bare()
+	if !e.roomFor(in) {
+		t.Fatal("an empty live has no room for a small unit")
+	}
+	if err := e.live.add(&unit{bytes: n}, in); err != nil {
+		t.Fatal(err)
+	}
+	e.live.bytes = liveBytesMax - n // as if many units had joined
+	if !e.roomFor(in) {
+		t.Fatalf("live at %d bytes has no room for %d more, limit %d", e.live.bytes, n, liveBytesMax)
+	}
+	e.live.bytes++
+	if e.roomFor(in) {
+		t.Fatalf("live at %d bytes took %d more, past the limit %d", e.live.bytes, n, liveBytesMax)
+	}
+}
