@@ -187,6 +187,13 @@ func (s *keyStore) durable(h segment.KeyHash, val uint64, cutoffMs int64) bool {
 		return false
 	}
 	if _, inFlight := b.flight[h]; inFlight {
+		if !b.busy {
+			// Not durable "yet" only while a write holds the bucket: keys
+			// left in flight by a write that ended never will be, and a
+			// checkpoint waiting on this one would wait for good.
+			s.inv.broken("key store keys in flight only while a write holds their bucket: %x=%d asked for in bucket %d, not busy with %d keys in flight",
+				h, val, n, len(b.flight))
+		}
 		return false // its run's manifest has not landed yet
 	}
 	_, r := b.recent[h]
@@ -217,7 +224,15 @@ func (s *keyStore) expire(cutoffMs int64) (dropped []*keyBucket) {
 func (s *keyStore) dirty() []*keyBucket {
 	var out []*keyBucket
 	for _, n := range s.nums {
-		if b := s.buckets[n]; (len(b.recent) > 0 || b.rewrite) && !b.busy {
+		b := s.buckets[n]
+		if len(b.flight) > 0 && !b.busy {
+			// A bucket is picked for its recent keys: keys left in flight
+			// by a write that ended would never be written again.
+			s.inv.broken("key store keys in flight only while a write holds their bucket: bucket %d not busy with %d keys in flight, %d recent, at a round",
+				b.num, len(b.flight), len(b.recent))
+			return nil
+		}
+		if (len(b.recent) > 0 || b.rewrite) && !b.busy {
 			out = append(out, b)
 		}
 	}

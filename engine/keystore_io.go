@@ -108,6 +108,14 @@ func (e *Engine) writeBucketAfter(b *keyBucket, waits int, done func(landed bool
 			done(false)
 			return
 		}
+		if b.reading {
+			// busy is a lookup's read: the write's hold ended early and
+			// the read took the bucket; freeing it here would free the read's.
+			e.broken("a key bucket write ends while it, not a read, holds its bucket: bucket %d ends (landed %t) with %d keys in flight while a read holds it",
+				b.num, ok, len(b.flight))
+			done(false)
+			return
+		}
 		b.settleFlight(ok)
 		b.busy = false
 		done(ok)
@@ -151,11 +159,19 @@ func (e *Engine) putRun(num int64, build func() []segment.KeyEntry, done func(*k
 	var meta *segment.KeyRunMeta
 	var n int
 	var err error
+	answered := false
 	e.p.Exec.Go(func() {
 		entries := build()
 		n = len(entries)
 		body, meta, err = segment.EncodeKeyRun(entries)
 	}, func() {
+		if answered {
+			// A second answer would name, PUT and list a second run of
+			// the same keys under the write that holds the bucket.
+			e.broken("the executor answers a key run's encoding once: %d entries of bucket %d answered again", n, num)
+			return
+		}
+		answered = true
 		if err != nil {
 			e.broken("key runs encode: %d entries of bucket %d: %v", n, num, err)
 			done(nil, err)
@@ -199,6 +215,14 @@ func (e *Engine) putManifest(b *keyBucket, runs []*keyRun, done func(ok bool)) {
 		done(false)
 		return
 	}
+	if b.reading {
+		// A write (a round's or a merge's) holds the bucket while it
+		// writes: one that finds a lookup's read holding it waits first
+		// (writeBucket), and a read takes only a free bucket.
+		e.broken("a manifest is written by the write that holds its bucket, not under a read: bucket %d with %d runs written while a read holds it", b.num, len(runs))
+		done(false)
+		return
+	}
 	refs := make([]segment.KeyRunRef, len(runs))
 	for i, r := range runs {
 		refs[i] = r.ref
@@ -210,9 +234,25 @@ func (e *Engine) putManifest(b *keyBucket, runs []*keyRun, done func(ok bool)) {
 		return
 	}
 	in := PutObjectInput{Key: e.layout.IdemBucketKey(b.num), Body: body, IfMatch: b.etag, IfNoneMatch: b.etag == ""}
+	answered := false
 	e.p.Store.PutObject(in, func(etag string, err error) {
+		if answered {
+			// A second answer would install its runs and version over a
+			// later write's, or end this write twice.
+			e.broken("the store answers a manifest write once: bucket %d with %d runs answered again (%v)", b.num, len(runs), err)
+			return
+		}
+		answered = true
 		if !b.busy {
 			e.broken("a bucket stays held until its manifest write answers: bucket %d answered (%v), not busy", b.num, err)
+			done(false)
+			return
+		}
+		if b.reading {
+			// busy is a read's, not this write's: the write's hold ended
+			// early and a lookup took the bucket; its runs would be lost
+			// to the read's answer.
+			e.broken("a bucket stays held by its write until the manifest write answers: bucket %d answered (%v) while a read holds it", b.num, err)
 			done(false)
 			return
 		}
@@ -276,6 +316,13 @@ func (e *Engine) readBucketTry(s *keyStore, b *keyBucket, attempt int, done func
 		_, refs, err = segment.DecodeKeyManifest(key, raw)
 		return err
 	}, func(_ []byte, info ObjectInfo, err error) {
+		if s == e.keys && !b.busy {
+			// What is read goes into b: a read answered after the hold
+			// ended could forget a write's run (refreshBucket).
+			e.broken("a bucket stays held while its manifest is read: bucket %d answered (attempt %d, %v), not busy", b.num, attempt, err)
+			done(e.err)
+			return
+		}
 		switch {
 		case errors.Is(err, ErrNotFound):
 			if b.etag != "" && len(b.runs) > 0 {
@@ -293,6 +340,13 @@ func (e *Engine) readBucketTry(s *keyStore, b *keyBucket, attempt int, done func
 			done(nil)
 		default:
 			e.loadRuns(b, refs, func(runs []*keyRun, lost bool, err error) {
+				if s == e.keys && !b.busy {
+					// Its runs' metas were read while the bucket was held
+					// no more: b.runs would be set under another write.
+					e.broken("a bucket stays held while its manifest's runs are read: bucket %d, %d runs listed, answered (attempt %d), not busy", b.num, len(refs), attempt)
+					done(e.err)
+					return
+				}
 				if err == nil && lost && attempt+1 < AttemptsMax {
 					e.readBucketTry(s, b, attempt+1, done) // merged away meanwhile?
 					return

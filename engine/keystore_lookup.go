@@ -181,10 +181,24 @@ func (e *Engine) refreshBucket(b *keyBucket, attempt int, done func()) {
 		e.p.Timers.AfterFunc(e.backoff(attempt), done)
 		return
 	}
+	if len(b.flight) > 0 {
+		// A free bucket has no keys in flight (keyStore.add's INVARIANT):
+		// a read that took it with some would hold it under a write's keys.
+		e.broken("a key bucket is held by a read only while busy, with no keys in flight: bucket %d taken by a read with %d keys in flight", b.num, len(b.flight))
+		done()
+		return
+	}
 	b.busy, b.reading = true, true
 	e.readBucket(e.keys, b, func(err error) {
 		if !b.busy || !b.reading {
 			e.broken("a bucket stays held while its manifest is read: bucket %d answered (%v), busy %t, reading %t", b.num, err, b.busy, b.reading)
+			done()
+			return
+		}
+		if len(b.flight) > 0 {
+			// Keys went in flight under the read: a write took the bucket
+			// the read held, and freeing it here would free it under them.
+			e.broken("a key bucket is held by a read only while busy, with no keys in flight: bucket %d answered (%v) with %d keys in flight", b.num, err, len(b.flight))
 			done()
 			return
 		}

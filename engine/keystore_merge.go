@@ -108,6 +108,13 @@ func (e *Engine) mergeKeys(done func()) {
 			done()
 			return
 		}
+		if b.reading {
+			// busy is a lookup's read, not this merge's: the merge's hold
+			// ended early, and clearing busy below would free the read's.
+			e.broken("a merge holds its bucket while it reads its inputs, not a read: bucket %d, %d runs read while a read holds it", b.num, len(ins))
+			done()
+			return
+		}
 		if err != nil {
 			b.busy = false
 			if errors.Is(err, ErrCorrupt) {
@@ -123,6 +130,13 @@ func (e *Engine) mergeKeys(done func()) {
 		}
 		e.putRun(b.num, func() []segment.KeyEntry { return mergeEntries(lists...) }, func(r *keyRun, err error) {
 			if err != nil {
+				if b.reading {
+					// The merge's hold ended while its run was written and a
+					// lookup's read took the bucket: freeing it would free the read's.
+					e.broken("a merge frees its bucket while it, not a read, holds it: bucket %d, run write failed (%v) while a read holds it", b.num, err)
+					done()
+					return
+				}
 				b.busy = false
 				done()
 				return
@@ -156,6 +170,14 @@ func (e *Engine) checkMergeInputs(b *keyBucket, ins []*keyRun, lists [][]segment
 func (e *Engine) replaceRuns(b *keyBucket, ins []*keyRun, r *keyRun, done func()) {
 	if !b.busy {
 		e.broken("a merge replaces runs while it holds its bucket: bucket %d not busy", b.num)
+		done()
+		return
+	}
+	if b.reading {
+		// busy is a lookup's read: the merge's hold ended while its run
+		// was written. Listing, or freeing, under the read would lose the
+		// merge's run to the read's answer, or free the read's hold.
+		e.broken("a merge replaces runs while it, not a read, holds its bucket: bucket %d, %d runs replaced while a read holds it", b.num, len(ins))
 		done()
 		return
 	}

@@ -114,6 +114,13 @@ func (v *offsetsView) merge(o segment.Offsets) { v.mergeFrom(o, false) }
 // It returns the idempotency keys the object held (an old format): they
 // are the key store's, and make the object stale.
 func (v *offsetsView) mergeObject(o segment.Offsets) (idem segment.Offsets) {
+	if len(v.flight) > 0 {
+		// What the object holds is judged durable against its version: a
+		// write in flight would make its keys durable, or lost, against
+		// the wrong one (readSources checks it when the read starts).
+		v.inv.broken("_offsets merges into a view with no write in flight: %d entries read while %d keys are in flight", len(o), len(v.flight))
+		return nil
+	}
 	src := o
 	if slices.ContainsFunc(o, isIdemOffset) {
 		v.stale = true
@@ -177,7 +184,16 @@ func (v *offsetsView) mergeFloor(fam, mark string, e segment.Offset, durable boo
 		return
 	}
 	if has && mark > cur {
-		v.drop(segment.FloorKey(fam, cur))
+		old := segment.FloorKey(fam, cur)
+		if _, held := v.vals[old]; !held {
+			// A family's floor is held while it is the family's (check):
+			// gone, a family whose name prefixes FloorPrefix dropped it as
+			// a key it covers, and _offsets would lose the floor.
+			v.inv.broken("a family's floor is held while it is the family's: %q (family %q) missing when %q replaces it, %d keys held",
+				old, fam, e.Key, len(v.vals))
+			return
+		}
+		v.drop(old)
 	}
 	if !has {
 		i, _ := slices.BinarySearch(v.fams, fam)
@@ -208,6 +224,13 @@ func (v *offsetsView) dropCovered(fam, mark string) {
 		hi++
 	}
 	for _, k := range v.order[lo:hi] {
+		if !segment.Floored(k, fam, mark) {
+			// Every key between fam and fam+mark in a sorted order starts
+			// with fam and is at or below the mark: anything else dropped
+			// here is an offset the view forgets though no floor covers it.
+			v.inv.broken("a floor drops only the keys it covers: %q dropped by family %q at mark %q (%d..%d of %d keys)", k, fam, mark, lo, hi, len(v.order))
+			return
+		}
 		v.drop(k)
 	}
 	v.order = slices.Delete(v.order, lo, hi)
@@ -262,6 +285,12 @@ func (v *offsetsView) holder(e segment.Offset) string {
 // objectLost records that the object is gone (deleted by someone else):
 // none of its keys is durable any more.
 func (v *offsetsView) objectLost() {
+	if len(v.flight) > 0 {
+		// The keys in flight would stay in flight, to be judged by a write
+		// of an object that is gone.
+		v.inv.broken("_offsets is found lost by a view with no write in flight: %d keys held, %d in flight", len(v.vals), len(v.flight))
+		return
+	}
 	for _, e := range v.sorted() {
 		v.unsynced[e.Key] = struct{}{}
 	}

@@ -191,6 +191,14 @@ func (l *diskLog) accept(u *unit, in Unit) {
 		return
 	}
 	p := l.partOf(in.Key)
+	if err := p.Halted(); err != nil {
+		// Admission refuses a halted partition's units (refuse): one
+		// queued there would never be written, nor answered.
+		e.broken("a unit the disk log accepts goes to a partition that takes writes: unit of %s/%s to partition %d, halted on %v",
+			in.Key.Namespace, in.Key.Partition, p.ID(), err)
+		e.answerRefused(u)
+		return
+	}
 	u.part = p.ID()
 	payload, err := unitPayload(in)
 	if err != nil {
@@ -475,6 +483,12 @@ func (l *diskLog) recordFlushed(id SnapshotID, mask, gen uint64, st *segState) {
 	}
 	if gen == 0 || gen >= l.nextGen {
 		l.e.broken("a flushed generation is one the log handed out: snapshot %s, generation %d, next %d", id, gen, l.nextGen)
+		return
+	}
+	if gen == l.e.live.gen {
+		// Forgetting it unpins the log segments of live's units, which no
+		// segment holds yet: they could be deleted before live commits.
+		l.e.broken("a flushed generation is never live's: snapshot %s, generation %d is live's (%d units)", id, gen, len(l.e.live.units))
 		return
 	}
 	var parts []*wal.Partition[logJoin]

@@ -25,6 +25,12 @@ func (h logHooks) Durable(w *wal.Write[logJoin], seq uint64, seg *wal.Segment) {
 func (h logHooks) Unknown(w *wal.Write[logJoin], err error) {
 	l, u := h.l, w.Unit.u
 	e := l.e
+	if u == nil {
+		// The log answers unknown only the units of a failed batch (its
+		// records are queued again): a record's entry has no unit.
+		e.broken("an entry answered unknown is a held unit's: record %t, error %v", !w.IsUnit(), err)
+		return
+	}
 	if u.seq != 0 || u.seg != nil {
 		// No sequence number was spent on a failed batch: a unit answered
 		// unknown after it was acked would be answered twice.

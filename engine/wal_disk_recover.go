@@ -98,7 +98,15 @@ func (l *diskLog) recoverLog(round int, done func(error)) {
 		return
 	}
 	l.scan = &logScan{seals: map[SnapshotID]*sealScan{}, flushed: map[SnapshotID]uint64{}}
+	answered := false
 	l.log.Read(l.readSegment, func() { l.e.mark(MarkReadDamaged) }, func(err error) {
+		if answered {
+			// A second answer would go on with recovery twice, or retry a
+			// read that has finished.
+			l.e.broken("the log's read answers once: round %d answered again (%v)", round, err)
+			return
+		}
+		answered = true
 		switch {
 		case err == nil:
 			done(nil)
@@ -108,7 +116,17 @@ func (l *diskLog) recoverLog(round int, done func(error)) {
 			done(err)
 		default:
 			l.e.mark(MarkRecoveryRetry)
-			l.e.p.Timers.AfterFunc(l.e.backoff(round), func() { l.recoverLog(round+1, done) })
+			fired := false
+			l.e.p.Timers.AfterFunc(l.e.backoff(round), func() {
+				if fired {
+					// A second firing would read the log twice at once, each
+					// read into the scan the other replaced.
+					l.e.broken("the log read's retry timer fires once: round %d fired again", round+1)
+					return
+				}
+				fired = true
+				l.recoverLog(round+1, done)
+			})
 		}
 	})
 }
@@ -120,6 +138,12 @@ var errConfig = wal.ErrConfig
 // readSegment scans one segment image the log read, starting its
 // partition's scan at the partition's first segment.
 func (l *diskLog) readSegment(p *wal.Partition[logJoin], seg *wal.Segment, b []byte) {
+	if l.scan == nil {
+		// Replay took the scan: a segment read after it would be neither
+		// replayed nor counted.
+		l.e.broken("recovery reads the log's segments while it holds its scan: partition %d segment %d read with none", p.ID(), seg.Num)
+		return
+	}
 	n := len(l.scan.parts)
 	if n == 0 || l.scan.parts[n-1].p != p {
 		// A partition is read whole, then the next: its scan continues
@@ -140,8 +164,23 @@ func (l *diskLog) readSegment(p *wal.Partition[logJoin], seg *wal.Segment, b []b
 // log's rules (wal.PartitionScan).
 func (l *diskLog) scanSegment(ps *partScan, seg *wal.Segment, b []byte) {
 	e, p := l.e, ps.p
+	if err := ps.scan.Halted; err != nil {
+		// The log reads no more of a partition once its scan halted it
+		// (Resume): frozen as found, counted and alerted once.
+		e.broken("a halted partition's segments are scanned no more: partition %d segment %d read after its halt on %v", p.ID(), seg.Num, err)
+		return
+	}
 	torn := ps.scan.Add(seg.Num, seg.Path, b, wal.PartitionHooks{
-		Unit: func(_ uint64, rec *wal.UnitRecord) { ps.units[rec.Seq] = &unitScan{rec: *rec, seg: seg} },
+		Unit: func(_ uint64, rec *wal.UnitRecord) {
+			if ps.units[rec.Seq] != nil {
+				// The scan drops a superseded entry (Drop) before the entry
+				// that replaces it: a unit held twice would be replayed as
+				// the later one, the earlier forgotten.
+				e.broken("recovery holds each logged unit once: partition %d sequence %d delivered again (segment %d) without its drop", p.ID(), rec.Seq, seg.Num)
+				return
+			}
+			ps.units[rec.Seq] = &unitScan{rec: *rec, seg: seg}
+		},
 		Seal: func(_ uint64, rec *wal.SealRecord) { l.addSeal(p.ID(), seg, *rec) },
 		Flushed: func(_ uint64, rec *wal.FlushedRecord) {
 			l.scan.flushed[SnapshotID{rec.Snapshot.Epoch, rec.Snapshot.Seq}] |= 1 << p.ID()

@@ -47,6 +47,13 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 			// only (an fsync error the last process never rolled past),
 			// and a segment reclaimed on its word leaves the seal to be
 			// rebuilt and committed a second time after a power loss.
+			if st := owned[id]; !st.logPending {
+				// Registered waiting for the log (holds): one let go before
+				// its flushed record is logged here could be reclaimed, and
+				// its seal rebuilt and committed again after a power loss.
+				e.broken("an owned segment of a generation the log holds waits for the log until replay: segment %s not waiting", id)
+				return
+			}
 			e.mark(MarkWALOwnedFlushed)
 			if sc.flushed[id] == 0 {
 				// The power went between its commit and its flushed

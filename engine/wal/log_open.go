@@ -55,6 +55,12 @@ func (p *Partition[U]) rolled(seg *Segment, err error, exists bool) {
 		p.openFails++
 		h.OpenFailed(p.id, err)
 		l.timer.AfterFunc(h.Backoff(p.openFails), func() {
+			if !p.opening {
+				// The partition stays opening until this timer lets the next
+				// roll start: fired again, it would clear a later roll's.
+				h.Broken("a failed segment creation's retry fires once, while it waits: partition %d segment %d, not opening", p.id, seg.Num)
+				return
+			}
 			p.opening = false
 			p.kick()
 		})
@@ -311,6 +317,12 @@ func (p *Partition[U]) retryCollect() {
 		return
 	}
 	p.l.timer.AfterFunc(p.l.hooks.Backoff(p.l.cfg.AttemptsMax), func() {
+		if !p.deleting {
+			// The partition stays deleting until this timer lets the next
+			// removal start: fired again, it would clear a later removal's.
+			p.l.hooks.Broken("a failed removal's retry fires once, while it waits: partition %d, none deleting", p.id)
+			return
+		}
 		p.deleting = false
 		p.collect()
 	})

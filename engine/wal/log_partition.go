@@ -297,11 +297,21 @@ func (p *Partition[U]) write(b *batch[U]) {
 	}
 	p.batch = b
 	seg := b.seg
-	var werr error
-	seg.f.WriteAt(b.buf, alignDown(seg.end), func(err error) { werr = err })
+	var written struct { // the write's answer, read at its fsync's
+		err  error
+		done bool
+	}
+	seg.f.WriteAt(b.buf, alignDown(seg.end), func(err error) { written.err, written.done = err, true })
 	seg.f.Sync(func(err error) {
+		if !written.done {
+			// Calls on one file complete in order (Disk): an fsync answered
+			// before its write would make a batch durable whose write may
+			// yet fail.
+			p.l.hooks.Broken("a batch's write completes before its fsync: partition %d, batch from sequence %d on %s synced before written", p.id, b.first, seg.Path)
+			return
+		}
 		if err == nil {
-			err = werr
+			err = written.err
 		}
 		if err != nil {
 			p.failed(b, err)

@@ -133,6 +133,11 @@ func (r *reading[U]) readSegment(name string, tries int, best []byte, done func(
 			done(nil, 0, fmt.Errorf("open %s: %w", name, err))
 			return
 		}
+		if f == nil {
+			r.l.hooks.Broken("a file opened without an error is open (Disk.Open): %s, try %d", name, tries+1)
+			done(nil, 0, fmt.Errorf("%w: %s opened as no file", ErrPartitionDamaged, name))
+			return
+		}
 		f.Sync(func(err error) {
 			if err != nil {
 				f.Close(func(error) { done(nil, 0, fmt.Errorf("sync %s: %w", name, err)) })
@@ -145,6 +150,13 @@ func (r *reading[U]) readSegment(name string, tries int, best []byte, done func(
 
 func (r *reading[U]) readOpen(name string, f File, tries int, best []byte, done func([]byte, int64, error)) {
 	f.Size(func(size int64, err error) {
+		if err == nil && size < 0 {
+			// File.Size reports a file's length: a negative one would size
+			// no buffer.
+			r.l.hooks.Broken("a file's size is not negative (File.Size): %s, %d bytes", name, size)
+			f.Close(func(error) { done(nil, 0, fmt.Errorf("%w: %s: size %d", ErrPartitionDamaged, name, size)) })
+			return
+		}
 		if err == nil && size > r.l.cfg.SegmentBytes+EntryPayloadMax+4*DirectAlign {
 			err = fmt.Errorf("%w: log segment %s has %d bytes, more than any segment this log writes", ErrSegmentSize, name, size)
 		}
