@@ -189,8 +189,74 @@ import (
 //     and writerObjectLimit bytes when encoded, a claim within
 //     ClaimRoundsMax rounds, a log identity drawn non-zero within
 //     walIDDrawsMax draws.
+//   - the writer's steps: a flush delay positive (flushDelay), the flush
+//     timer only for a live accumulator holding units (onFlushTimer), live
+//     dated no later than its seal (seal), no queued snapshot persisting
+//     (writing.check), nothing queued or active when a backoff ends
+//     (persistFailed); a body made ahead only where its log allows,
+//     holding its units' rows (prepare); no marker for a dropped body, and
+//     a marker only for a body with a PART per part and its snapshot's
+//     date (putMarkerOf); a persist time ≥ 0, and a unit acked at its
+//     fsync with no submitter left at its commit (commit).
+//   - admission's keys and live: a pending key's unit unanswered
+//     (admission.check; joinDuplicate by offsets); a submitted unit holds
+//     its keys until released at its answer (releaseKeys); a log refuses
+//     only as backpressure or for a halted partition (room); a unit joins
+//     live once (batchSet.add, O(1)), with the rows it is counted for, and
+//     live fits a segment after it (joinLive); a set released once
+//     (releaseOffLoop); an acked unit has submitters (countAcked). The S3
+//     log persists only fresh snapshots of no generation (beforePersist).
+//   - store requests' objects (countingStore): a PUT never both If-Match
+//     and If-None-Match; the writer object and _offsets written only
+//     conditionally and never deleted; a multipart upload of a segment
+//     body only; no DELETE once the engine failed (not a check: the rule
+//     that nothing is deleted after failing closed, held in one place).
+//   - deletes: a segment reclaimed is owned (reclaim); each step of its
+//     deletes runs while its reclaim does, a marker before its segment's
+//     other objects (deleteInOrder, deleteOnce), and once they are gone it
+//     is still reclaimable (deleteSegment); a bitmap recovery could not
+//     read is never written over (writeBitmap), its segment kept once its
+//     lost PARTs are settled (settleLost); the sweeper and the fence run
+//     only once recovery opened ingest (sweep, stillOurs); an orphan swept
+//     has a body or bitmap listed (sweepOrphan).
+//   - jobs forming and running: a segment without spanning jobs is one
+//     recovery found, with no cuts (register); an applied piece joins a
+//     lane only during recovery (joinOpen); a cut ends a job only in a
+//     segment of spanning jobs, the job ends at its cut, the open job's
+//     bytes its pieces' (endJob); a job starts on live segments only
+//     (startJob), holds one body per piece read in place and none when it
+//     copies (gather), ends its reservation while it runs (unreserve), and
+//     leaves its lane applied (popLane).
+//   - the key store's holds: a bucket held by a write or by a lookup's
+//     read, never both — a write ends, writes its manifest and hears its
+//     answer, a merge reads its inputs, fails its run and replaces its
+//     runs only while the hold is its own (writeBucket, putManifest,
+//     mergeKeys, replaceRuns); a read takes and frees a bucket with no keys
+//     in flight (refreshBucket); the store's bucket held until its
+//     manifest and its runs' metas are answered (readBucketTry); a run's
+//     encoding and a manifest write answered once (putRun, putManifest).
+//   - the offsets view: a floor drops only the keys it covers
+//     (dropCovered); a family's floor held while it is the family's
+//     (mergeFloor); _offsets read, or found lost, with no write in flight
+//     (mergeObject, objectLost).
+//   - the disk log: a unit accepted by a partition that takes writes
+//     (accept); a flushed generation never live's (recordFlushed); an
+//     unknown answer a unit's (Unknown); the log's read answers once and
+//     its retry fires once (recoverLog); segments read while recovery
+//     holds its scan, none of a halted partition, each unit held once
+//     (readSegment, scanSegment); an owned segment of a logged generation
+//     still waits for the log at replay (replay). The log core
+//     (engine/wal): a batch's write answered before its fsync (write); a
+//     failed creation's and removal's retry timers fire once (rolled,
+//     retryCollect); a file opened is open, its size not negative
+//     (readSegment, readOpen).
 //   - configuration derived after New: the valve within the WAL's bound
-//     (Valve), a lane's limits the validated ones (LanesOf) — panics.
+//     (Valve), a lane's limits the validated ones (LanesOf), a close's
+//     grace not negative (stopGrace); a retry has its stop and done
+//     (retryStop); pure helpers' REQUIRES: a spanning job's id names its
+//     log (compactionID), a legacy job's ordinals ascend
+//     (legacyCompactionID), a streamed body's chunks come in order without
+//     gaps (keepWindows) — panics.
 
 // invariantError is the error of a broken invariant: ErrInvariant and the
 // message.

@@ -30,11 +30,11 @@ const (
 	longFunctionLines = 30
 	// assertionsPerFunctionMin is the floor the engine package's density
 	// of assertions may not fall below: raise it as checks are added.
-	assertionsPerFunctionMin = 0.85
+	assertionsPerFunctionMin = 1.0
 	// walLogAssertionsPerFunctionMin is the same floor for the disk log's
 	// core (engine/wal's log*.go), whose checks report through
 	// Hooks.Broken.
-	walLogAssertionsPerFunctionMin = 0.93
+	walLogAssertionsPerFunctionMin = 1.0
 )
 
 func TestEngineShape(t *testing.T) {
