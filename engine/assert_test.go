@@ -207,6 +207,29 @@ func manyOffsets(prefix string, n int) segment.Offsets {
 	return o
 }
 
+// A unit whose offsets and idempotency key together are more entries
+// than a segment holds is invalid — it would fit no segment, not even
+// alone — and is refused as such, not as backpressure for ever; the same
+// offsets without the key are committed.
+func TestUnitOffsetsCountTheIdempotencyKey(t *testing.T) {
+	r := newRig(t, sim.StoreConfig{})
+	r.start()
+	over := unit("events", 1)
+	over.Offsets, over.IdempotencyKey = manyOffsets("a", segment.OffsetsEntriesMax), "k-over"
+	refused := r.submit(over)
+	r.until(func() bool { return refused.done }, "the answer")
+	if !errors.Is(refused.err, engine.ErrInvalidUnit) || !strings.Contains(refused.err.Error(), "65537 entries with the idempotency key's") {
+		t.Fatalf("answer %v; want the unit invalid, naming its entries", refused.err)
+	}
+	without := unit("events", 2)
+	without.Offsets = over.Offsets // the same offsets, no key: they fit
+	res := r.submit(without)
+	r.until(func() bool { return res.done }, "the answer")
+	if res.err != nil {
+		t.Fatalf("a unit of %d entries: %v", segment.OffsetsEntriesMax, res.err)
+	}
+}
+
 // The WAL bound holds when Submit seals the live accumulator to make room
 // for a unit: that seal takes a slot admission counted as free. (Found by
 // the WAL check: a unit was appended with the WAL at its limit, and two
