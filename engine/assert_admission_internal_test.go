@@ -288,14 +288,8 @@ func TestInvariantCheckpointSteps(t *testing.T) {
 }
 
 func TestInvariantKeyStoreIO(t *testing.T) {
-	h := segment.KeyHashOf("k")
-	_, meta, err := segment.EncodeKeyRun([]segment.KeyEntry{{Hash: h, Value: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(seq uint64) *keyRun {
-		return &keyRun{ref: segment.KeyRunRef{Seq: seq, Count: 1, MinValue: 1, Value: 1}, meta: meta}
-	}
+	h, runOf := oneKeyRun(t)
+	run := func(seq uint64) *keyRun { return runOf(seq, 1) }
 	cases := []breakCase{
 		{"manifest-written-unheld", "a manifest is written while its bucket is held: bucket 1 with 0 runs written, not busy", func(t *testing.T, e *Engine) {
 			e.putManifest(&keyBucket{num: 1}, nil, func(ok bool) {})

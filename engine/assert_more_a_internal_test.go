@@ -139,15 +139,9 @@ func TestInvariantMoreWriter(t *testing.T) {
 			}
 		}},
 		{"persist-while-cooling", "nothing is sealed or persisted while the writer backs off: 0 queued, active true at the backoff's end (1 failures)", func(t *testing.T, e *Engine) {
-			h := &heldTimers{}
-			e.p.Timers, e.p.Rand = h, fixedRand(1)
-			e.p.Store = countingStore{ObjectStore: &stagesStore{}, e: e}
-			e.cfg.RetryBase, e.cfg.RetryMax = time.Millisecond, time.Second
-			s := &snapshot{id: SnapshotID{1, 2}, stage: persistMarker, content: newBatchSet()}
-			e.active = s
-			e.persistFailed(s, errors.New("marker refused"))
+			end := failedPersist(e)
 			e.active = &snapshot{id: SnapshotID{1, 3}, content: newBatchSet()} // started while cooling
-			h.fns[len(h.fns)-1]()
+			end()
 			if !e.cooling {
 				t.Error("the backoff ended on the broken state")
 			}

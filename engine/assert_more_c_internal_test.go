@@ -71,14 +71,8 @@ func TestKeyStoreFlightWhileBusy(t *testing.T) {
 // or a merge's) or a lookup's read's, never both; every async answer
 // finds it held by what it answers; a port answers once.
 func TestInvariantKeyStoreHolds(t *testing.T) {
-	h := segment.KeyHashOf("k")
-	_, meta, err := segment.EncodeKeyRun([]segment.KeyEntry{{Hash: h, Value: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := func(seq uint64) *keyRun {
-		return &keyRun{ref: segment.KeyRunRef{Seq: seq, Count: 1, MinValue: 1, Value: 1}, meta: meta}
-	}
+	h, runOf := oneKeyRun(t)
+	run := func(seq uint64) *keyRun { return runOf(seq, 1) }
 	cases := []breakCase{
 		// keystore_io.go.
 		{"run-encoded-answered-twice", "the executor answers a key run's encoding once: 1 entries of bucket 3 answered again", func(t *testing.T, e *Engine) {

@@ -38,17 +38,24 @@ func TestInvariantKeyStorePieces(t *testing.T) {
 	}
 }
 
-// TestInvariantKeyStoreSteps breaks the key store's I/O steps' checks on
-// a bare engine.
-func TestInvariantKeyStoreSteps(t *testing.T) {
+// oneKeyRun is key "k"'s hash, and a run of it (count entries named,
+// one encoded) for a bucket's manifest at seq.
+func oneKeyRun(t *testing.T) (segment.KeyHash, func(seq uint64, count int) *keyRun) {
+	t.Helper()
 	h := segment.KeyHashOf("k")
 	_, meta, err := segment.EncodeKeyRun([]segment.KeyEntry{{Hash: h, Value: 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run := func(seq uint64, count int) *keyRun {
+	return h, func(seq uint64, count int) *keyRun {
 		return &keyRun{ref: segment.KeyRunRef{Seq: seq, Count: count, MinValue: 1, Value: 1}, meta: meta}
 	}
+}
+
+// TestInvariantKeyStoreSteps breaks the key store's I/O steps' checks on
+// a bare engine.
+func TestInvariantKeyStoreSteps(t *testing.T) {
+	h, run := oneKeyRun(t)
 	cases := []breakCase{
 		{"bucket-write-ends-twice", "a key bucket write ends once, while it holds its bucket: bucket 0 ends (landed false) with 0 keys in flight, not busy", func(t *testing.T, e *Engine) {
 			s := withPorts(e)

@@ -45,6 +45,20 @@ type sinksOf struct{ s Sink }
 
 func (o sinksOf) Sink(string) (Sink, bool) { return o.s, true }
 
+// failedPersist fails the active snapshot's persist on e (held timers,
+// a store that answers nothing) and returns the end of the writer's
+// backoff that follows.
+func failedPersist(e *Engine) (end func()) {
+	h := &heldTimers{}
+	e.p.Timers, e.p.Rand = h, fixedRand(1)
+	e.p.Store = countingStore{ObjectStore: &stagesStore{}, e: e}
+	e.cfg.RetryBase, e.cfg.RetryMax = time.Millisecond, time.Second
+	s := &snapshot{id: SnapshotID{1, 2}, stage: persistMarker, content: newBatchSet()}
+	e.active = s
+	e.persistFailed(s, errors.New("marker refused"))
+	return h.fns[len(h.fns)-1]
+}
+
 // wantPanic runs f and wants it to panic with a message holding want.
 func wantPanic(t *testing.T, want string, f func()) {
 	t.Helper()
@@ -139,14 +153,7 @@ func TestInvariantStagePorts(t *testing.T) {
 			h.fns[0]()
 		}},
 		{"cooling-ends-twice", "the writer's backoff after a failed persist ends once: ended with none running, 1 failures", func(t *testing.T, e *Engine) {
-			h := &heldTimers{}
-			e.p.Timers, e.p.Rand = h, fixedRand(1)
-			e.p.Store = countingStore{ObjectStore: &stagesStore{}, e: e}
-			e.cfg.RetryBase, e.cfg.RetryMax = time.Millisecond, time.Second
-			s := &snapshot{id: SnapshotID{1, 2}, stage: persistMarker, content: newBatchSet()}
-			e.active = s
-			e.persistFailed(s, errors.New("marker refused"))
-			end := h.fns[len(h.fns)-1]
+			end := failedPersist(e)
 			end()
 			if e.err != nil {
 				t.Fatalf("the backoff's end failed the engine: %v", e.err)
