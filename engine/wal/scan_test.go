@@ -58,6 +58,12 @@ func TestScanTornTail(t *testing.T) {
 		if rapid.Bool().Draw(t, "preallocated") {
 			torn = append(torn, make([]byte, rapid.IntRange(0, 2*(dataEnd-last)).Draw(t, "zeros"))...)
 		}
+		if len(torn) >= dataEnd && bytes.Equal(torn[last:dataEnd], b[last:dataEnd]) {
+			// The cut took only zero bytes the entry ends with and the
+			// preallocated zeros gave them back: the entry is whole, no
+			// tear (found by rapid: a last byte 0x00, cut off, one zero).
+			t.Skip("the zeros restored the entry: not a tear")
+		}
 		r := Scan("s", torn)
 		checkEntries(t, torn, r.Entries, offsets[:len(offsets)-1])
 		if r.Corrupt != nil {
