@@ -107,6 +107,14 @@ type Config struct {
 	// restart it or an operator to see; 0: never (keep retrying). A
 	// refusal that no retry changes (ErrRefused) stops it at once.
 	RecoveryGiveUp time.Duration
+	// LiveBytesMax bounds the live snapshot's bytes (roomFor): past
+	// TargetBytes live grows only while the writer's queue is full (a
+	// slow store), and its seal must still encode (segment.BodyBytesMax).
+	// A unit that does not fit finds live sealed first, or backpressure
+	// (the S3 WAL) or a wait in the backlog (the disk WAL); a bound below
+	// TargetBytes seals live at the bound. 0 means liveBytesMax, also its
+	// upper limit.
+	LiveBytesMax int64
 	// StopGrace: how long a graceful close waits, from its start, for
 	// reclaims to finish (Close; the jobs that can start always run to
 	// their end); a segment whose reclaim it cuts short is left in the
@@ -164,6 +172,15 @@ func DeriveConfig(prefix, pipeline string, bufferThresholdBytes int64, ingestThr
 	}
 }
 
+// liveBytes is the live snapshot's bound in bytes (LiveBytesMax, or
+// its default).
+func (c Config) liveBytes() int64 {
+	if c.LiveBytesMax == 0 {
+		return liveBytesMax
+	}
+	return c.LiveBytesMax
+}
+
 // stopGrace is how long a graceful close waits (StopGrace, or its
 // default).
 //
@@ -215,6 +232,8 @@ func (c Config) validateParts() error {
 	switch {
 	case c.ValveSegments < 0 || c.ValveSegments > c.LiveSegmentsMax || c.ValveBytes < 0:
 		return fmt.Errorf("engine: config: valve at %d segments (live segments max %d) or %d bytes", c.ValveSegments, c.LiveSegmentsMax, c.ValveBytes)
+	case c.LiveBytesMax < 0 || c.LiveBytesMax > liveBytesMax:
+		return fmt.Errorf("engine: config: live bytes max %d outside 0..%d", c.LiveBytesMax, liveBytesMax)
 	case c.OffsetsViewMax < 0 || c.OffsetsViewMax > segment.CheckpointEntriesMax:
 		return fmt.Errorf("engine: config: offsets view max %d outside 0..%d (what one checkpoint holds)", c.OffsetsViewMax, segment.CheckpointEntriesMax)
 	}

@@ -125,6 +125,8 @@ const (
 	MarkWALCommittedUnflushed // recovery found a generation's segment owned and no flushed record of it in the log
 	// The idempotency-key store (keystore_io.go).
 	MarkIdemWriteWaitsRead // a round's write of a key bucket waited for a lookup's re-read of its manifest
+	// Ingest (ingest.go).
+	MarkLiveBytesFull // a unit found no room in live for its bytes (Config.LiveBytesMax): live is sealed first
 	NumMarks
 )
 
@@ -158,6 +160,7 @@ var markNames = [NumMarks]string{
 	"lost-bits-inferred",
 	"wal-committed-unflushed",
 	"idem-write-waits-read",
+	"live-bytes-full",
 }
 
 // String returns the mark's name.

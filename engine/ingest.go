@@ -450,18 +450,20 @@ func (e *Engine) viewRoom(in Unit) error {
 // keyMemShare: the key store may use a keyMemShare-th of the memory pool.
 const keyMemShare = 4
 
-// liveBytesMax bounds the live snapshot's bytes, as unitBytesMax bounds
-// one unit's, so that its seal encodes: a body holds at most
-// segment.BodyBytesMax. Live grows past TargetBytes while the writer's
-// queue is full (a slow store), bounded otherwise only by the admission
-// budget, which can be many GiB.
+// liveBytesMax bounds the live snapshot's bytes (Config.LiveBytesMax's
+// default and upper limit), as unitBytesMax bounds one unit's, so that
+// its seal encodes: a body holds at most segment.BodyBytesMax. Live
+// grows past TargetBytes while the writer's queue is full (a slow
+// store), bounded otherwise only by the admission budget, which can be
+// many GiB.
 const liveBytesMax = unitBytesMax
 
 // roomFor reports whether the live snapshot can take the unit without
 // breaking a segment limit (parts, offsets entries, rows per part, its
 // bytes). An empty live always has room for a valid unit.
 func (e *Engine) roomFor(in Unit) bool {
-	if !e.live.empty() && e.live.bytes+unitBytes(in) > liveBytesMax {
+	if !e.live.empty() && e.live.bytes+unitBytes(in) > e.cfg.liveBytes() {
+		e.mark(MarkLiveBytesFull)
 		return false
 	}
 	parts := len(e.live.parts)

@@ -42,4 +42,32 @@ func TestLiveBytesBounded(t *testing.T) {
 	if e.roomFor(in) {
 		t.Fatalf("live at %d bytes took %d more, past the limit %d", e.live.bytes, n, liveBytesMax)
 	}
+	if e.marks[MarkLiveBytesFull] != 1 {
+		t.Fatalf("mark %s counted %d times; want once", MarkLiveBytesFull, e.marks[MarkLiveBytesFull])
+	}
+	// A configured bound (the simulator's worlds set one a few targets
+	// wide, so that they reach this path).
+	e.cfg.LiveBytesMax = 3 * n
+	e.live.bytes = 2 * n
+	if !e.roomFor(in) {
+		t.Fatalf("live at %d bytes has no room for %d more, limit %d", e.live.bytes, n, e.cfg.LiveBytesMax)
+	}
+	e.live.bytes++
+	if e.roomFor(in) {
+		t.Fatalf("live at %d bytes took %d more, past the configured limit %d", e.live.bytes, n, e.cfg.LiveBytesMax)
+	}
+}
+
+// Config.LiveBytesMax is 0 (the default) or up to liveBytesMax.
+func TestLiveBytesMaxValidated(t *testing.T) {
+	c := DeriveConfig("", "p", 8<<20, 2, 0)
+	for _, tc := range []struct {
+		max int64
+		ok  bool
+	}{{0, true}, {1, true}, {c.TargetBytes, true}, {liveBytesMax, true}, {liveBytesMax + 1, false}, {-1, false}} {
+		c.LiveBytesMax = tc.max
+		if err := c.Validate(); (err == nil) != tc.ok {
+			t.Errorf("LiveBytesMax %d: %v, want valid %t", tc.max, err, tc.ok)
+		}
+	}
 }

@@ -139,6 +139,14 @@ func DrawWorld(r *Rand, dests []string) WorldSpec {
 	// The real Kafka or NATS source's record logic behind some broker
 	// sources (own stream).
 	drawCodecs(r.Split("codecs"), &s)
+	// A live snapshot bounded from a quarter of a target to three
+	// targets in some worlds (own stream; the default, 512 MiB, is beyond
+	// any world's size): a unit past the bound finds live sealed first,
+	// and with the writer's queue full the S3 WAL answers backpressure
+	// and the disk WAL's durable units wait in its backlog.
+	if lb := r.Split("live-bytes"); lb.Chance(0.3) {
+		s.Engine.LiveBytesMax = int64(logUniform(lb, float64(target)/4, 3*float64(target)))
+	}
 	return s
 }
 
@@ -320,6 +328,9 @@ func (s WorldSpec) Summary() string {
 	out := fmt.Sprintf("wal=%s target=%s part=%s parts_in_flight=%d queue=%d live_max=%d compaction=%d stream_chunk=%s memory=%s page=%d lanes=%s sinks=[%s] sources=[%s]",
 		walSummary(c.Disk), mib(c.TargetBytes), mib(c.PartBytes), c.PartConcurrency, c.QueueCapacity, c.LiveSegmentsMax, c.CompactionConcurrency,
 		mib(c.StreamChunkBytes), mib(s.MemoryBytes), s.PageSize, lanesSummary(c), strings.Join(sinks, " "), strings.Join(srcs, " "))
+	if c.LiveBytesMax > 0 {
+		out += " live_bytes=" + mib(c.LiveBytesMax)
+	}
 	for _, p := range s.Pipelines {
 		out += " " + p.summary()
 	}

@@ -12,8 +12,8 @@ import (
 // Every other mark is required: a sweep whose worlds never reach it is
 // not testing that path (TestCoverage).
 var optionalMarks = map[engine.Mark]string{
-	engine.MarkBackpressureQueue: "needs 65,536 offset entries or 16,384 partition keys in one snapshot; " +
-		"engine TestRefusals reaches it",
+	engine.MarkBackpressureQueue: "a world with a live-bytes bound whose writer queue is full when live reaches it " +
+		"(5 worlds of 60 in a sweep), too few for TestSweep's seeds to be sure of one; engine TestRefusals reaches it",
 	engine.MarkBackpressureOffset: "the simulated sources keep the offset contract (one unit in flight per key; a resend " +
 		"carries the same offsets and joins); engine TestRefusals reaches it",
 	engine.MarkBodyUncached: "a memory-hint shrink landing while a body is being fetched into the cache; " +
@@ -37,9 +37,9 @@ var optionalMarks = map[engine.Mark]string{
 		"fails; engine TestFullManifestWaitsForAMerge reaches it",
 	engine.MarkClaimLanded: "an epoch claim answered ambiguously that landed: about one world in twenty reaches it " +
 		"(13 of 300 in a sweep), too few for the 24 seeds of TestSweep; engine TestClaimLandedDespiteLostAnswer reaches it",
-	engine.MarkWALBacklog: "a durable unit finds no room in live only past the snapshot limits (65,536 offset " +
-		"entries or 16,384 partition keys in one snapshot), since admission counts the units on their way in; " +
-		"engine TestDiskBacklogKeepsAckedUnits reaches it",
+	engine.MarkWALBacklog: "a durable unit finds no room in live only past a snapshot limit with the writer's queue " +
+		"full: disk worlds with a live-bytes bound reach it (4 of 60 in a sweep), too few for TestSweep's seeds to be " +
+		"sure of one; engine TestDiskBacklogKeepsAckedUnits reaches it",
 	engine.MarkWALHaltedKeep: "a world's run ends at the alert of a halted WAL partition; " +
 		"engine TestDiskHaltedPartitionKeepsItsSegments reaches it",
 	engine.MarkBitmapUnreadable: "a completion bitmap damaged at rest and then read by a recovery before its segment " +
