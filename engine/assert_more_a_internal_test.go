@@ -167,7 +167,7 @@ func TestInvariantMoreAdmission(t *testing.T) {
 		{"log-refuses-otherwise", "a log refuses a unit only as backpressure or for a halted partition: disk on fire", func(t *testing.T, e *Engine) {
 			refused := errors.New("disk on fire")
 			e.dlog = refusingLog{s3Log{e}, refused}
-			if err := e.room(Unit{}); err != refused {
+			if err := e.room(Unit{}, 0); err != refused {
 				t.Errorf("room answered %v; want the log's refusal", err)
 			}
 		}},
@@ -267,7 +267,7 @@ func TestInvariantMoreHolds(t *testing.T) {
 	}
 	for _, refusal := range []error{ErrResourceExhausted, fmt.Errorf("%w: partition 0", ErrPartitionHalted)} {
 		e.dlog = refusingLog{s3Log{e}, refusal}
-		if err := e.room(Unit{}); err != refusal || e.err != nil {
+		if err := e.room(Unit{}, 0); err != refusal || e.err != nil {
 			t.Fatalf("room answered %v, err %v; want the refusal %v", err, e.err, refusal)
 		}
 	}

@@ -176,7 +176,8 @@ func (e *Engine) submit(in Unit, done func(error), looked bool) {
 	if !looked && in.IdempotencyKey != "" && e.lookupKey(in, done) {
 		return
 	}
-	if err := e.room(in); err != nil {
+	size := unitBytes(in) // sized once for room and roomFor
+	if err := e.room(in, size); err != nil {
 		e.stats.UnitsRejected++
 		e.answer(done, err)
 		return
@@ -186,7 +187,7 @@ func (e *Engine) submit(in Unit, done func(error), looked bool) {
 		e.answer(done, err)
 		return
 	}
-	if !e.roomFor(in) {
+	if !e.roomFor(in, size) {
 		e.sealSoon()
 		if n := e.walSegments(); n >= e.cfg.LiveSegmentsMax { // the seal took admit's last slot
 			e.mark(MarkBackpressureWAL)
@@ -194,7 +195,7 @@ func (e *Engine) submit(in Unit, done func(error), looked bool) {
 			e.answer(done, fmt.Errorf("%w: WAL backlog of %d segments not yet applied, limit %d", ErrResourceExhausted, n, e.cfg.LiveSegmentsMax))
 			return
 		}
-		if !e.roomFor(in) {
+		if !e.roomFor(in, size) {
 			e.mark(MarkBackpressureQueue)
 			e.stats.UnitsRejected++
 			e.answer(done, fmt.Errorf("%w: snapshot limits reached and the writer queue is full", ErrResourceExhausted))
@@ -237,7 +238,7 @@ func (e *Engine) admit(in Unit) error {
 
 // room refuses a new unit the engine has no room for: admission memory,
 // or the WAL backlog at LiveSegmentsMax.
-func (e *Engine) room(in Unit) error {
+func (e *Engine) room(in Unit, n int64) error {
 	if err := e.dlog.refuse(in); err != nil {
 		if !errors.Is(err, ErrResourceExhausted) && !errors.Is(err, ErrPartitionHalted) {
 			// A source retries backpressure and waits out a halted
@@ -246,7 +247,7 @@ func (e *Engine) room(in Unit) error {
 		}
 		return err
 	}
-	if n := unitBytes(in); e.held+n > e.budget.admission {
+	if e.held+n > e.budget.admission {
 		e.mark(MarkBackpressureMemory)
 		return fmt.Errorf("%w: %d bytes held, unit of %d, admission %d", ErrResourceExhausted, e.held, n, e.budget.admission)
 	}
@@ -460,9 +461,10 @@ const liveBytesMax = unitBytesMax
 
 // roomFor reports whether the live snapshot can take the unit without
 // breaking a segment limit (parts, offsets entries, rows per part, its
-// bytes). An empty live always has room for a valid unit.
-func (e *Engine) roomFor(in Unit) bool {
-	if !e.live.empty() && e.live.bytes+unitBytes(in) > e.cfg.liveBytes() {
+// bytes, n: unitBytes(in), which its caller has). An empty live always
+// has room for a valid unit.
+func (e *Engine) roomFor(in Unit, n int64) bool {
+	if !e.live.empty() && e.live.bytes+n > e.cfg.liveBytes() {
 		e.mark(MarkLiveBytesFull)
 		return false
 	}

@@ -28,18 +28,18 @@ func TestLiveBytesBounded(t *testing.T) {
 	n := unitBytes(in)
 
 	e := bare()
-	if !e.roomFor(in) {
+	if !e.roomFor(in, n) {
 		t.Fatal("an empty live has no room for a small unit")
 	}
 	if err := e.live.add(&unit{bytes: n}, in); err != nil {
 		t.Fatal(err)
 	}
 	e.live.bytes = liveBytesMax - n // as if many units had joined
-	if !e.roomFor(in) {
+	if !e.roomFor(in, n) {
 		t.Fatalf("live at %d bytes has no room for %d more, limit %d", e.live.bytes, n, liveBytesMax)
 	}
 	e.live.bytes++
-	if e.roomFor(in) {
+	if e.roomFor(in, n) {
 		t.Fatalf("live at %d bytes took %d more, past the limit %d", e.live.bytes, n, liveBytesMax)
 	}
 	if e.marks[MarkLiveBytesFull] != 1 {
@@ -49,11 +49,11 @@ func TestLiveBytesBounded(t *testing.T) {
 	// wide, so that they reach this path).
 	e.cfg.LiveBytesMax = 3 * n
 	e.live.bytes = 2 * n
-	if !e.roomFor(in) {
+	if !e.roomFor(in, n) {
 		t.Fatalf("live at %d bytes has no room for %d more, limit %d", e.live.bytes, n, e.cfg.LiveBytesMax)
 	}
 	e.live.bytes++
-	if e.roomFor(in) {
+	if e.roomFor(in, n) {
 		t.Fatalf("live at %d bytes took %d more, past the configured limit %d", e.live.bytes, n, e.cfg.LiveBytesMax)
 	}
 }

@@ -270,11 +270,11 @@ func (l *diskLog) join(u *unit, in Unit) {
 		return
 	}
 	u.seg.Pin(e.live.gen, u.seq, e.now()) // until it is in a generation
-	if len(l.backlog) == 0 && !e.roomFor(in) {
+	if len(l.backlog) == 0 && !e.roomFor(in, u.bytes) {
 		e.sealSoon()
 	}
 	l.leaveQueue(u)
-	if len(l.backlog) > 0 || !l.fits(in) {
+	if len(l.backlog) > 0 || !l.fits(u, in) {
 		e.mark(MarkWALBacklog)
 		l.backlog = append(l.backlog, logJoin{u, in})
 		l.backlogBytes += u.bytes
@@ -295,12 +295,12 @@ func (l *diskLog) join(u *unit, in Unit) {
 func (l *diskLog) totalBytes() int64 { return l.log.Bytes() }
 
 // fits reports whether a durable unit can join live now.
-func (l *diskLog) fits(in Unit) bool {
+func (l *diskLog) fits(u *unit, in Unit) bool {
 	e := l.e
 	if e.live.empty() && e.walSegments() >= e.cfg.LiveSegmentsMax {
 		return false
 	}
-	return e.roomFor(in)
+	return e.roomFor(in, u.bytes)
 }
 
 // joinLive moves a durable unit — acked, with its sequence number and
@@ -343,7 +343,7 @@ func (l *diskLog) drain() {
 		return
 	}
 	joined := false
-	for len(l.backlog) > 0 && l.fits(l.backlog[0].in) {
+	for len(l.backlog) > 0 && l.fits(l.backlog[0].u, l.backlog[0].in) {
 		j := l.backlog[0]
 		l.backlog = l.backlog[1:]
 		l.backlogBytes -= j.u.bytes
