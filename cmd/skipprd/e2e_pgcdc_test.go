@@ -123,7 +123,9 @@ func killMidSnapshot(t *testing.T, p *proc, ns string, total int) {
 	})
 	series := fmt.Sprintf(`skipprd_rows_acked_total{namespace=%q}`, ns)
 	var acked float64
-	p.waitFor(t, "half the "+ns+" snapshot acked", func() bool {
+	// Polled every 10 ms: in a CI run the whole table's snapshot was
+	// acked within half a second, between two polls 250 ms apart.
+	p.waitPolling(t, "half the "+ns+" snapshot acked", e2eWait, 10*time.Millisecond, func() bool {
 		code, body := get(t, "http://"+base+"/metrics")
 		acked = parseMetrics(t, body)[series]
 		return code == http.StatusOK && acked >= float64(total/2)

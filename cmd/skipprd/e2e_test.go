@@ -284,8 +284,15 @@ func (p *proc) waitFor(t testing.TB, what string, ok func() bool) {
 // waitForWithin is waitFor with a window of its own.
 func (p *proc) waitForWithin(t testing.TB, what string, window time.Duration, ok func() bool) {
 	t.Helper()
+	p.waitPolling(t, what, window, 250*time.Millisecond, ok)
+}
+
+// waitPolling is waitForWithin polling at most every pollMax: a test
+// that must act inside a short window (a kill mid-snapshot) polls fast.
+func (p *proc) waitPolling(t testing.TB, what string, window, pollMax time.Duration, ok func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(window)
-	for poll := 50 * time.Millisecond; !ok(); poll = min(2*poll, 250*time.Millisecond) {
+	for poll := min(50*time.Millisecond, pollMax); !ok(); poll = min(2*poll, pollMax) {
 		select {
 		case err := <-p.exited:
 			p.exited <- err
