@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -173,33 +174,57 @@ func parseConfig(getenv func(string) string) (config, error) {
 	if v, ok := get(envDataDir); ok {
 		c.DataDir = v
 	}
-	if err := parseWALStorage(get, &c); err != nil {
-		return c, err
+	// Every group is parsed, so that skipprd check lists every problem;
+	// the daemon refuses to start on any.
+	var errs []error
+	for _, parse := range []func(func(string) (string, bool), *config) error{
+		parseWALStorage, parseSizes, parseNames,
+		func(get func(string) (string, bool), c *config) error { return parseDiskWAL(get, &c.Disk) },
+		func(get func(string) (string, bool), c *config) error { return parseLakeLanes(get, &c.Lake) },
+		parseOps,
+	} {
+		if err := parse(get, &c); err != nil {
+			errs = append(errs, err)
+		}
 	}
+	return c, errors.Join(errs...)
+}
+
+// parseSizes reads the segment target, the ack delay ceiling and the
+// ingest threads.
+func parseSizes(get func(string) (string, bool), c *config) error {
+	var errs []error
 	if v, ok := get(envBufferBytes); ok {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n <= 0 {
-			return c, &configError{envBufferBytes, v, "want a positive whole number of bytes, e.g. 8388608"}
+			errs = append(errs, &configError{envBufferBytes, v, "want a positive whole number of bytes, e.g. 8388608"})
 		}
 		c.BufferThresholdBytes = n
 	}
 	if v, ok := get(envMaxDelay); ok {
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil || math.IsNaN(f) || f <= 0 || f > maxDelaySecondMax {
-			return c, &configError{envMaxDelay, v, fmt.Sprintf("want seconds in (0, %d], e.g. 60 or 0.5", maxDelaySecondMax)}
+			errs = append(errs, &configError{envMaxDelay, v, fmt.Sprintf("want seconds in (0, %d], e.g. 60 or 0.5", maxDelaySecondMax)})
 		}
 		c.MaxDelay = time.Duration(f * float64(time.Second))
 	}
 	if v, ok := get(envIngestThreads); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > ingestThreadsMax {
-			return c, &configError{envIngestThreads, v, fmt.Sprintf("want a whole number in 1..%d", ingestThreadsMax)}
+			errs = append(errs, &configError{envIngestThreads, v, fmt.Sprintf("want a whole number in 1..%d", ingestThreadsMax)})
 		}
 		c.IngestThreads = n
 	}
+	return errors.Join(errs...)
+}
+
+// parseNames reads the pipeline's name, the WAL's key prefix and the
+// pipeline to drain first.
+func parseNames(get func(string) (string, bool), c *config) error {
+	var errs []error
 	if v, ok := get(envPipeline); ok {
 		if !validName(v) {
-			return c, &configError{envPipeline, v, fmt.Sprintf("want 1..%d of [A-Za-z0-9._-], not starting with a dot", pipelineBytesMax)}
+			errs = append(errs, &configError{envPipeline, v, fmt.Sprintf("want 1..%d of [A-Za-z0-9._-], not starting with a dot", pipelineBytesMax)})
 		}
 		c.Pipeline = v
 	}
@@ -207,61 +232,57 @@ func parseConfig(getenv func(string) string) (config, error) {
 		p := strings.Trim(v, "/")
 		for _, seg := range strings.Split(p, "/") {
 			if !validName(seg) {
-				return c, &configError{envWALPrefix, v, "want /-separated parts of [A-Za-z0-9._-], none empty or starting with a dot"}
+				errs = append(errs, &configError{envWALPrefix, v, "want /-separated parts of [A-Za-z0-9._-], none empty or starting with a dot"})
+				break
 			}
 		}
 		c.WALPrefix = p
 	}
-	if err := parseDiskWAL(get, &c.Disk); err != nil {
-		return c, err
-	}
-	if err := parseLakeLanes(get, &c.Lake); err != nil {
-		return c, err
-	}
 	if v, ok := get(envDrainPipeline); ok {
-		if !validName(v) {
-			return c, &configError{envDrainPipeline, v, fmt.Sprintf("want the name of the pipeline that owned DATA_DIR before: 1..%d of [A-Za-z0-9._-], not starting with a dot", pipelineBytesMax)}
-		}
-		if v == c.Pipeline {
-			return c, &configError{envDrainPipeline, v, fmt.Sprintf("names the pipeline being started (%s); want the pipeline that owned DATA_DIR before, or unset it", envPipeline)}
+		switch {
+		case !validName(v):
+			errs = append(errs, &configError{envDrainPipeline, v, fmt.Sprintf("want the name of the pipeline that owned DATA_DIR before: 1..%d of [A-Za-z0-9._-], not starting with a dot", pipelineBytesMax)})
+		case v == c.Pipeline:
+			errs = append(errs, &configError{envDrainPipeline, v, fmt.Sprintf("names the pipeline being started (%s); want the pipeline that owned DATA_DIR before, or unset it", envPipeline)})
 		}
 		c.DrainPipeline = v
 	}
-	return c, parseOps(get, &c)
+	return errors.Join(errs...)
 }
 
 // parseOps reads the operator's variables: the admin listener and the
 // log format.
 func parseOps(get func(string) (string, bool), c *config) error {
+	var errs []error
 	if v, ok := get(envAdminAddr); ok {
 		addr, err := parseAdminAddr(v)
 		if err != nil {
-			return &configError{envAdminAddr, v, fmt.Sprintf("want host:port (e.g. %s, or :9090 for every interface) or %s; %v", defaultAdminAddr, adminOff, err)}
+			errs = append(errs, &configError{envAdminAddr, v, fmt.Sprintf("want host:port (e.g. %s, or :9090 for every interface) or %s; %v", defaultAdminAddr, adminOff, err)})
 		}
 		c.AdminAddr = addr
 	}
 	if v, ok := get(envLogFormat); ok {
 		f, err := parseLogFormat(v)
 		if err != nil {
-			return &configError{envLogFormat, v, "want text (the default) or json"}
+			errs = append(errs, &configError{envLogFormat, v, "want text (the default) or json"})
 		}
 		c.LogFormat = f
 	}
 	if v, ok := get(envRecoveryGiveUp); ok {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 0 || n > recoveryGiveUpSecondsMax {
-			return &configError{envRecoveryGiveUp, v, fmt.Sprintf("want whole seconds in 0..%d (0: keep retrying), e.g. 120", recoveryGiveUpSecondsMax)}
+			errs = append(errs, &configError{envRecoveryGiveUp, v, fmt.Sprintf("want whole seconds in 0..%d (0: keep retrying), e.g. 120", recoveryGiveUpSecondsMax)})
 		}
 		c.RecoveryGiveUp = time.Duration(n) * time.Second
 	}
 	if v, ok := get(envStopGrace); ok {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 || n > stopGraceSecondsMax {
-			return &configError{envStopGrace, v, fmt.Sprintf("want whole seconds in 1..%d, e.g. 25", stopGraceSecondsMax)}
+			errs = append(errs, &configError{envStopGrace, v, fmt.Sprintf("want whole seconds in 1..%d, e.g. 25", stopGraceSecondsMax)})
 		}
 		c.StopGrace = time.Duration(n) * time.Second
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // parseAdminAddr checks a listen address: host:port with a port in
@@ -283,10 +304,11 @@ func parseAdminAddr(v string) (string, error) {
 // parseWALStorage reads WAL_STORAGE and the bucket and addressing it
 // uses: s3 needs a bucket, disk takes one for its segments if given.
 func parseWALStorage(get func(string) (string, bool), c *config) error {
+	var errs []error
 	if v, ok := get(envS3Timeout); ok {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > s3RequestTimeoutMax {
-			return &configError{envS3Timeout, v, fmt.Sprintf("want a whole number of seconds in 1..%d, e.g. 30 (the default)", s3RequestTimeoutMax)}
+			errs = append(errs, &configError{envS3Timeout, v, fmt.Sprintf("want a whole number of seconds in 1..%d, e.g. 30 (the default)", s3RequestTimeoutMax)})
 		}
 		c.S3Timeout = time.Duration(n) * time.Second
 	}
@@ -296,7 +318,7 @@ func parseWALStorage(get func(string) (string, bool), c *config) error {
 	if s, ok := get(envS3PathStyle); ok {
 		b, err := strconv.ParseBool(s)
 		if err != nil {
-			return &configError{envS3PathStyle, s, "want true or false"}
+			errs = append(errs, &configError{envS3PathStyle, s, "want true or false"})
 		}
 		c.PathStyle = b
 	}
@@ -306,11 +328,11 @@ func parseWALStorage(get func(string) (string, bool), c *config) error {
 		c.WALStorage = walDisk
 	case string(walEmbedded):
 		c.WALStorage = walEmbedded
-		return nil
+		return errors.Join(errs...)
 	case string(walS3):
 		c.WALStorage = walS3
 	default:
-		return &configError{envWALStorage, v, "want disk (the default), embedded or s3"}
+		return errors.Join(append(errs, &configError{envWALStorage, v, "want disk (the default), embedded or s3"})...)
 	}
 	c.Bucket, _ = get(envWALBucket)
 	if c.Bucket == "" {
@@ -318,11 +340,10 @@ func parseWALStorage(get func(string) (string, bool), c *config) error {
 	}
 	if c.Bucket == "" {
 		if c.WALStorage == walS3 {
-			return &configError{envWALBucket, "", fmt.Sprintf("WAL_STORAGE=s3 needs a bucket: set %s (or %s, shared with the lake)", envWALBucket, envBucket)}
+			return errors.Join(append(errs, &configError{envWALBucket, "", fmt.Sprintf("WAL_STORAGE=s3 needs a bucket: set %s (or %s, shared with the lake)", envWALBucket, envBucket)})...)
 		}
-		return nil // disk: segments in the local store
 	}
-	return nil
+	return errors.Join(errs...) // disk without a bucket: segments in the local store
 }
 
 // parseDiskWAL reads the local-disk WAL's variables into d (which holds

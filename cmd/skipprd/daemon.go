@@ -67,7 +67,7 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 		child, err = parseChaosChild(getenv(envChaosChild))
 	}
 	if err != nil {
-		log.Error("invalid configuration", "err", err)
+		logProblems(log, "invalid configuration", err)
 		return 2
 	}
 	if chaos.on && child == (chaosChild{}) {
@@ -77,17 +77,17 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 	defer stopSelf()
 	pf, err := pipelineOf(getenv)
 	if err != nil {
-		log.Error("invalid pipeline file", "file", getenv(envPipelineFile), "err", err)
+		logProblems(log, "invalid pipeline file", err, "file", getenv(envPipelineFile))
 		return 2
 	}
 	getenv = pf.applySettings(getenv)
 	cfg, err := parseConfig(getenv)
 	if err != nil {
-		log.Error("invalid configuration", "err", err)
+		logProblems(log, "invalid configuration", err)
 		return 2
 	}
 	if err := pf.resolveLanes(cfg.Lake); err != nil {
-		log.Error("invalid pipeline file", "file", getenv(envPipelineFile), "err", err)
+		logProblems(log, "invalid pipeline file", err, "file", getenv(envPipelineFile))
 		return 2
 	}
 	logAdjustments(log, append(cfg.adjustments(getenv), pf.laneAdjustments(getenv)...))

@@ -24,5 +24,5 @@ func main() {
 		}
 		os.Exit(code)
 	}()
-	os.Exit(run(ctx, os.Getenv, os.Stdout, log))
+	os.Exit(cli(ctx, os.Args[1:], os.Getenv, os.Stdout, os.Stderr))
 }

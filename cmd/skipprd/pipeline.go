@@ -152,6 +152,10 @@ type pipelineFile struct {
 	Settings settingsSpec
 	Sinks    []sinkSpec   // sorted by name
 	Sources  []sourceSpec // in file order
+	// EnvRefs are the environment variables the file names (url_env,
+	// token_env, …), which must be set where the daemon runs; skipprd
+	// check says which are not.
+	EnvRefs []located
 }
 
 // settingsSpec mirrors environment variables; "" is unset. The
@@ -398,6 +402,7 @@ func parsePipeline(path string, data []byte) (*pipelineFile, error) {
 	if err := c.result(); err != nil {
 		return nil, err
 	}
+	p.EnvRefs = c.envRefs
 	return p, nil
 }
 

@@ -40,6 +40,7 @@ type checker struct {
 	filePaths    []located
 	objectPaths  []located // bucket/prefix of objects sources
 	slots        []located // replication slots of postgres-cdc sources
+	envRefs      []located // every *_env key given: value the variable's name, shown the key
 }
 
 // located is a value with where it was written, for "also …" messages.
@@ -332,6 +333,9 @@ func (c *checker) envRef(m *mapping, key string, required bool, example string) 
 	v, line, ok := c.text(m, key, required, "an environment variable's name, e.g. "+example)
 	if ok && !envName.MatchString(v) {
 		c.errorf(line, m.where, "%s %q: want an environment variable's name (A-Z, 0-9, _; not starting with a digit), e.g. %s", key, v, example)
+	}
+	if ok {
+		c.envRefs = append(c.envRefs, located{value: v, shown: key, where: m.where, line: line})
 	}
 	return v
 }

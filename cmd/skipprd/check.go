@@ -1,0 +1,149 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+const checkAbout = `Checks a pipeline file (FILE, else --config or SKIPPR_CONFIG; without
+one, the built-in default pipeline) and the settings in the environment
+and the flags, as the daemon does at start-up, and says which of the
+environment variables the file names (url_env, token_env, …) are not
+set. Every problem is printed on a line of its own, with the file and
+line where it has one, and the exit code is 2; with none it prints what
+the daemon would run and exits 0. It opens nothing: no DATA_DIR, no
+store, no database, no network.`
+
+func checkCommand(c *invocation) int {
+	getenv := c.getenv
+	switch len(c.args) {
+	case 0:
+	case 1:
+		getenv = overlay(map[string]string{envPipelineFile: c.args[0]}, getenv)
+	default:
+		fmt.Fprintf(c.stderr, "skipprd check: want at most one pipeline file, got %q\n", c.args)
+		return exitUsage
+	}
+	r := checkSetup(getenv)
+	for _, p := range r.problems {
+		fmt.Fprintln(c.stdout, p)
+	}
+	if len(r.problems) > 0 {
+		fmt.Fprintf(c.stderr, "skipprd check: %d problem(s); the daemon would not start\n", len(r.problems))
+		return exitUsage
+	}
+	for _, line := range r.summary {
+		fmt.Fprintln(c.stdout, line)
+	}
+	for _, a := range r.adjusted {
+		fmt.Fprintf(c.stdout, "note: %s=%s is used as %s: %s\n", a.Var, a.Given, a.Used, a.Why)
+	}
+	return exitOK
+}
+
+// checked is what skipprd check found.
+type checked struct {
+	problems []string   // one a line, file:line first where there is one
+	summary  []string   // what would run, when there is no problem
+	adjusted []adjusted // settings used otherwise than given
+}
+
+// checkSetup checks what run checks before it opens anything: chaos
+// mode's variables, the pipeline file, the settings (with the file's),
+// the sinks' lane limits, and the variables the file names.
+func checkSetup(getenv func(string) string) checked {
+	var r checked
+	if _, err := parseChaos(getenv); err != nil {
+		r.problems = append(r.problems, problems(err)...)
+	}
+	pf, err := pipelineOf(getenv)
+	if err != nil {
+		r.problems = append(r.problems, problems(err)...)
+		pf = nil
+	}
+	if pf != nil {
+		getenv = pf.applySettings(getenv)
+	}
+	cfg, err := parseConfig(getenv)
+	if err != nil {
+		r.problems = append(r.problems, problems(err)...)
+	}
+	if pf == nil {
+		return r
+	}
+	if err == nil {
+		if err := pf.resolveLanes(cfg.Lake); err != nil {
+			r.problems = append(r.problems, problems(err)...)
+		}
+	}
+	r.problems = append(r.problems, unsetEnvRefs(pf, getenv)...)
+	if len(r.problems) == 0 {
+		r.summary = describeSetup(pf, cfg)
+		r.adjusted = append(cfg.adjustments(getenv), pf.laneAdjustments(getenv)...)
+	}
+	return r
+}
+
+// unsetEnvRefs: a problem for each variable the file names that is not
+// set (the daemon refuses to start without it).
+func unsetEnvRefs(pf *pipelineFile, getenv func(string) string) []string {
+	var out []string
+	for _, ref := range pf.EnvRefs {
+		if strings.TrimSpace(getenv(ref.value)) != "" {
+			continue
+		}
+		e := &pipelineError{Path: pf.Path, Line: ref.line, Where: ref.where,
+			Msg: fmt.Sprintf("%s names the environment variable %s, which is not set here", ref.shown, ref.value)}
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+// describeSetup: what the daemon would run, a line each.
+func describeSetup(pf *pipelineFile, cfg config) []string {
+	var out []string
+	if pf.Path == "" {
+		out = append(out, fmt.Sprintf("no pipeline file (--config or %s): the built-in generator into Iceberg tables under %s/%s", envPipelineFile, cfg.DataDir, lakeDir))
+	} else {
+		out = append(out, fmt.Sprintf("%s: ok: %d sink(s), %d source(s)", pf.Path, len(pf.Sinks), len(pf.Sources)))
+	}
+	for _, s := range pf.Sinks {
+		out = append(out, fmt.Sprintf("  sink %s: %s", s.Name, s.Kind))
+	}
+	for _, s := range pf.Sources {
+		to := s.Sink
+		if to == "" {
+			to = "by namespace"
+		}
+		out = append(out, fmt.Sprintf("  source %s: %s → %s", s.Name, s.Kind, to))
+	}
+	wal := fmt.Sprintf("settings: ok: pipeline %s, WAL %s under %s", cfg.Pipeline, cfg.WALStorage, cfg.DataDir)
+	if cfg.Bucket != "" {
+		wal += ", segments in bucket " + cfg.Bucket
+	}
+	return append(out, wal)
+}
+
+// problems flattens a joined error into its messages, one a line.
+func problems(err error) []string {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []string
+		for _, e := range j.Unwrap() {
+			out = append(out, problems(e)...)
+		}
+		return out
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
+// logProblems logs each problem of err as a record of its own, so that a
+// log line is a problem, not an escaped list of them.
+func logProblems(log *slog.Logger, msg string, err error, attrs ...any) {
+	for _, p := range problems(err) {
+		log.Error(msg, append(attrs, "problem", p)...)
+	}
+}
