@@ -24,7 +24,7 @@ FUZZ_TARGETS = \
 # a progress line every second.
 # Ctrl-C stops it gracefully. Environment variables: README.md.
 run:
-	$(GO) build -o bin/skipprd ./cmd/skipprd
+	$(GO) build -buildvcs=auto -o bin/skipprd ./cmd/skipprd
 	./bin/skipprd
 
 # Make the local PostgreSQL server ready for the Postgres tests

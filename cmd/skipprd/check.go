@@ -54,30 +54,21 @@ type checked struct {
 // the sinks' lane limits, and the variables the file names.
 func checkSetup(getenv func(string) string) checked {
 	var r checked
-	if _, err := parseChaos(getenv); err != nil {
-		r.problems = append(r.problems, problems(err)...)
-	}
-	pf, err := pipelineOf(getenv)
-	if err != nil {
-		r.problems = append(r.problems, problems(err)...)
-		pf = nil
-	}
-	if pf != nil {
+	_, err := parseChaos(getenv)
+	r.problems = append(r.problems, problems(err)...)
+	pf, fileErr := pipelineOf(getenv)
+	r.problems = append(r.problems, problems(fileErr)...)
+	if fileErr == nil {
 		getenv = pf.applySettings(getenv)
 	}
 	cfg, err := parseConfig(getenv)
-	if err != nil {
-		r.problems = append(r.problems, problems(err)...)
+	r.problems = append(r.problems, problems(err)...)
+	if fileErr == nil && err == nil {
+		r.problems = append(r.problems, problems(pf.resolveLanes(cfg.Lake))...)
 	}
-	if pf == nil {
-		return r
+	if pf != nil { // a file with problems still names its variables
+		r.problems = append(r.problems, unsetEnvRefs(pf, getenv)...)
 	}
-	if err == nil {
-		if err := pf.resolveLanes(cfg.Lake); err != nil {
-			r.problems = append(r.problems, problems(err)...)
-		}
-	}
-	r.problems = append(r.problems, unsetEnvRefs(pf, getenv)...)
 	if len(r.problems) == 0 {
 		r.summary = describeSetup(pf, cfg)
 		r.adjusted = append(cfg.adjustments(getenv), pf.laneAdjustments(getenv)...)

@@ -120,7 +120,7 @@ func buildDaemon(t testing.TB) string {
 			return
 		}
 		b.bin = filepath.Join(b.dir, "skipprd")
-		b.out, b.err = exec.Command(gotool, "build", "-o", b.bin, ".").CombinedOutput()
+		b.out, b.err = exec.Command(gotool, "build", "-buildvcs=auto", "-o", b.bin, ".").CombinedOutput()
 	})
 	if b.err != nil {
 		t.Fatalf("go build: %v\n%s", b.err, b.out)

@@ -390,7 +390,9 @@ func readBounded(path string, max int64) ([]byte, error) {
 	return data, nil
 }
 
-// parsePipeline checks data, the content of the file at path.
+// parsePipeline checks data, the content of the file at path. With an
+// error, the file read so far is returned too (nil if it did not parse
+// as YAML): it must not be run.
 func parsePipeline(path string, data []byte) (*pipelineFile, error) {
 	root, err := parseYAML(path, data)
 	if err != nil {
@@ -399,10 +401,10 @@ func parsePipeline(path string, data []byte) (*pipelineFile, error) {
 	c := &checker{path: path, dir: filepath.Dir(path)}
 	p := c.document(root)
 	c.crossCheck(p)
-	if err := c.result(); err != nil {
-		return nil, err
-	}
 	p.EnvRefs = c.envRefs
+	if err := c.result(); err != nil {
+		return p, err // partial: skipprd check still reads its EnvRefs
+	}
 	return p, nil
 }
 
