@@ -107,7 +107,7 @@ func commandNamed(name string) *command {
 // settingFlag is a flag that sets an environment variable.
 type settingFlag struct {
 	name, arg, env, what string
-	commands        []string // the commands that take it
+	commands             []string // the commands that take it
 }
 
 // settingFlags: the settings people set per run.

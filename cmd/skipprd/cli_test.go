@@ -124,7 +124,7 @@ func TestCheckListsEveryProblemWithItsLine(t *testing.T) {
 	path := writePipeline(t, doc(
 		"sinks:",
 		"  lake: {kind: parquet-dir, path: lake, colour: red}", // line 2: unknown key
-		"  db: {kind: postgres, url_env: PG_URL_FOR_CHECK}",   // line 3: its variable is unset
+		"  db: {kind: postgres, url_env: PG_URL_FOR_CHECK}",    // line 3: its variable is unset
 		"sources:",
 		"  - {name: api, kind: http, sink: lake}",
 		"  - {name: Bad, kind: files, path: in, namespace: x, sink: nowhere}", // line 6: name, sink
