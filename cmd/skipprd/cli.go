@@ -126,7 +126,7 @@ func parseFlags(cmd *command, args []string, getenv func(string) string, stderr 
 	set := map[string]*string{}
 	for _, s := range settingFlags {
 		if takes(s, cmd.name) {
-			set[s.env] = fs.String(s.name, "", fmt.Sprintf("%s (%s)", s.what, s.env))
+			set[s.env] = fs.String(s.name, "", fmt.Sprintf("`%s`: %s (%s)", s.arg, s.what, s.env))
 		}
 	}
 	var once, asJSON *bool
@@ -218,14 +218,14 @@ exactly once.
 Usage:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(w, "  %-42s %s\n", strings.TrimSpace("skipprd "+c.name+" "+c.args), c.summary)
+		fmt.Fprintf(w, "  %-46s %s\n", strings.TrimSpace("skipprd "+c.name+" "+c.args), c.summary)
 	}
 	fmt.Fprint(w, `
-Flags of run, check and inspect (each sets the environment variable
-named, and wins over it; README.md lists every variable):
+Settings are environment variables (README.md lists them all). These
+flags set the ones people set per run, and win over the variable:
 `)
 	for _, s := range settingFlags {
-		fmt.Fprintf(w, "  --%-18s %s: %s\n", s.name+" "+s.arg, s.env, s.what)
+		fmt.Fprintf(w, "  --%-18s %s: %s (%s)\n", s.name+" "+s.arg, s.env, s.what, strings.Join(s.commands, ", "))
 	}
 	fmt.Fprint(w, `
 Without a pipeline file skipprd ingests its built-in generator into
@@ -241,7 +241,11 @@ func commandUsage(w io.Writer, c *command, fs *flag.FlagSet) {
 	}
 	var flags strings.Builder
 	fs.VisitAll(func(f *flag.Flag) {
-		fmt.Fprintf(&flags, "  --%-14s %s\n", f.Name, f.Usage)
+		arg, text := flag.UnquoteUsage(f)
+		if arg == "value" { // a bool
+			arg = ""
+		}
+		fmt.Fprintf(&flags, "  --%-18s %s\n", strings.TrimSpace(f.Name+" "+arg), strings.TrimPrefix(text, arg+": "))
 	})
 	if flags.Len() > 0 {
 		fmt.Fprintf(w, "\nFlags:\n%s", flags.String())

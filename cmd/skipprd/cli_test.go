@@ -3,10 +3,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -266,5 +268,36 @@ func TestBinaryVersionAndUsage(t *testing.T) {
 			t.Fatalf("skipprd %s: exit %d (want %d):\n%s", c.arg, cmd.ProcessState.ExitCode(), c.code, out)
 		}
 		noDataDir(t, filepath.Join(cwd, "data"), "skipprd "+c.arg)
+	}
+}
+
+// The README's first screen shows every command, and each command line
+// it shows parses (its flags exist): README and binary stay in step.
+func TestReadmeFirstScreenShowsEveryCommand(t *testing.T) {
+	const firstScreen = 50 // lines
+	lines := strings.Split(readRepoFile(t, "README.md"), "\n")[:firstScreen]
+	shown := map[string]bool{}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "bin/skipprd ") {
+			continue
+		}
+		l, _, _ = strings.Cut(l, "#")
+		args := strings.Fields(strings.NewReplacer("[", "", "]", "").Replace(l))[1:]
+		cmd := commandNamed(args[0])
+		if cmd == nil {
+			t.Fatalf("README shows an unknown command: %q", l)
+		}
+		if _, code, ok := parseFlags(cmd, args[1:], envOf(nil), io.Discard); !ok {
+			t.Fatalf("README's %q does not parse (exit %d)", l, code)
+		}
+		shown[cmd.name] = true
+	}
+	for _, c := range commands {
+		if !shown[c.name] {
+			t.Fatalf("the README's first %d lines do not show skipprd %s", firstScreen, c.name)
+		}
+	}
+	if !slices.Contains(lines, "make run      # build and start the daemon; Ctrl-C stops it") {
+		t.Fatalf("the README's first %d lines lost make run", firstScreen)
 	}
 }

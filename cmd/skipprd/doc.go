@@ -1,4 +1,10 @@
-// Command skipprd is the ingest daemon. With no configuration it keeps
+// Command skipprd is the ingest daemon and its command line (cli.go):
+// run (the daemon, also what a bare skipprd does), check (check.go: a
+// pipeline file and the settings, every problem a line, nothing opened),
+// inspect (a pipeline's WAL, read-only), version (version.go) and help.
+// Every setting is an environment variable; the flags of the ones set
+// per run win over them. A wrong command line exits 2 before anything
+// is opened. With no configuration the daemon keeps
 // its write-ahead log on local disk under DATA_DIR/wal (./data/wal) and
 // its segments under DATA_DIR/segments, ingests the generator source,
 // applies committed segments to Iceberg tables under DATA_DIR/lake (a
