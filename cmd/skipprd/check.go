@@ -1,8 +1,11 @@
 package main
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 )
 
@@ -51,24 +54,27 @@ type checked struct {
 
 // checkSetup checks what run checks before it opens anything: chaos
 // mode's variables, the pipeline file, the settings (with the file's),
-// the sinks' lane limits, and the variables the file names.
+// the sinks' lane limits, and the variables the file names. The file's
+// problems come first, by line, then the settings'.
 func checkSetup(getenv func(string) string) checked {
-	var r checked
+	var file, settings []error
 	_, err := parseChaos(getenv)
-	r.problems = append(r.problems, problems(err)...)
+	settings = append(settings, flatten(err)...)
 	pf, fileErr := pipelineOf(getenv)
-	r.problems = append(r.problems, problems(fileErr)...)
+	file = append(file, flatten(fileErr)...)
 	if fileErr == nil {
 		getenv = pf.applySettings(getenv)
 	}
 	cfg, err := parseConfig(getenv)
-	r.problems = append(r.problems, problems(err)...)
+	settings = append(settings, flatten(err)...)
 	if fileErr == nil && err == nil {
-		r.problems = append(r.problems, problems(pf.resolveLanes(cfg.Lake))...)
+		file = append(file, flatten(pf.resolveLanes(cfg.Lake))...)
 	}
 	if pf != nil { // a file with problems still names its variables
-		r.problems = append(r.problems, unsetEnvRefs(pf, getenv)...)
+		file = append(file, unsetEnvRefs(pf, getenv)...)
 	}
+	slices.SortStableFunc(file, func(a, b error) int { return cmp.Compare(problemLine(a), problemLine(b)) })
+	r := checked{problems: messages(append(file, settings...))}
 	if len(r.problems) == 0 {
 		r.summary = describeSetup(pf, cfg)
 		r.adjusted = append(cfg.adjustments(getenv), pf.laneAdjustments(getenv)...)
@@ -76,17 +82,24 @@ func checkSetup(getenv func(string) string) checked {
 	return r
 }
 
+// problemLine is the file line of a pipeline problem, 0 for others.
+func problemLine(err error) int {
+	if pe, ok := errors.AsType[*pipelineError](err); ok {
+		return pe.Line
+	}
+	return 0
+}
+
 // unsetEnvRefs: a problem for each variable the file names that is not
 // set (the daemon refuses to start without it).
-func unsetEnvRefs(pf *pipelineFile, getenv func(string) string) []string {
-	var out []string
+func unsetEnvRefs(pf *pipelineFile, getenv func(string) string) []error {
+	var out []error
 	for _, ref := range pf.EnvRefs {
 		if strings.TrimSpace(getenv(ref.value)) != "" {
 			continue
 		}
-		e := &pipelineError{Path: pf.Path, Line: ref.line, Where: ref.where,
-			Msg: fmt.Sprintf("%s names the environment variable %s, which is not set here", ref.shown, ref.value)}
-		out = append(out, e.Error())
+		out = append(out, &pipelineError{Path: pf.Path, Line: ref.line, Where: ref.where,
+			Msg: fmt.Sprintf("%s names the environment variable %s, which is not set here", ref.shown, ref.value)})
 	}
 	return out
 }
@@ -116,20 +129,33 @@ func describeSetup(pf *pipelineFile, cfg config) []string {
 	return append(out, wal)
 }
 
-// problems flattens a joined error into its messages, one a line.
-func problems(err error) []string {
+// flatten is a joined error's parts, joined parts flattened too.
+func flatten(err error) []error {
 	if err == nil {
 		return nil
 	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		var out []string
-		for _, e := range j.Unwrap() {
-			out = append(out, problems(e)...)
-		}
-		return out
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
 	}
-	return strings.Split(err.Error(), "\n")
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, flatten(e)...)
+	}
+	return out
 }
+
+// messages are the errors' texts, one problem a line.
+func messages(errs []error) []string {
+	var out []string
+	for _, e := range errs {
+		out = append(out, strings.Split(e.Error(), "\n")...)
+	}
+	return out
+}
+
+// problems is a joined error's messages, one a line.
+func problems(err error) []string { return messages(flatten(err)) }
 
 // logProblems logs each problem of err as a record of its own, so that a
 // log line is a problem, not an escaped list of them.

@@ -151,6 +151,11 @@ func TestCheckListsEveryProblemWithItsLine(t *testing.T) {
 			t.Fatalf("no line with %q and %q among:\n%s", want[i], want[i+1], out)
 		}
 	}
+	// The file's problems come first, by line, then the settings'.
+	if !strings.HasPrefix(lines[0], path+":2:") || !strings.HasPrefix(lines[len(lines)-1], "WAL_SYNC_MODE") ||
+		!strings.HasPrefix(lines[1], path+":3:") {
+		t.Fatalf("want the file's problems by line, then the settings':\n%s", out)
+	}
 	if !strings.Contains(errOut, "problem(s)") {
 		t.Fatalf("stderr does not count the problems: %q", errOut)
 	}
