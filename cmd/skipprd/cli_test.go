@@ -306,3 +306,17 @@ func TestReadmeFirstScreenShowsEveryCommand(t *testing.T) {
 		t.Fatalf("the README's first %d lines lost make run", firstScreen)
 	}
 }
+
+// A bare skipprd with flags is skipprd run with them: nothing that
+// worked before the commands existed breaks.
+func TestCLIBareFlagsRun(t *testing.T) {
+	path := writePipeline(t, doc("sinks: {lake: {kind: parquet-dir, path: lake, colour: red}}", "sources: [{name: a, kind: http, sink: lake}]"))
+	data := filepath.Join(t.TempDir(), "data")
+	for _, args := range [][]string{{"--config", path}, {"run", "--config=" + path}} {
+		code, _, errOut := cliRun(t, map[string]string{envDataDir: data, envAdminAddr: "off"}, args...)
+		if code != exitUsage || !strings.Contains(errOut, `msg="invalid pipeline file"`) || !strings.Contains(errOut, `unknown key \"colour\"`) {
+			t.Fatalf("%q: exit %d, want run's refusal of the file:\n%s", args, code, errOut)
+		}
+	}
+	noDataDir(t, data, "run of an invalid file")
+}
