@@ -114,6 +114,12 @@ var ErrInvalidUnit = errors.New("engine: invalid unit")
 // idemPrefix namespaces idempotency keys inside the offsets view.
 const idemPrefix = "idem/"
 
+// IdemOffsetPrefix is idemPrefix for readers of a segment's offsets (and
+// of an old-format checkpoint's): an offset whose key starts with it is an
+// idempotency key, with its submit time as the value, not a source's
+// progress.
+const IdemOffsetPrefix = idemPrefix
+
 // unitBytesMax bounds one unit: it must fit a body with room to spare.
 const unitBytesMax = segment.BodyBytesMax / 2
 

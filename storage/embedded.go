@@ -62,6 +62,10 @@ const (
 // ErrEmbeddedLocked: another process holds the embedded store's file.
 var ErrEmbeddedLocked = errors.New("storage: embedded store is in use by another process")
 
+// ErrEmbeddedNoBucket: a store opened read-only lacks its bucket (a
+// read-write one creates it).
+var ErrEmbeddedNoBucket = errors.New("storage: no such bucket in the file (opened read-only, so not created)")
+
 // EmbeddedS3 is a running embedded object store: one bucket in a bolt file,
 // served over HTTP on a loopback port.
 type EmbeddedS3 struct {
@@ -83,10 +87,24 @@ type EmbeddedS3 struct {
 // receives the HTTP server's own errors; nil: slog.Default(). The caller
 // must Close it.
 func StartEmbeddedS3(path, bucket string, logger *slog.Logger) (*EmbeddedS3, error) {
+	return openEmbedded(path, bucket, logger, false)
+}
+
+// StartEmbeddedS3ReadOnly serves an existing bolt file read-only: bolt
+// opens it without write access (a shared lock, so it fails with
+// ErrEmbeddedLocked while a daemon holds the file), every write request
+// fails, and a bucket missing from it is an error, not created. For
+// readers that must change nothing (skipprd inspect, the start-up
+// check).
+func StartEmbeddedS3ReadOnly(path, bucket string, logger *slog.Logger) (*EmbeddedS3, error) {
+	return openEmbedded(path, bucket, logger, true)
+}
+
+func openEmbedded(path, bucket string, logger *slog.Logger, readOnly bool) (*EmbeddedS3, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: embeddedLockWait})
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: embeddedLockWait, ReadOnly: readOnly})
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w: %s (is another skipprd running on this DATA_DIR?)", ErrEmbeddedLocked, path)
 	}
@@ -94,7 +112,7 @@ func StartEmbeddedS3(path, bucket string, logger *slog.Logger) (*EmbeddedS3, err
 		return nil, fmt.Errorf("storage: embedded store %s: %w", path, err)
 	}
 	backend := s3bolt.New(db)
-	if err := ensureBucket(backend, bucket); err != nil {
+	if err := ensureBucket(backend, bucket, readOnly); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("storage: embedded store %s: bucket %q: %w", path, bucket, err)
 	}
@@ -125,10 +143,15 @@ func StartEmbeddedS3(path, bucket string, logger *slog.Logger) (*EmbeddedS3, err
 	return e, nil
 }
 
-func ensureBucket(b *s3bolt.Backend, bucket string) error {
+// ensureBucket creates bucket if it is missing; read-only, a missing
+// bucket is an error.
+func ensureBucket(b *s3bolt.Backend, bucket string, readOnly bool) error {
 	exists, err := b.BucketExists(bucket)
 	if err != nil || exists {
 		return err
+	}
+	if readOnly {
+		return ErrEmbeddedNoBucket
 	}
 	return b.CreateBucket(bucket)
 }

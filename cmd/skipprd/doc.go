@@ -19,7 +19,12 @@
 // /readyz (admin.go, metrics.go) and the live WAL view, a page polling
 // /api/live (live.go, web/live.html). SKIPPR_CHAOS_MODE=yes
 // makes it its own supervisor that SIGKILLs and restarts itself, then
-// judges the lake (chaos.go). README.md lists the environment variables.
+// judges the lake (chaos.go). skipprd inspect reads a pipeline's WAL
+// without starting it — its live segments with their PARTs and
+// completion bitmaps, the committed offsets, the idempotency-key store,
+// the disk log's files, orphans and dangling uploads — writing nothing
+// and taking no lock, so it also looks at a running daemon's WAL
+// (inspect*.go). README.md lists the environment variables.
 // Built with -tags recordpath (scripts/record-path only), recordpath.go
 // lets SIGUSR1 and SIGUSR2 clear and write the coverage counters, to
 // measure one record's path through the running daemon.

@@ -3,7 +3,8 @@ package main
 // What a pipeline left in DATA_DIR's WAL, found read-only: its committed
 // segments (commit markers under its layout, LISTed — never a claim of
 // its writer object, which would fence a writer of it running elsewhere)
-// and, in disk-WAL mode, the log's units no flushed generation covers.
+// and, in disk-WAL mode, the log's units no flushed generation covers
+// (inspect_log.go). skipprd inspect reads through the same views.
 
 import (
 	"context"
@@ -13,7 +14,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -97,7 +97,10 @@ func openStoreView(ctx context.Context, cfg config, segments string, log *slog.L
 		if _, err := os.Stat(file); errors.Is(err, fs.ErrNotExist) {
 			return nil, false, nil
 		}
-		emb, err := storage.StartEmbeddedS3(file, embeddedBucket, log)
+		emb, err := storage.StartEmbeddedS3ReadOnly(file, embeddedBucket, log)
+		if errors.Is(err, storage.ErrEmbeddedNoBucket) {
+			return nil, false, nil // a file created by a start that died before its bucket: nothing in it
+		}
 		if err != nil {
 			return nil, false, err
 		}
@@ -128,43 +131,73 @@ func openStoreView(ctx context.Context, cfg config, segments string, log *slog.L
 
 // list returns every object under prefix, page by page.
 func (v *storeView) list(ctx context.Context, prefix string) ([]engine.ObjectInfo, error) {
-	type answer struct {
-		page engine.ListPage
-		err  error
-	}
-	var out []engine.ObjectInfo
 	token := ""
+	return collectPages(ctx, v, fmt.Sprintf("%q", prefix), func() ([]engine.ObjectInfo, bool, error) {
+		p, err := callStore(v, func(done func(engine.ListPage, error)) { v.store.ListObjects(prefix, token, done) })
+		if err != nil {
+			return nil, false, err
+		}
+		token = p.NextToken
+		return p.Objects, token != "", nil
+	})
+}
+
+// collectPages asks for page after page (each retried) while there is a
+// next one, and returns their items: at most inspectObjectsMax.
+func collectPages[T any](ctx context.Context, v *storeView, what string, page func() (items []T, more bool, err error)) ([]T, error) {
+	var out []T
 	for {
-		var a answer
-		for try := range inspectAttempts {
+		var items []T
+		more := false
+		err := v.retry(ctx, func() error {
 			var err error
-			a, err = storage.Call(v.loop, func(done func(answer)) {
-				v.store.ListObjects(prefix, token, func(p engine.ListPage, err error) { done(answer{p, err}) })
-			})
-			if err != nil {
-				a.err = err
-			}
-			if a.err == nil || try+1 == inspectAttempts {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(inspectBackoff):
-			}
+			items, more, err = page()
+			return err
+		})
+		if err != nil {
+			return nil, fmt.Errorf("listing %s in %s: %w", what, v.where, err)
 		}
-		if a.err != nil {
-			return nil, fmt.Errorf("listing %q in %s: %w", prefix, v.where, a.err)
-		}
-		out = append(out, a.page.Objects...)
+		out = append(out, items...)
 		if len(out) > inspectObjectsMax {
-			return nil, fmt.Errorf("listing %q in %s: more than %d objects", prefix, v.where, inspectObjectsMax)
+			return nil, fmt.Errorf("listing %s in %s: more than %d", what, v.where, inspectObjectsMax)
 		}
-		if a.page.NextToken == "" {
+		if !more {
 			return out, nil
 		}
-		token = a.page.NextToken
 	}
+}
+
+// retry runs one request up to inspectAttempts times, inspectBackoff
+// apart, until it succeeds; a missing object is an answer, not retried.
+func (v *storeView) retry(ctx context.Context, try func() error) error {
+	var err error
+	for attempt := range inspectAttempts {
+		if err = try(); err == nil || errors.Is(err, engine.ErrNotFound) || attempt+1 == inspectAttempts {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(inspectBackoff):
+		}
+	}
+	return err
+}
+
+// callStore runs one request of v's store on its loop and waits for its
+// answer.
+func callStore[T any](v *storeView, start func(done func(T, error))) (T, error) {
+	type answer struct {
+		v   T
+		err error
+	}
+	a, err := storage.Call(v.loop, func(done func(answer)) {
+		start(func(x T, err error) { done(answer{x, err}) })
+	})
+	if err != nil {
+		return a.v, err
+	}
+	return a.v, a.err
 }
 
 // committed counts the commit markers under layout's segments in v.
@@ -203,10 +236,11 @@ func (v *storeView) writers(ctx context.Context, prefix string) (map[string]int6
 }
 
 // readOnlyDisk refuses every change: the store's listing removes leftover
-// temp files it meets, and the check must change nothing.
+// temp files it meets, and the start-up check and skipprd inspect must
+// change nothing.
 type readOnlyDisk struct{ engine.Disk }
 
-var errReadOnly = errors.New("the start-up check reads only")
+var errReadOnly = errors.New("a read-only view of the store changes nothing")
 
 func (d readOnlyDisk) Open(path string, mode engine.OpenMode, done func(engine.File, error)) {
 	if mode.Write || mode.Create {
@@ -219,133 +253,6 @@ func (readOnlyDisk) Rename(_, _ string, done func(error)) { done(errReadOnly) }
 func (readOnlyDisk) Remove(_ string, done func(error))    { done(errReadOnly) }
 func (readOnlyDisk) SyncDir(_ string, done func(error))   { done(errReadOnly) }
 func (readOnlyDisk) MkdirAll(_ string, done func(error))  { done(errReadOnly) }
-
-// logReport is what the log under DATA_DIR/wal holds, read without
-// changing a byte (no fsync, no cut tail, nothing deleted).
-type logReport struct {
-	// Units: unit records whose sequence no seal covers, or covered only
-	// by seals without a flushed record: acked, not yet in a segment.
-	Units   int
-	Damaged []string // partitions that could not be read whole, and why
-	// Newest is the directory of the most recently sealed generation
-	// ("{prefix}/{pipeline}/p_year=…/"), "" if none: who wrote the log.
-	Newest string
-}
-
-// logFileMax bounds the read of one log file: a file of the largest
-// segment size holding one entry of the largest size, with alignment.
-const logFileMax = wal.SegmentBytesMax + wal.EntryPayloadMax + 4*engine.DirectAlign
-
-// inspectLog reads every partition of the log under dataDir under the
-// rules recovery applies (wal.PartitionScan: a torn tail is cut, a later
-// header's first_seq supersedes units at or past it, damage stops that
-// partition — its units so far still count) and counts the units no
-// flushed generation covers.
-func inspectLog(dataDir string) (logReport, error) {
-	var r logReport
-	root := filepath.Join(dataDir, wal.Root)
-	names, err := os.ReadDir(root)
-	if errors.Is(err, fs.ErrNotExist) {
-		return r, nil
-	}
-	if err != nil {
-		return r, fmt.Errorf("reading the log: %w", err)
-	}
-	type seal struct {
-		part   uint32
-		id     wal.SnapshotRef
-		ranges []wal.SeqRange
-	}
-	var seals []seal
-	flushed := map[wal.SnapshotRef]bool{}
-	units := map[uint32]map[uint64]bool{}
-	var newest int64
-	for _, n := range names {
-		part, ok := wal.ParsePartitionDir(n.Name())
-		if !ok || !n.IsDir() {
-			continue
-		}
-		have := map[uint64]bool{}
-		units[part] = have
-		scan := wal.NewPartitionScan(part)
-		hooks := wal.PartitionHooks{
-			Unit: func(_ uint64, rec *wal.UnitRecord) { have[rec.Seq] = true },
-			Seal: func(_ uint64, rec *wal.SealRecord) {
-				seals = append(seals, seal{part, rec.Snapshot, rec.Ranges})
-				if r.Newest == "" || rec.CreatedUnixMs >= newest {
-					r.Newest, newest = rec.Dir, rec.CreatedUnixMs
-				}
-			},
-			Flushed: func(_ uint64, rec *wal.FlushedRecord) { flushed[rec.Snapshot] = true },
-			Drop:    func(seq uint64) { delete(have, seq) }, // a poisoned batch, never acked
-		}
-		if err := scanPartition(dataDir, part, scan, hooks); err != nil {
-			return r, err
-		}
-		if scan.Halted != nil {
-			r.Damaged = append(r.Damaged, fmt.Sprintf("partition %d: %v", part, scan.Halted))
-		}
-	}
-	// A generation flushed anywhere is committed: its units are done.
-	for _, s := range seals {
-		have := units[s.part]
-		if !flushed[s.id] {
-			continue
-		}
-		for _, rg := range s.ranges {
-			for seq := rg.Lo; seq <= rg.Hi && seq >= rg.Lo && len(have) > 0; seq++ {
-				delete(have, seq)
-			}
-		}
-	}
-	for _, have := range units {
-		r.Units += len(have)
-	}
-	return r, nil
-}
-
-// scanPartition feeds partition part's segment files, in number order,
-// to scan.
-func scanPartition(dataDir string, part uint32, scan *wal.PartitionScan, hooks wal.PartitionHooks) error {
-	dir := filepath.Join(dataDir, filepath.FromSlash(wal.PartitionDir(part)))
-	files, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("reading the log: %w", err)
-	}
-	var nums []uint64
-	for _, f := range files {
-		if num, ok := wal.ParseSegmentName(f.Name()); ok {
-			nums = append(nums, num)
-		}
-	}
-	slices.Sort(nums)
-	for _, num := range nums {
-		path := filepath.Join(dataDir, filepath.FromSlash(wal.SegmentPath(part, num)))
-		b, err := readLogFile(path)
-		if err != nil {
-			return err
-		}
-		scan.Add(num, path, b, hooks)
-	}
-	return nil
-}
-
-// readLogFile reads one log file whole, refusing one larger than any log
-// file the engine writes.
-func readLogFile(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the log: %w", err)
-	}
-	if st.Size() > logFileMax {
-		return nil, fmt.Errorf("reading the log: %s has %d bytes, more than any log file holds", path, st.Size())
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("reading the log: %w", err)
-	}
-	return b, nil
-}
 
 // pipelineOfDir is the pipeline a seal's directory names under prefix
 // ("{prefix}/{pipeline}/p_year=…/"), "" if it names none.
