@@ -180,7 +180,7 @@ func parseInterspersed(fs *flag.FlagSet, args []string) ([]string, error) {
 		if len(args) == 0 {
 			return rest, nil
 		}
-		if args[0] == "--" && len(args) > 0 {
+		if args[0] == "--" {
 			return append(rest, args[1:]...), nil
 		}
 		rest, args = append(rest, args[0]), args[1:]
