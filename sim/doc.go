@@ -121,7 +121,10 @@
 //     offset value that covers it; every unit of the source must be a
 //     contiguous run of one object's pieces from the first its offsets do
 //     not cover, under the last one's offset, and the source must skip
-//     and count the unreadable objects (on_error skip).
+//     and count the unreadable objects (on_error skip). In some worlds it
+//     runs once, again and again, as skipprd run --once under a cron
+//     (prefix_once.go): a run that returns must have done every object
+//     its one listing showed.
 //   - World marks (marks.go): the sources' rare paths (a CSV body, a
 //     refused request, an object resumed mid-way), counted for the
 //     coverage check (Result.WorldMarks).

@@ -30,6 +30,9 @@ const (
 	MarkPrefixFloor          = "prefix-floor"           // a unit carried a floor over objects done
 	MarkPrefixFloorSkipped   = "prefix-floor-skipped"   // a floor rose over an object the source skipped
 	MarkPrefixFloorRecovered = "prefix-floor-recovered" // a run started from recovered offsets holding a floor
+	// Once runs (prefix_once.go).
+	MarkPrefixOnce            = "prefix-once"              // a once run returned, everything its listing showed done
+	MarkPrefixOnceStoreFailed = "prefix-once-store-failed" // a once run ended on a store error; the next went on
 )
 
 // Marks of worlds of several pipelines (pipeline.go).

@@ -81,6 +81,10 @@ type PrefixOptions struct {
 	OrderKeys bool
 	Settle    time.Duration
 	InFlight  int
+	// Once: the source lists once, ingests that listing and returns
+	// (sources/objects Config.Once); a listing or read error of the store
+	// then ends the run wrapped in ErrPrefixOnceStore (prefix_once.go).
+	Once bool
 }
 
 // PrefixFactory builds a run of the prefix source opt describes; the
@@ -166,6 +170,9 @@ type prefixRun struct {
 	acked   map[string]bool
 	skipped uint64 // the runner's Skipped when last seen
 	floor   string // the greatest floor mark its units carried
+	// listed: the offset keys of the objects its listings showed
+	// (SourceSpec.Once: its one listing, prefix_once.go).
+	listed []string
 }
 
 // startPrefix starts the source's run against the current engine.
@@ -173,7 +180,7 @@ func (s *source) startPrefix(offsets segment.Offsets) {
 	s.stopPrefix()
 	runner := s.w.cfg.Prefix(PrefixOptions{Name: s.spec.Name, Prefix: landingRoot + s.spec.Name + "/", Namespace: s.spec.Name,
 		Sink: s.spec.sinkRef(), ChunkBytes: s.spec.ChunkBytes, Skip: s.spec.CorruptPermille > 0,
-		OrderKeys: s.spec.OrderKeys, Settle: s.settle(), InFlight: s.spec.InFlight})
+		OrderKeys: s.spec.OrderKeys, Settle: s.settle(), InFlight: s.spec.InFlight, Once: s.spec.Once})
 	r := &prefixRun{s: s, gen: s.gen, runner: runner, pos: ownOffsets(offsets, s.spec.Name), acked: map[string]bool{}}
 	if slices.ContainsFunc(offsets, func(o segment.Offset) bool {
 		return strings.HasPrefix(o.Key, segment.FloorKey("objects/"+s.spec.Name+"/", ""))
@@ -276,7 +283,11 @@ func (r *prefixRun) resume(co *coro) {
 // world: a source stops only on an object it cannot ingest, and the
 // world's source skips those), or a task (it answers a Wait).
 func (r *prefixRun) ended1(co *coro) {
-	if co == r.main {
+	switch {
+	case co == r.main && r.s.spec.Once:
+		r.onceEnded()
+		return
+	case co == r.main:
 		if r.err != nil {
 			r.s.w.oracle.fail("prefix source %s stopped: %v", r.s.spec.Name, r.err)
 		}
@@ -309,6 +320,9 @@ func (r *prefixRun) list(c *call, answer func()) {
 	}
 	w.store.Client(w.inc).ListObjects(c.key, token, func(page engine.ListPage, err error) {
 		c.listed, c.err = page.Objects, err
+		if r.s.spec.Once {
+			r.noteListed(c.key, page.Objects)
+		}
 		if page.NextToken != "" {
 			c.next = strings.TrimPrefix(page.NextToken, c.key)
 		}

@@ -73,6 +73,12 @@ type SourceSpec struct {
 	// once; 0: one, the worlds recorded before.)
 	OrderKeys bool          `json:"order_keys,omitempty"`
 	Settle    time.Duration `json:"settle,omitempty"`
+	// Once (prefix): the source runs as skipprd run --once does, again
+	// and again (prefix_once.go): each run lists once, ingests what that
+	// listing shows, and ends; the world starts the next OnceEvery after
+	// one ended (a cron). false: one run polls until a crash.
+	Once      bool          `json:"once,omitempty"`
+	OnceEvery time.Duration `json:"once_every,omitempty"`
 	// CorruptPermille (prefix): this many thousandths of the objects
 	// cannot be ingested, and the source skips such objects (on_error
 	// "skip"). 0: none, and the source stops on one (on_error "stop").
@@ -154,6 +160,9 @@ func (s SourceSpec) summary() string {
 	}
 	if s.CorruptPermille > 0 {
 		kind += fmt.Sprintf("/corrupt=%d‰", s.CorruptPermille)
+	}
+	if s.Once {
+		kind += "/once-every=" + s.OnceEvery.Round(time.Millisecond).String()
 	}
 	if s.ExtraField {
 		kind += "+extra"
@@ -258,6 +267,7 @@ func drawSources(r *Rand, s WorldSpec) []SourceSpec {
 		last.PayloadMax = last.PayloadMin + pr.Intn(448)
 		drawObjects(r.Split("prefix-objects"), last)
 		drawPrefixScale(r.Split("prefix-scale"), last)
+		drawPrefixOnce(r.Split("prefix-once"), last)
 	}
 	out = append(out, drawBulk(r.Split("bulk"), s, len(out)))
 	if r.Chance(0.4) {

@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -52,13 +54,17 @@ func (p *prefixRunner) Run(b sim.Blocking, offsets segment.Offsets) error {
 			b.Sleep(d)
 			return ctx.Err()
 		},
-		Now: b.Now, Tasks: b,
+		Now: b.Now, Tasks: b, Once: p.opt.Once,
 	}, p.wrap(simStore{b, p.opt.Prefix}))
 	if err != nil {
 		return err
 	}
 	p.src = src
-	return src.Run(context.Background(), func(_ context.Context, u engine.Unit) error { return b.Ingest(u) }, offsets)
+	err = src.Run(context.Background(), func(_ context.Context, u engine.Unit) error { return b.Ingest(u) }, offsets)
+	if se, ok := errors.AsType[*objects.OnceStoreError](err); ok {
+		return fmt.Errorf("%w: %v", sim.ErrPrefixOnceStore, se)
+	}
+	return err
 }
 
 func (p *prefixRunner) Skipped() uint64 {

@@ -19,7 +19,8 @@ import (
 // prefixWorld is seed 4's world (it has a prefix source) under profile,
 // its prefix source made to drop objects of every format, of several
 // chunks, some of them unreadable — or, with old, the one-row-group
-// Parquet objects of the worlds recorded before formats were drawn.
+// Parquet objects of the worlds recorded before formats were drawn —
+// and to poll (seed 4 draws a once source: onceWorld makes it one).
 func prefixWorld(t *testing.T, profile string, iters uint64, old bool) job {
 	t.Helper()
 	j, err := drawJob(4, iters, profile)
@@ -33,6 +34,7 @@ func prefixWorld(t *testing.T, profile string, iters uint64, old bool) job {
 			continue
 		}
 		found = true
+		s.Once, s.OnceEvery = false, 0
 		s.Formats, s.ChunkBytes, s.CorruptPermille = sim.FormatsMixed, 2048, 80
 		if old {
 			s.Formats, s.ChunkBytes, s.CorruptPermille = "", 0, 0

@@ -31,6 +31,8 @@ var worldMarks = []worldMark{
 	{name: sim.MarkPrefixFloor, needs: floorSource},
 	{name: sim.MarkPrefixFloorRecovered, needs: floorSource},
 	{name: sim.MarkPrefixFloorSkipped, needs: func(s sim.SourceSpec) bool { return floorSource(s) && s.CorruptPermille > 0 }},
+	{name: sim.MarkPrefixOnce, needs: func(s sim.SourceSpec) bool { return s.Prefix && s.Once }},
+	{name: sim.MarkPrefixOnceStoreFailed, needs: func(s sim.SourceSpec) bool { return s.Prefix && s.Once }},
 	{name: sim.MarkBrokerMultiRecord, needs: brokerSource},
 	{name: sim.MarkBrokerResumeWaited, needsWorld: func(s sim.WorldSpec) bool {
 		return s.Engine.Disk != nil && slices.ContainsFunc(s.AllSources(), brokerSource)
@@ -102,7 +104,9 @@ func retention(s sim.SourceSpec) bool { return s.Broker != nil && s.Broker.Reten
 
 func mixedObjects(s sim.SourceSpec) bool { return s.Prefix && s.Formats != "" }
 
-func floorSource(s sim.SourceSpec) bool { return s.Prefix && s.OrderKeys }
+// floorSource: a prefix source whose floor rises (a once run's never
+// does: it lists each object once, never Settle apart).
+func floorSource(s sim.SourceSpec) bool { return s.Prefix && s.OrderKeys && !s.Once }
 
 // markCounts counts, per world mark, the worlds that could reach it,
 // the worlds that did and the times it was passed.

@@ -54,8 +54,9 @@ type checked struct {
 
 // checkSetup checks what run checks before it opens anything: chaos
 // mode's variables, the pipeline file, the settings (with the file's),
-// the sinks' lane limits, and the variables the file names. The file's
-// problems come first, by line, then the settings'.
+// the sinks' lane limits, in once mode the sources that cannot end, and
+// the variables the file names. The file's problems come first, by line,
+// then the settings'.
 func checkSetup(getenv func(string) string) checked {
 	var file, settings []error
 	_, err := parseChaos(getenv)
@@ -69,6 +70,9 @@ func checkSetup(getenv func(string) string) checked {
 	settings = append(settings, flatten(err)...)
 	if fileErr == nil && err == nil {
 		file = append(file, flatten(pf.resolveLanes(cfg.Lake))...)
+		if cfg.Once {
+			file = append(file, flatten(onceRefusals(pf))...)
+		}
 	}
 	if pf != nil { // a file with problems still names its variables
 		file = append(file, unsetEnvRefs(pf, getenv)...)

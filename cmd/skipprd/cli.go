@@ -52,7 +52,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		{name: "run", args: "[--once] [flags]", main: runCommand, summary: "run the daemon (what a bare skipprd does)", about: runAbout},
-		{name: "check", args: "[FILE] [flags]", main: checkCommand, summary: "check a pipeline file and the settings; touch nothing", about: checkAbout},
+		{name: "check", args: "[FILE] [--once] [flags]", main: checkCommand, summary: "check a pipeline file and the settings; touch nothing", about: checkAbout},
 		{name: "inspect", args: "[segment ID] [--json] [flags]", main: inspectCommand, summary: "read a pipeline's WAL without starting it", about: inspectAbout},
 		{name: "version", args: "", main: versionCommand, summary: "the build: module version, VCS revision and time, Go version", about: versionAbout},
 		{name: "help", args: "[COMMAND]", main: helpCommand, summary: "this text, or one command's", about: helpAbout},
@@ -133,6 +133,8 @@ func parseFlags(cmd *command, args []string, getenv func(string) string, stderr 
 	switch cmd.name {
 	case "run":
 		once = fs.Bool("once", false, "ingest what the sources hold at start, apply it to the sinks, and exit ("+envOnce+"=true)")
+	case "check":
+		once = fs.Bool("once", false, "check as run --once would: every source must have an end to reach ("+envOnce+"=true)")
 	case "inspect":
 		asJSON = fs.Bool("json", false, "print JSON, for machines")
 	}
@@ -283,11 +285,13 @@ start recovers from the WAL.
 
 With --once it ingests what the sources hold at start (the files and
 objects listed then, a Postgres CDC source up to the server's current
-LSN, a Kafka or NATS source up to its high-water marks), commits it,
-applies every job to the sinks, reclaims, and exits 0 — or exits 1
-naming what stopped it, with nothing acknowledged lost; the next run
-picks up only what arrived since. HTTP, MQTT and generator sources have
-no end to reach and are refused in this mode.`
+LSN, a Kafka source up to its partitions' high watermarks, a NATS
+source up to its stream's last sequence), commits it, applies every
+job to the sinks, reclaims, and exits 0 — or exits 1 naming what
+stopped it, with nothing acknowledged lost; the next run picks up only
+what arrived since. HTTP, MQTT and generator sources have no end to
+reach and are refused in this mode (exit 2), as is a Kafka source with
+a consumer group.`
 
 func runCommand(c *invocation) int {
 	if len(c.args) > 0 {

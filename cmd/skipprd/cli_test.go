@@ -92,7 +92,8 @@ func TestCLIWrongCommandLineNeverStarts(t *testing.T) {
 		{[]string{"run", "--config"}, "flag needs an argument"},
 		{[]string{"version", "x"}, "takes no arguments"},
 		{[]string{"check", "a.yaml", "b.yaml"}, "at most one pipeline file"},
-		{[]string{"check", "--admin-addr=x", "--once"}, "flag provided but not defined: -once"},
+		{[]string{"check", "--admin-addr=x", "--json"}, "flag provided but not defined: -json"},
+		{[]string{"version", "--once"}, "flag provided but not defined: -once"},
 		{[]string{"help", "bogus"}, `unknown command "bogus"`},
 		{[]string{"inspect", "--admin-addr", ":1"}, "flag provided but not defined: -admin-addr"},
 	}

@@ -125,6 +125,7 @@ type config struct {
 	RecoveryGiveUp       time.Duration // 0: never give up (SKIPPR_RECOVERY_GIVE_UP_SECONDS=0)
 	StopGrace            time.Duration // SKIPPR_STOP_GRACE_SECONDS
 	DrainPipeline        string        // SKIPPR_DRAIN_PIPELINE: the pipeline whose WAL in DATA_DIR is applied first; "" for none
+	Once                 bool          // SKIPPR_ONCE (run --once): ingest what the sources hold at start, apply it, exit (once.go)
 	// S3Timeout is the bucket's request timeout, 0 for s3RequestTimeout
 	// (parsed in every mode, used with a bucket).
 	S3Timeout time.Duration
@@ -181,7 +182,7 @@ func parseConfig(getenv func(string) string) (config, error) {
 		parseWALStorage, parseSizes, parseNames,
 		func(get func(string) (string, bool), c *config) error { return parseDiskWAL(get, &c.Disk) },
 		func(get func(string) (string, bool), c *config) error { return parseLakeLanes(get, &c.Lake) },
-		parseOps,
+		parseOps, parseOnce,
 	} {
 		if err := parse(get, &c); err != nil {
 			errs = append(errs, err)

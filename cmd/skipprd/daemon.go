@@ -90,6 +90,14 @@ func run(ctx context.Context, getenv func(string) string, stdout io.Writer, log 
 		logProblems(log, "invalid pipeline file", err, "file", getenv(envPipelineFile))
 		return 2
 	}
+	if cfg.Once {
+		// Before DATA_DIR is touched: a source with no end would never
+		// let the run finish.
+		if err := onceRefusals(pf); err != nil {
+			logProblems(log, "refused in once mode", err)
+			return 2
+		}
+	}
 	logAdjustments(log, append(cfg.adjustments(getenv), pf.laneAdjustments(getenv)...))
 	ln, err := listenAdmin(cfg.AdminAddr)
 	if err != nil {
@@ -232,7 +240,7 @@ func (d *daemon) open(ctx context.Context, pf *pipelineFile, getenv func(string)
 		"data_dir", cfg.DataDir, "wal_storage", string(cfg.WALStorage), "bucket", cfg.Bucket,
 		"wal_root", d.host.Layout().Root(), "pipeline_file", pf.Path,
 		"target_bytes", d.ecfg.TargetBytes, "max_delay", d.ecfg.MaxDelay, "queue", d.ecfg.QueueCapacity,
-		"memory_available_bytes", memory.AvailableBytes())
+		"memory_available_bytes", memory.AvailableBytes(), "once", cfg.Once, "stop_grace", d.ecfg.StopGrace)
 	return d, nil
 }
 
@@ -341,23 +349,28 @@ func (d *daemon) serve(ctx context.Context, stdout io.Writer, started time.Time)
 	d.chaos.ready(d.log, d.stopSelf)
 	srcCtx, stopSources := context.WithCancel(context.Background())
 	defer stopSources()
-	done := make(chan error, len(d.sources))
+	done := make(chan sourceEnd, len(d.sources))
 	for _, src := range d.sources {
-		go func() { done <- src.run(srcCtx, d.host, offsets) }()
+		go func() { done <- sourceEnd{src, src.run(srcCtx, d.host, offsets)} }()
 	}
 	code, running := d.watch(ctx, stdout, started, done, len(d.sources))
+	finished := code == 0 // in once mode: every source delivered what it held at start
 
 	d.log.Info("shutting down: committing what is held (signal again to exit at once)")
 	stopSources()
 	code = max(code, d.close(0)) // answers the units in flight, so the sources can stop
 	for range running {
-		if err := <-done; err != nil && !errors.Is(err, engine.ErrClosed) {
-			d.log.Warn("source stopped with an error", "err", err)
+		if end := <-done; end.err != nil && !errors.Is(end.err, engine.ErrClosed) {
+			d.log.Warn("source stopped with an error", append(end.src.describe(), "err", end.err)...)
 		}
 	}
-	if st, ok := d.printProgressWithin(stdout, started, finalStatsWait); !ok {
+	st, ok := d.printProgressWithin(stdout, started, finalStatsWait)
+	switch {
+	case d.cfg.Once:
+		code = max(code, d.onceVerdict(st, ok, finished))
+	case !ok:
 		d.log.Warn("no last progress line: the engine did not answer", "within", finalStatsWait)
-	} else if st.LiveSegments > 0 {
+	case st.LiveSegments > 0:
 		d.log.Info("stopped with segments not yet applied: the next start applies them (a sink failing while stopping, or SKIPPR_STOP_GRACE_SECONDS ran out)",
 			"live_segments", st.LiveSegments, "stop_grace", d.ecfg.StopGrace)
 	}
@@ -389,23 +402,40 @@ func (d *daemon) logCommitted(acked segment.Offsets) {
 	d.log.Info("the WAL committed up to", offsetAttrs(mine)...)
 }
 
-// watch prints progress every second until ctx ends or a source fails.
-// It returns the exit code so far and how many sources still run.
-func (d *daemon) watch(ctx context.Context, stdout io.Writer, started time.Time, done chan error, running int) (int, int) {
+// sourceEnd is how a source's run ended.
+type sourceEnd struct {
+	src source
+	err error
+}
+
+// watch prints progress every second until ctx ends or a source fails —
+// or, in once mode, until every source has finished (delivered what it
+// held at start, all of it acked). It returns the exit code so far and
+// how many sources still run.
+func (d *daemon) watch(ctx context.Context, stdout io.Writer, started time.Time, done chan sourceEnd, running int) (int, int) {
 	tick := time.NewTicker(progressEvery)
 	defer tick.Stop()
 	d.printProgress(stdout, started)
 	for {
 		select {
 		case <-ctx.Done():
-			return 0, running
-		case err := <-done:
-			running--
-			if err != nil {
-				d.log.Error("source failed", "err", err)
+			if d.cfg.Once {
+				d.log.Error("once: stopped by a signal before every source had delivered what it held at start; the next run goes on from what was acked",
+					"sources_running", running)
 				return 1, running
 			}
-			d.log.Info("source finished")
+			return 0, running
+		case end := <-done:
+			running--
+			if end.err != nil {
+				d.log.Error("source failed", append(end.src.describe(), "err", end.err)...)
+				return 1, running
+			}
+			d.log.Info("source finished", end.src.describe()...)
+			if d.cfg.Once && running == 0 {
+				d.log.Info("once: every source delivered what it held at start and had it acked; applying it to the sinks")
+				return 0, running
+			}
 		case <-tick.C:
 			d.printProgress(stdout, started)
 		}

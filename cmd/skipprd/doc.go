@@ -24,7 +24,9 @@
 // completion bitmaps, the committed offsets, the idempotency-key store,
 // the disk log's files, orphans and dangling uploads — writing nothing
 // and taking no lock, so it also looks at a running daemon's WAL
-// (inspect*.go). README.md lists the environment variables.
+// (inspect*.go). skipprd run --once (SKIPPR_ONCE=true) ingests what
+// the sources hold at start, applies it and exits (once.go). README.md
+// lists the environment variables.
 // Built with -tags recordpath (scripts/record-path only), recordpath.go
 // lets SIGUSR1 and SIGUSR2 clear and write the coverage counters, to
 // measure one record's path through the running daemon.

@@ -59,11 +59,6 @@ func testKafkaKill(t *testing.T, newHost, group bool) {
 	var want []string
 	produceOrders := func(from, to int) {
 		t.Helper()
-		cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer cl.Close()
 		var recs []*kgo.Record
 		for i := from; i < to; i++ {
 			id := fmt.Sprintf("o%06d", i)
@@ -71,11 +66,7 @@ func testKafkaKill(t *testing.T, newHost, group bool) {
 			recs = append(recs, &kgo.Record{Topic: "shop.orders", Key: []byte(id),
 				Value: fmt.Appendf(nil, `{"aid": %q, "amount": %d, "note": "order %d"}`, id, i%997, i)})
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		produceSync(t, c, recs)
 	}
 	produceOrders(0, 20_000)
 	bin := buildDaemon(t)
@@ -171,4 +162,20 @@ func embeddedWALEnv(t *testing.T) []string {
 	}
 	t.Cleanup(func() { _ = emb.Close() })
 	return s3WALEnv(t, emb.Endpoint())
+}
+
+// produceSync writes recs to c, round-robin over their topics'
+// partitions, and waits for every one to be acknowledged.
+func produceSync(t *testing.T, c *kfake.Cluster, recs []*kgo.Record) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
 }

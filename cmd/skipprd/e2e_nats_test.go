@@ -28,22 +28,9 @@ func testNATSKill(t *testing.T, newHost bool) {
 	skipShortOrWindows(t, "builds the daemon and kills it mid-ingest")
 	t.Parallel()
 	url := brokertest.NATS(t)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream := fmt.Sprintf("E2E%d", time.Now().UnixNano())
+	js, stream := natsTestStream(t, url, "E2E")
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}}); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = js.DeleteStream(context.Background(), stream) }()
 	var want []string
 	published := func() {
 		t.Helper()
@@ -110,3 +97,26 @@ func testNATSKill(t *testing.T, newHost bool) {
 // natsLakeWait is how long the NATS tests wait for the whole subject in
 // the lake after the restart.
 const natsLakeWait = 4 * time.Minute
+
+// natsTestStream creates a stream of the test's own on url, named prefix
+// and the time, over the subjects "{name}.>", deleted at the test's end.
+func natsTestStream(t *testing.T, url, prefix string) (jetstream.JetStream, string) {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream := fmt.Sprintf("%s%d", prefix, time.Now().UnixNano())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
+	return js, stream
+}

@@ -164,7 +164,14 @@ const stopGraceLong = envStopGrace + "=60"
 
 func startDaemon(t testing.TB, bin, dataDir string, env ...string) *proc {
 	t.Helper()
-	cmd := exec.Command(bin)
+	return startCommand(t, bin, nil, dataDir, env...)
+}
+
+// startCommand is startDaemon with a command line (args after the
+// program name: run --once, check).
+func startCommand(t testing.TB, bin string, args []string, dataDir string, env ...string) *proc {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(append(cleanEnv(), envDataDir+"="+dataDir), env...)
 	p := &proc{cmd: cmd, exited: make(chan error, 1)}
 	stdout, err := cmd.StdoutPipe()
@@ -209,7 +216,7 @@ func cleanEnv() []string {
 		case envDataDir, envWALStorage, envBufferBytes, envMaxDelay, envIngestThreads,
 			envPipeline, envWALPrefix, envWALBucket, envBucket, envS3PathStyle, envS3Timeout,
 			envWALSyncMode, envWALBatchSyncInterval, envWALCommitInterval, envWALSegmentBytes, envWALPartitions,
-			envAdminAddr, envLogFormat, envRecoveryGiveUp, envStopGrace, envDrainPipeline, envLakeFileBytes, envLakeFlushInterval:
+			envAdminAddr, envLogFormat, envRecoveryGiveUp, envStopGrace, envDrainPipeline, envLakeFileBytes, envLakeFlushInterval, envOnce:
 			continue
 		}
 		if strings.HasPrefix(name, "AWS_") {

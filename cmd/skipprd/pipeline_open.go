@@ -150,7 +150,7 @@ func (d *daemon) pgcdcSource(ctx context.Context, s sourceSpec, getenv func(stri
 		return nil, fmt.Errorf("source %q: url_env: the environment variable %s is not set; set it to the database's postgres:// URL", s.Name, p.URLEnv)
 	}
 	src, err := postgrescdc.New(postgrescdc.Config{URL: url, Publication: p.Publication, Slot: p.Slot, Tables: p.Tables,
-		SinkRef: s.Sink, HostOffsets: d.host.Offsets, Logger: d.log})
+		SinkRef: s.Sink, HostOffsets: d.host.Offsets, Logger: d.log, Once: d.cfg.Once})
 	if err != nil {
 		return nil, fmt.Errorf("source %q: %w", s.Name, err)
 	}
@@ -162,10 +162,11 @@ func (d *daemon) pgcdcSource(ctx context.Context, s sourceSpec, getenv func(stri
 	return &pgcdcSource{name: s.Name, spec: p, src: src}, nil
 }
 
-// objectSource builds a files or objects source over store.
+// objectSource builds a files or objects source over store; in once
+// mode it ends after ingesting its listing at start.
 func (d *daemon) objectSource(s sourceSpec, p pollSpec, store objects.Store, where string) (source, error) {
 	o, err := objects.New(objects.Config{Name: s.Name, Namespace: p.Namespace, SinkRef: s.Sink, Format: p.Format,
-		Poll: p.Poll, OnError: p.OnError, Order: p.Order, Settle: p.Settle, InFlight: p.InFlight, Logger: d.log}, store)
+		Poll: p.Poll, OnError: p.OnError, Order: p.Order, Settle: p.Settle, InFlight: p.InFlight, Logger: d.log, Once: d.cfg.Once}, store)
 	if err != nil {
 		return nil, fmt.Errorf("source %q: %w", s.Name, err)
 	}

@@ -46,7 +46,7 @@ func (d *daemon) kafkaSource(s sourceSpec, getenv func(string) string) (source, 
 	}
 	src, err := kafka.New(kafka.Config{Name: s.Name, Brokers: k.Brokers, Topics: k.Topics, TopicRegex: k.TopicRegex,
 		Group: k.Group, Namespace: k.Namespace, SinkRef: s.Sink, Format: k.Format, Start: k.Start, OnGap: k.OnGap,
-		ReadCommitted: k.ReadCommitted, Logger: d.log, ClientOpts: opts,
+		ReadCommitted: k.ReadCommitted, Logger: d.log, ClientOpts: opts, Once: d.cfg.Once,
 		// In a group, each assignment resumes from the higher of the WAL's
 		// offsets view as it is then and the group's committed offsets;
 		// the host is set before any source runs.

@@ -29,7 +29,7 @@ func (d *daemon) natsSource(s sourceSpec, getenv func(string) string) (source, e
 	}
 	src, err := natsjs.New(natsjs.Config{Name: s.Name, URL: n.URL, Stream: n.Stream, Subjects: n.Subjects,
 		Namespace: n.Namespace, SinkRef: s.Sink, Format: n.Format, Start: n.Start, OnGap: n.OnGap, Logger: d.log,
-		Options: opts})
+		Options: opts, Once: d.cfg.Once})
 	if err != nil {
 		return nil, fmt.Errorf("source %q: %w", s.Name, err)
 	}

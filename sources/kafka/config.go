@@ -122,6 +122,10 @@ type Config struct {
 	ClientOpts []kgo.Opt
 	// Sleep waits d (a backoff) or until ctx ends; nil is a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Once: Run returns nil once every partition found at its start is
+	// ingested, and acked, up to its high watermark at start (once.go).
+	// Not with a Group.
+	Once bool
 }
 
 func (c Config) withDefaults() Config {
@@ -187,6 +191,9 @@ func (c Config) check() error {
 		return fmt.Errorf("kafka source %q: in_flight %d outside 1..%d", name, c.InFlight, InFlightMax)
 	case c.Metadata < 0:
 		return fmt.Errorf("kafka source %q: metadata interval %v is negative", name, c.Metadata)
+	case c.Once && c.Group != "":
+		return fmt.Errorf("kafka source %q: group %q: a once run reads every partition up to its high watermark at start, "+
+			"and a group splits the partitions among its members; leave group out to run once", name, c.Group)
 	}
 	if err := messages.CheckLimits(c.Limits, int64(c.UnitBytes)); err != nil {
 		return fmt.Errorf("kafka source %q: %w", name, err)

@@ -129,4 +129,13 @@
 // an unknown outcome resends the very same unit after a backoff; the
 // unit in flight is not abandoned when the context ends (ingest runs
 // without its cancellation), so a host closing gracefully can ack it.
+//
+// # Once
+//
+// With Config.Once (not with a Group) a Run ends on its own (once.go):
+// once every partition found at its start is ingested and acked up to
+// its high watermark at start (the last stable offset with
+// ReadCommitted). Transaction markers are fetched too
+// (kgo.KeepControlRecords) so that a partition whose last offsets are
+// markers is seen passed; they never become rows.
 package kafka

@@ -31,6 +31,9 @@ func (r *run) poll(ctx context.Context) error {
 		if err != nil || ctx.Err() != nil {
 			return err
 		}
+		if r.once.over() {
+			return errOnceReached
+		}
 	}
 }
 
@@ -52,9 +55,13 @@ func (r *run) queue(ctx context.Context, fs kgo.Fetches) error {
 		if !r.owns(p) {
 			return // not this run's (a group's revoke released it)
 		}
-		if err == nil && len(f.Records) > 0 {
-			err = r.advance(p, f.Records)
-			recs = append(recs, f.Records...)
+		data := f.Records
+		if r.once != nil {
+			data = r.once.saw(p, data) // control records kept for once (once.go) are no rows
+		}
+		if err == nil && len(data) > 0 {
+			err = r.advance(p, data)
+			recs = append(recs, data...)
 		}
 		r.s.noteLag(p, f.HighWatermark)
 	})
@@ -144,6 +151,9 @@ func (r *run) moveTo(p tp, next int64) {
 	r.posMu.Lock()
 	r.pos[p] = next
 	r.posMu.Unlock()
+	if r.once != nil {
+		r.once.movedTo(p, next)
+	}
 	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{p.topic: {p.partition: {Epoch: -1, Offset: next}}})
 }
 

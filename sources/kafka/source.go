@@ -115,7 +115,11 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 	if err := r.open(ctx); err != nil || ctx.Err() != nil {
 		return cmp.Or(err, r.cause(ctx))
 	}
-	return r.run(ctx, ingest)
+	if err := r.run(ctx, ingest); !errors.Is(err, errOnceReached) {
+		return err
+	}
+	s.cfg.Logger.Info("kafka source: once: every partition found at start is acked up to its high watermark then", "source", s.cfg.Name)
+	return nil
 }
 
 // run is one Run's state.
@@ -133,6 +137,9 @@ type run struct {
 	fail func(err error)
 	// commits sends acked offsets to the group; nil without one.
 	commits *committer
+	// once: with Config.Once, the progress towards the marks (once.go);
+	// nil otherwise.
+	once *onceMarks
 
 	ownMu sync.Mutex
 	owned map[tp]bool     // the partitions consumed: all found (direct), or those assigned (group)
@@ -217,7 +224,14 @@ func (r *run) directOpts(ctx context.Context, parts []tp) ([]kgo.Opt, error) {
 		consume[p.topic][p.partition] = o
 		r.owned[p] = true
 	}
-	return []kgo.Opt{kgo.ConsumePartitions(consume), kgo.ConsumeResetOffset(kgo.NoResetOffset())}, nil
+	opts := []kgo.Opt{kgo.ConsumePartitions(consume), kgo.ConsumeResetOffset(kgo.NoResetOffset())}
+	if !s.cfg.Once {
+		return opts, nil
+	}
+	if r.once, err = s.onceStart(ctx, r.adm, parts, start); r.once == nil {
+		return nil, err
+	}
+	return append(opts, kgo.KeepControlRecords()), nil // passed over in queue (once.go)
 }
 
 // metadataOpts are the options every client of the source starts with:
@@ -350,6 +364,9 @@ var errStopped = errors.New("kafka source: stopped")
 // run runs the poller, the workers, the metadata watch and, in a group,
 // the committer until one fails or ctx ends.
 func (r *run) run(ctx context.Context, ingest IngestFunc) error {
+	if r.once.over() {
+		return errOnceReached // nothing below the marks to read
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { r.fail(r.poll(ctx)) })
 	wg.Go(func() { r.fail(r.watch(ctx)) })

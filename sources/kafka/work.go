@@ -39,6 +39,9 @@ func (r *run) work(ctx context.Context, ingest IngestFunc) error {
 		if err != nil {
 			return err
 		}
+		if r.once.over() {
+			return errOnceReached
+		}
 	}
 }
 
@@ -47,6 +50,9 @@ func (r *run) work(ctx context.Context, ingest IngestFunc) error {
 func (r *run) acked(b built) {
 	for p, next := range b.next {
 		r.s.noteAcked(p, next)
+		if r.once != nil {
+			r.once.ackedTo(p, next)
+		}
 	}
 	r.ownMu.Lock()
 	r.view = segment.MaxMerge(r.view, b.unit.Offsets)

@@ -78,6 +78,9 @@ type Config struct {
 	Options []nats.Option
 	// Sleep waits d (a backoff) or until ctx ends; nil is a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Once: Run returns nil once it has ingested, and had acked, every
+	// message up to the stream's last sequence at start (once.go).
+	Once bool
 }
 
 func (c Config) withDefaults() Config {

@@ -30,6 +30,11 @@
 // within a unit and from the poller (run.message, Source.unit); the
 // queue's bytes never go below zero (queue.done).
 //
+// With Config.Once a Run ends on its own (once.go): once every message
+// of its subjects up to the stream's last sequence at start is acked.
+// The range's last message is learnt from the messages' pending counts,
+// since the subjects may filter out the stream's last ones.
+//
 // Credentials and TLS come as nats.Option values (Config.Options; the
 // daemon builds them from the pipeline file). Not built yet: headers as
 // a column.

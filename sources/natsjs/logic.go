@@ -20,6 +20,7 @@ type Message struct {
 	Subject string
 	At      int64 // publish time, Unix microseconds
 	Value   []byte
+	pending uint64 // messages of the consumer's subjects after it, when it was delivered (once.go)
 }
 
 // Recovered is the sequence view (the host's recovered offsets) says the

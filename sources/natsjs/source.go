@@ -101,8 +101,20 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 		return fmt.Errorf("nats source %q: consumer of stream %q: %w", s.cfg.Name, s.cfg.Stream, err)
 	}
 	s.cfg.Logger.Info("nats source: starting", "source", s.cfg.Name, "stream", s.cfg.Stream, "from_sequence", start, "recovered", known)
-	r := &run{s: s, js: js, q: newQueue(s.cfg.BufferBytes), expect: start}
-	return r.run(ctx, cons, ingest)
+	once, err := s.startOnce(ctx, js, cons)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("nats source %q: once: stream %q: %w", s.cfg.Name, s.cfg.Stream, err)
+	}
+	r := &run{s: s, js: js, q: newQueue(s.cfg.BufferBytes), expect: start, once: once}
+	if err := r.run(ctx, cons, ingest); !errors.Is(err, errOnceReached) {
+		return err
+	}
+	s.cfg.Logger.Info("nats source: once: every message up to the stream's last sequence at start is acked", "source", s.cfg.Name,
+		"stream", s.cfg.Stream, "last_sequence", once.mark)
+	return nil
 }
 
 // connect connects, retrying while the server cannot be reached. nil:
@@ -178,6 +190,9 @@ type run struct {
 	q  *queue
 	// expect: the sequence the poller expects next (0: not known yet).
 	expect uint64
+	// once: with Config.Once, the progress towards the end (once.go);
+	// nil otherwise.
+	once *onceRange
 }
 
 var errStopped = errors.New("nats source: stopped")
@@ -189,6 +204,9 @@ func (r *run) run(ctx context.Context, cons jetstream.Consumer, ingest IngestFun
 		if err != nil && !errors.Is(err, errStopped) && ctx.Err() == nil {
 			cancel(err)
 		}
+	}
+	if r.once.over() {
+		return errOnceReached // nothing pending at start
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() { fail(r.poll(ctx, cons)) })
@@ -224,6 +242,9 @@ func (r *run) poll(ctx context.Context, cons jetstream.Consumer) error {
 			return err
 		}
 		r.q.add(m)
+		if r.once != nil && r.once.delivered(m.Seq, m.pending) {
+			return errOnceReached
+		}
 	}
 }
 
@@ -251,7 +272,7 @@ func (r *run) message(ctx context.Context, msg jetstream.Msg) (Message, error) {
 		}
 	}
 	r.expect = seq + 1
-	return Message{Seq: seq, Subject: msg.Subject(), At: md.Timestamp.UnixMicro(), Value: msg.Data()}, nil
+	return Message{Seq: seq, Subject: msg.Subject(), At: md.Timestamp.UnixMicro(), Value: msg.Data(), pending: md.NumPending}, nil
 }
 
 // work takes units of messages from the queue and ingests each until it
@@ -272,6 +293,9 @@ func (r *run) work(ctx context.Context, ingest IngestFunc) error {
 			return err
 		}
 		r.q.done(n)
+		if r.once != nil && r.once.ackedTo(u.Offsets[0].Value) {
+			return errOnceReached
+		}
 	}
 }
 

@@ -107,6 +107,12 @@ type Config struct {
 	// objects in flight; nil: goroutines. The simulator supplies its own.
 	Now   func() time.Time
 	Tasks Tasks
+	// Once: Run lists the store once and returns nil when every object
+	// of that listing is finished (every unit acked, or skipped with
+	// OnError "skip"), without polling again (once.go). A listing or
+	// read error of the store ends it with that error instead of waiting
+	// for a next poll; the next Run resumes from the acked offsets.
+	Once bool
 }
 
 func (c Config) withDefaults() Config {

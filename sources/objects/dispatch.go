@@ -25,6 +25,9 @@ func (d *dispatcher) list(after string) error {
 	for {
 		pageAt := s.cfg.Now() // before the request: the page shows at least what was visible then
 		page, err := s.store.List(d.ctx, after)
+		if err != nil && s.cfg.Once && d.ctx.Err() == nil {
+			return &OnceStoreError{Source: s.cfg.Name, After: after, Err: err}
+		}
 		if err != nil {
 			if d.ctx.Err() == nil {
 				s.cfg.Logger.Warn("objects source: listing failed; retrying at the next poll", "source", s.cfg.Name,
@@ -39,7 +42,7 @@ func (d *dispatcher) list(after string) error {
 		if page.Next == "" {
 			return nil
 		}
-		if s.cfg.Order == OrderKeys && len(s.line.items) >= lineMax {
+		if s.cfg.Order == OrderKeys && !s.cfg.Once && len(s.line.items) >= lineMax {
 			d.cut = true // list again from the floor (floorline.go)
 			return nil
 		}
@@ -59,7 +62,7 @@ func (d *dispatcher) page(page Page, after string, pageAt time.Time) error {
 		if d.ctx.Err() != nil {
 			return errStopped
 		}
-		if s.cfg.Order == OrderKeys {
+		if s.cfg.Order == OrderKeys && !s.cfg.Once { // once, the floor cannot rise (once.go)
 			s.line.add(o, pageAt)
 		}
 		if s.finished(o) {
@@ -84,6 +87,9 @@ func (d *dispatcher) start(o Object) error {
 	}
 	d.running++
 	d.started++
+	if d.s.cfg.Once {
+		d.s.onceStarted = append(d.s.onceStarted, o)
+	}
 	d.tasks.Go(func() {
 		// errStopped: the Run stops for another reason, already known.
 		if err := d.s.object(d.ctx, d.ingest, o); err != nil && !errors.Is(err, errStopped) {

@@ -101,6 +101,18 @@
 // unit in flight is not abandoned when the context ends: ingest runs
 // without its cancellation, so a host closing gracefully can ack it.
 //
+// # Once
+//
+// With Config.Once a Run is one pass (once.go): the store is listed once,
+// to its end, every object of that listing not done is ingested, and Run
+// returns nil once every task has ended — each having had every unit it
+// handed over answered — without polling again. A second once Run over
+// the host's offsets ingests only what the first did not finish. A
+// listing or read error of the store ends a once Run with that error
+// (there is no next poll to retry at). With Order "keys" the floor does
+// not rise in a once pass, which lists each object once: its objects keep
+// their offset keys, as with Order "any".
+//
 // # Operating it
 //
 // Objects must be immutable once visible. A writer puts one in place by

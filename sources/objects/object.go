@@ -49,6 +49,8 @@ func (s *Source) settle(ctx context.Context, o Object, f format, key string, err
 		return s.failed(oe)
 	case errors.Is(err, errStopped) || ctx.Err() != nil:
 		return errStopped
+	case errors.As(err, &se) && s.cfg.Once:
+		return &OnceStoreError{Source: s.cfg.Name, Object: o.Key, Err: err}
 	case errors.As(err, &se):
 		s.cfg.Logger.Warn("objects source: reading an object failed; retrying at the next poll from its acked position",
 			"source", s.cfg.Name, "object", o.Key, "retry_in", s.cfg.Poll, "error", err)

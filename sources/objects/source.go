@@ -36,6 +36,9 @@ type Source struct {
 	unitsAcked     atomic.Uint64
 	retries        atomic.Uint64
 	viewFullWarned atomic.Bool
+	// onceStarted: with Once, the objects the pass handed to tasks
+	// (the dispatcher's alone), each checked finished at the end.
+	onceStarted []Object
 
 	// sleep waits for a backoff, poll between listings; tests replace them.
 	sleep func(ctx context.Context, d time.Duration) error
@@ -90,10 +93,12 @@ func (s *Source) OffsetKey(key string) string { return offsetKey(s.cfg.Name, key
 
 // Run lists the store every Poll and ingests, in key order and up to
 // InFlight at once, each object that offsets (the host's recovered
-// view) does not mark done, until ctx ends (nil) or an object fails with
+// view) does not mark done, until ctx ends (nil), the first listing is
+// finished with Once (nil; once.go), or an object fails with
 // OnError "stop" (its *ObjectError), the host refuses every unit
 // (engine.ErrClosed before ctx ended) or an invariant breaks. A listing
-// or read error of the store is logged and retried at the next poll.
+// or read error of the store is logged and retried at the next poll;
+// with Once it ends Run (*OnceStoreError).
 func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Offsets) error {
 	if !s.running.CompareAndSwap(false, true) {
 		return invariantf("source %q: Run called while it runs", s.cfg.Name)
@@ -102,6 +107,7 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 	s.prog = newProgress(offsets, s.cfg.Name)
 	s.viewFullWarned.Store(false)
 	s.line = floorLine{seen: map[string]time.Time{}}
+	s.onceStarted = nil
 	s.cfg.Logger.Info("objects source: starting", "source", s.cfg.Name, "order", s.cfg.Order,
 		"objects_with_offsets", len(s.prog.pos), "floor", s.prog.floor)
 	for {
@@ -111,6 +117,9 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 		}
 		if err != nil {
 			return err
+		}
+		if s.cfg.Once {
+			return s.onceOver(again)
 		}
 		if !again && s.poll(ctx) != nil {
 			return nil

@@ -95,17 +95,21 @@ func TestS3Restart(t *testing.T)  { testRestart(t, s3Kit(t)) }
 // with the last unit acked, or committed but never answered (a crash
 // between commit and ack) — and runs a new source from the committed
 // offsets: every row is ingested once, none twice, none skipped.
-func testRestart(t *testing.T, k kit) {
+func testRestart(t *testing.T, k kit) { restartEvery(t, k, newFixture, 1) }
+
+// restartEvery is testRestart with sources made by mk (polling, or
+// once), stopping after every step-th number of acked units.
+func restartEvery(t *testing.T, k kit, mk func(*testing.T, Config, Store) *fixture, step int) {
 	want, _ := mixedObjects(t, k)
-	full := newFixture(t, mixedConfig(), k.store)
+	full := mk(t, mixedConfig(), k.store)
 	if err := full.run(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	total := int(full.src.Stats().UnitsAcked)
-	for stopAt := 1; stopAt < total; stopAt++ {
+	for stopAt := 1; stopAt < total; stopAt += step {
 		for _, answered := range []bool{true, false} {
 			t.Run(fmt.Sprintf("stop after %d answered %v", stopAt, answered), func(t *testing.T) {
-				first := newFixture(t, mixedConfig(), k.store)
+				first := mk(t, mixedConfig(), k.store)
 				ctx, cancel := context.WithCancel(context.Background())
 				defer cancel()
 				first.host.onAck = func(n int) error {
@@ -121,7 +125,7 @@ func testRestart(t *testing.T, k kit) {
 				if err := first.run(ctx); err != nil {
 					t.Fatal(err)
 				}
-				second := newFixture(t, mixedConfig(), k.store)
+				second := mk(t, mixedConfig(), k.store)
 				second.host = first.host
 				first.host.onAck = nil
 				if err := second.run(context.Background()); err != nil {

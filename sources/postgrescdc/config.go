@@ -103,6 +103,9 @@ type Config struct {
 	Logger    *slog.Logger     // nil: slog.Default()
 	// Sleep waits d or until ctx ends (backoffs); nil: a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
+	// Once: Run returns nil once every change committed before the
+	// server's WAL position at start is acked and confirmed (once.go).
+	Once bool
 }
 
 func (c Config) withDefaults() Config {

@@ -160,6 +160,16 @@
 //     held whole. Every count and length of a pgoutput message is checked
 //     against what remains before use (pgoutput.go).
 //
+// # Once
+//
+// With Config.Once a Run ends on its own (once.go): its first session
+// reads pg_current_wal_lsn() after setting up, and Run returns nil once
+// the slot's confirmed position reaches it — every change committed
+// before it acked, the flight in progress landed. While it waits with
+// nothing unacked it asks the server for keepalives (ReplyRequested),
+// whose WAL end it confirms, so WAL without captured changes does not
+// hold it for half a wal_sender_timeout.
+//
 // # Failing closed
 //
 // Run returns, instead of guessing, on what a new session cannot fix:

@@ -39,6 +39,9 @@ type Source struct {
 	// settled: stream keys of the tables whose first unit since Run
 	// started is acked and the host's offset read after it (fly).
 	settled map[string]bool
+	// onceMark: with Once, the server's WAL position read by the Run's
+	// first session (once.go); 0 until then.
+	onceMark pglogrepl.LSN
 
 	stats counters
 }
@@ -107,7 +110,9 @@ func (s *Source) serverAt(lsn pglogrepl.LSN) {
 	}
 }
 
-// Run captures changes until ctx ends (nil) or something fails that a
+// Run captures changes until ctx ends (nil), with Once until every change
+// before the server's WAL position at start is acked (nil; once.go), or
+// something fails that a
 // new session cannot fix: ErrSetup, ErrStream, ErrInvariant, a unit the
 // host refuses for good (engine.ErrInvalidUnit, engine.ErrClosed), a
 // server error other than a lost connection or an unavailable server.
@@ -123,6 +128,7 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 	defer s.running.Store(false)
 	s.pos = ownOffsets(offsets, s.cfg.Slot)
 	s.resynced, s.settled = map[uint32]bool{}, map[string]bool{}
+	s.onceMark = 0
 	if err := s.checkChunking(); err != nil {
 		return err
 	}
@@ -139,6 +145,10 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 		err := s.session(ctx, ingest)
 		switch {
 		case ctx.Err() != nil || errors.Is(err, errStopped):
+			return nil
+		case errors.Is(err, errOnceReached):
+			s.cfg.Logger.Info("postgrescdc: once: every change before the mark is acked and confirmed", "slot", s.cfg.Slot,
+				"mark", s.onceMark.String(), "confirmed", pglogrepl.LSN(s.stats.confirmed.Load()).String())
 			return nil
 		case errors.Is(err, errResync):
 			continue
@@ -174,6 +184,9 @@ func (s *Source) session(ctx context.Context, ingest IngestFunc) error {
 		return err
 	}
 	defer sess.close()
+	if err := s.readOnceMark(ctx, sess.conn); err != nil {
+		return err
+	}
 	if err := sess.snapshot(ctx); err != nil {
 		return err
 	}

@@ -28,6 +28,8 @@ type streamer struct {
 	// sent: confirmed as of the last status update, sent at lastStatus.
 	sent       pglogrepl.LSN
 	lastStatus time.Time
+	// askedAt: when a once Run last asked the server for a keepalive.
+	askedAt time.Time
 }
 
 // stream starts replication from the slot's confirmed position and runs
@@ -76,8 +78,12 @@ func (st *streamer) step(ctx context.Context) error {
 			st.launch(ctx)
 		}
 	}
-	if st.sent < st.confirmed || now.Sub(st.lastStatus) >= st.statusEvery {
-		if err := st.sendStatus(ctx); err != nil {
+	if st.onceReached() {
+		return errOnceReached // stop lands the flight in progress
+	}
+	ask := st.onceAskDue(now)
+	if ask || st.sent < st.confirmed || now.Sub(st.lastStatus) >= st.statusEvery {
+		if err := st.sendStatus(ctx, ask); err != nil {
 			return err
 		}
 	}
@@ -108,16 +114,20 @@ func (st *streamer) confirmTo(lsn pglogrepl.LSN) {
 }
 
 // sendStatus tells the server the confirmed position: written, flushed
-// and applied alike, as the source holds nothing it has not had acked.
-func (st *streamer) sendStatus(ctx context.Context) error {
+// and applied alike, as the source holds nothing it has not had acked;
+// ask asks for a keepalive in reply (once.go).
+func (st *streamer) sendStatus(ctx context.Context, ask bool) error {
 	c := st.confirmed
 	err := pglogrepl.SendStandbyStatusUpdate(ctx, st.repl, pglogrepl.StandbyStatusUpdate{
-		WALWritePosition: c, WALFlushPosition: c, WALApplyPosition: c,
+		WALWritePosition: c, WALFlushPosition: c, WALApplyPosition: c, ReplyRequested: ask,
 	})
 	if err != nil {
 		return fmt.Errorf("send status update: %w", err)
 	}
 	st.sent, st.lastStatus = c, time.Now()
+	if ask {
+		st.askedAt = st.lastStatus
+	}
 	return nil
 }
 
@@ -144,6 +154,9 @@ func (st *streamer) receive(ctx context.Context) error {
 	deadline := st.lastStatus.Add(st.statusEvery)
 	if st.flight == nil && st.acc.rows > 0 {
 		deadline = minTime(deadline, st.acc.since.Add(st.src.cfg.FlushInterval))
+	}
+	if st.src.cfg.Once && st.idle() {
+		deadline = minTime(deadline, st.askedAt.Add(onceAskEvery)) // the next ask (once.go)
 	}
 	rctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
@@ -268,7 +281,7 @@ func (st *streamer) stop(ctx context.Context, err error) error {
 		st.confirmTo(st.tx.lastEnd)
 	}
 	if st.sent < st.confirmed {
-		_ = st.sendStatus(context.WithoutCancel(ctx))
+		_ = st.sendStatus(context.WithoutCancel(ctx), false)
 	}
 	for _, t := range st.acc.tables {
 		releaseChunks(t.pending)
