@@ -305,15 +305,25 @@ func TestOnceFailingSink(t *testing.T) {
 // second streams the inserts, updates and deletes made since, the third
 // finds nothing new — and the lake holds each snapshot row and each
 // change exactly once (lakeCDC), nothing else.
-func TestOncePostgresCDC(t *testing.T) {
-	skipShortOrWindows(t, "builds and runs the daemon on a Postgres table")
+// oncePG is a Postgres table of rows rows published for a postgres-cdc
+// source into a parquet-dir lake under dataDir, and the daemon's
+// environment for it; exec runs SQL on the source database.
+type oncePG struct {
+	bin, dataDir, lake string
+	env                []string
+	exec               func(sqls ...string)
+}
+
+func newOncePG(t *testing.T, table string, rows int) *oncePG {
 	pgtest.RequireLogical(t)
 	t.Parallel()
 	srcURL := pgtest.Database(t)
 	src := connectPG(t, srcURL)
 	slot := uniqueSlot("once")
 	t.Cleanup(func() { dropSlots(t, src, slot) })
-	exec := func(sqls ...string) {
+	o := &oncePG{bin: buildDaemon(t), dataDir: t.TempDir()}
+	o.lake = filepath.Join(o.dataDir, "lake")
+	o.exec = func(sqls ...string) {
 		t.Helper()
 		for _, q := range sqls {
 			if _, err := src.Exec(context.Background(), q); err != nil {
@@ -321,16 +331,37 @@ func TestOncePostgresCDC(t *testing.T) {
 			}
 		}
 	}
-	exec("CREATE TABLE once_rows (id int8 PRIMARY KEY, v text)",
-		"INSERT INTO once_rows SELECT g, 'v' || g FROM generate_series(1, 300) g",
-		"CREATE PUBLICATION once_pub FOR TABLE once_rows")
-	bin := buildDaemon(t)
-	dataDir := t.TempDir()
+	o.exec(fmt.Sprintf("CREATE TABLE %s (id int8 PRIMARY KEY, v text)", table),
+		fmt.Sprintf("INSERT INTO %s SELECT g, 'v' || g FROM generate_series(1, %d) g", table, rows),
+		fmt.Sprintf("CREATE PUBLICATION %s_pub FOR TABLE %s", table, table))
 	pipeline := filepath.Join(t.TempDir(), "skipprd.yaml")
 	writeFile(t, pipeline, "sinks:\n  lake: {kind: parquet-dir, path: lake}\nsources:\n"+
-		"  - {name: db, kind: postgres-cdc, sink: lake, url_env: ONCE_SRC, publication: once_pub, slot: "+slot+"}\n")
-	env := []string{envPipelineFile + "=" + pipeline, "ONCE_SRC=" + srcURL}
-	lake := filepath.Join(dataDir, "lake")
+		"  - {name: db, kind: postgres-cdc, sink: lake, url_env: ONCE_SRC, publication: "+table+"_pub, slot: "+slot+"}\n")
+	o.env = []string{envPipelineFile + "=" + pipeline, "ONCE_SRC=" + srcURL}
+	return o
+}
+
+// checkLake requires the lake to hold snapshot rows of the snapshot and
+// changes rows above it, each once (lakeCDC fails on a record there
+// twice).
+func (o *oncePG) checkLake(t *testing.T, after string, snapshot, changes int) {
+	t.Helper()
+	gotSnapshot, gotChanges := 0, 0
+	for _, rec := range lakeCDC(t, o.lake) {
+		if rec.order == 0 {
+			gotSnapshot++
+		} else {
+			gotChanges++
+		}
+	}
+	if gotSnapshot != snapshot || gotChanges != changes {
+		t.Fatalf("after %s: the lake holds %d snapshot rows and %d changes; want %d and %d", after, gotSnapshot, gotChanges, snapshot, changes)
+	}
+}
+
+func TestOncePostgresCDC(t *testing.T) {
+	skipShortOrWindows(t, "builds and runs the daemon on a Postgres table")
+	o := newOncePG(t, "once_rows", 300)
 	runs := []struct {
 		what     string
 		sqls     []string
@@ -344,27 +375,38 @@ func TestOncePostgresCDC(t *testing.T) {
 		{"nothing new", nil, 300, 55, 0},
 	}
 	for _, r := range runs {
-		exec(r.sqls...)
-		p := runOnce(t, bin, dataDir, 0, env...)
+		o.exec(r.sqls...)
+		p := runOnce(t, o.bin, o.dataDir, 0, o.env...)
 		checkOnceDone(t, p, r.ingested)
-		snapshot, changes := 0, 0
-		for _, rec := range lakeCDC(t, lake) { // fails on a record there twice
-			if rec.order == 0 {
-				snapshot++
-			} else {
-				changes++
-			}
-		}
-		if snapshot != r.snapshot || changes != r.changes {
-			t.Fatalf("after %s: the lake holds %d snapshot rows and %d changes; want %d and %d", r.what, snapshot, changes, r.snapshot, r.changes)
-		}
+		o.checkLake(t, r.what, r.snapshot, r.changes)
 	}
 }
 
-// TestOnceNATS: run --once on a NATS stream whose last messages are of
-// a subject the source filters out takes every message of its subject
-// published before it started and exits 0; a second run takes exactly
-// those published since, and the lake holds each once.
+// TestOncePostgresCDCKilled: the first run is killed -9 in the middle
+// (while the snapshot is read, or while it is applied); the next runs
+// deliver the table exactly once, then only the changes since.
+func TestOncePostgresCDCKilled(t *testing.T) {
+	skipShortOrWindows(t, "builds the daemon and kills it mid-run on a Postgres table")
+	for i, at := range []string{"msg=ready", "applying it to the sinks"} {
+		t.Run(at, func(t *testing.T) {
+			table := fmt.Sprintf("once_killed_%d", i)
+			o := newOncePG(t, table, 20000)
+			p := startOnce(t, o.bin, o.dataDir, o.env...)
+			if !p.killAt(t, at) {
+				t.Fatalf("the first run ended before %q: nothing was killed", at)
+			}
+			p = runOnce(t, o.bin, o.dataDir, 0, o.env...)
+			checkOnceDone(t, p, -1)
+			o.checkLake(t, "the run after the kill", 20000, 0)
+			o.exec(fmt.Sprintf("INSERT INTO %s SELECT g, 'v' || g FROM generate_series(20001, 20030) g", table),
+				fmt.Sprintf("UPDATE %s SET v = 'x' WHERE id <= 5", table))
+			p = runOnce(t, o.bin, o.dataDir, 0, o.env...)
+			checkOnceDone(t, p, 35)
+			o.checkLake(t, "the second run", 20000, 35)
+		})
+	}
+}
+
 func TestOnceNATS(t *testing.T) {
 	skipShortOrWindows(t, "builds and runs the daemon on a NATS stream")
 	t.Parallel()
