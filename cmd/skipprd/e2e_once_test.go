@@ -138,6 +138,7 @@ func TestOnceFiles(t *testing.T) {
 	p := runOnce(t, bin, dataDir, 0, env...)
 	checkOnceDone(t, p, len(f.want))
 	f.check(t, "the first run")
+	checkWALEmpty(t, inspectWorld{bin: bin, dataDir: dataDir, env: env})
 	before := len(f.want)
 	f.add(t, 10, 14)
 	p = runOnce(t, bin, dataDir, 0, env...)
@@ -166,6 +167,7 @@ func TestOnceFilesKilled(t *testing.T) {
 			p = runOnce(t, bin, dataDir, 0, env...)
 			checkOnceDone(t, p, -1)
 			f.check(t, "the run after the kill")
+			checkWALEmpty(t, inspectWorld{bin: bin, dataDir: dataDir, env: env})
 			before := len(f.want)
 			f.add(t, 40, 45)
 			p = runOnce(t, bin, dataDir, 0, env...)
@@ -178,6 +180,21 @@ func TestOnceFilesKilled(t *testing.T) {
 
 // killAt SIGKILLs p once its log shows msg; it reports whether the kill
 // came before the run ended on its own (then it must have exited 0).
+// checkWALEmpty requires skipprd inspect, from outside, to find nothing
+// left in the WAL after a once run: no live segment, no acked unit the
+// log holds outside one, no orphan, no upload.
+func checkWALEmpty(t *testing.T, w inspectWorld) {
+	t.Helper()
+	r := w.report(t)
+	if len(r.Segments) != 0 || r.Log == nil || r.Log.UnflushedUnits != 0 || len(r.Orphans) != 0 || len(r.Uploads) != 0 {
+		t.Fatalf("inspect after the run: %d live segments, log %+v, %d orphans, %d uploads; want an empty WAL",
+			len(r.Segments), r.Log, len(r.Orphans), len(r.Uploads))
+	}
+	if len(r.Offsets.Committed) == 0 {
+		t.Fatalf("inspect after the run: no committed offsets; the run's progress is lost")
+	}
+}
+
 func (p *proc) killAt(t *testing.T, msg string) bool {
 	t.Helper()
 	deadline := time.Now().Add(e2eWait)
@@ -292,12 +309,20 @@ func TestOnceFailingSink(t *testing.T) {
 	if !strings.Contains(failed, "op=\"sink lake/drops\"") || !strings.Contains(failed, "live_segments=") {
 		t.Fatalf("the failing run should name the sink lake/drops and what is left:\n%s", strings.Join(p.stderrLines(), "\n"))
 	}
+	// What was acked is in the WAL, as inspect sees it from outside: the
+	// drops parts pending.
+	w := inspectWorld{bin: bin, dataDir: dataDir, env: env}
+	r := w.report(t)
+	if len(r.Segments) == 0 || r.Segments[0].Applied == len(r.Segments[0].Parts) {
+		t.Fatalf("inspect after the failing run: %d live segments (first: %+v); want the drops parts pending", len(r.Segments), r.Segments)
+	}
 	if err := os.Remove(blocker); err != nil {
 		t.Fatal(err)
 	}
 	p = runOnce(t, bin, dataDir, 0, env...)
 	checkOnceDone(t, p, 0) // nothing ingested again: the WAL held it
 	f.check(t, "the run after the sink was fixed")
+	checkWALEmpty(t, w)
 }
 
 // TestOncePostgresCDC: run --once on a postgres-cdc source into a
