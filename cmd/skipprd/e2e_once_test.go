@@ -309,6 +309,14 @@ func TestOnceFailingSink(t *testing.T) {
 	if !strings.Contains(failed, "op=\"sink lake/drops\"") || !strings.Contains(failed, "live_segments=") {
 		t.Fatalf("the failing run should name the sink lake/drops and what is left:\n%s", strings.Join(p.stderrLines(), "\n"))
 	}
+	// Once the host has stopped nothing retries, and the log does not
+	// say it does.
+	lines := p.stderrLines()
+	for i := slices.IndexFunc(lines, func(l string) bool { return strings.Contains(l, "once: stopped with segments left") }); i < len(lines); i++ {
+		if strings.Contains(lines[i], "; retrying") {
+			t.Fatalf("after the host stopped the log says it retries: %s", lines[i])
+		}
+	}
 	// What was acked is in the WAL, as inspect sees it from outside: the
 	// drops parts pending.
 	w := inspectWorld{bin: bin, dataDir: dataDir, env: env}

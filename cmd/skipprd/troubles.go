@@ -40,10 +40,10 @@ func (d *daemon) watchTroubles(stop <-chan struct{}) <-chan struct{} {
 		for {
 			select {
 			case <-stop:
-				w.poll(time.Now())
+				w.poll(time.Now(), true)
 				return
 			case <-tick.C:
-				w.poll(time.Now())
+				w.poll(time.Now(), false)
 			}
 		}
 	}()
@@ -51,8 +51,9 @@ func (d *daemon) watchTroubles(stop <-chan struct{}) <-chan struct{} {
 }
 
 // poll logs the events since the last poll, then reminds of what still
-// fails.
-func (w *troubleWatch) poll(now time.Time) {
+// fails. stopped: the host has stopped, so nothing is retried any more
+// and the messages say the next start retries instead.
+func (w *troubleWatch) poll(now time.Time, stopped bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), statsWait)
 	defer cancel()
 	events, dropped, err := w.d.host.TroubleEventsSince(ctx, w.seq)
@@ -63,7 +64,7 @@ func (w *troubleWatch) poll(now time.Time) {
 		w.d.log.Warn("trouble events were dropped before they could be logged", "dropped", dropped)
 	}
 	for _, ev := range events {
-		w.logEvent(ev, now)
+		w.logEvent(ev, now, stopped)
 		w.seq = ev.Seq
 	}
 	current, err := w.d.host.Troubles(ctx)
@@ -72,13 +73,22 @@ func (w *troubleWatch) poll(now time.Time) {
 	}
 	for _, t := range current {
 		if now.Sub(w.reminded[t.Op]) >= troubleRemindEvery {
-			w.d.log.Warn("still failing; retrying", "op", t.Op, "for", t.Lasted.Round(time.Second), "attempts", t.Attempts, "err", t.Err)
+			w.d.log.Warn(retrying("still failing", stopped), "op", t.Op, "for", t.Lasted.Round(time.Second), "attempts", t.Attempts, "err", t.Err)
 			w.reminded[t.Op] = now
 		}
 	}
 }
 
-func (w *troubleWatch) logEvent(ev engine.TroubleEvent, now time.Time) {
+// retrying is what, failing, is followed by: "; retrying" while the host
+// runs, or that the next start retries once it has stopped.
+func retrying(what string, stopped bool) string {
+	if stopped {
+		return what + " when the host stopped; the next start retries"
+	}
+	return what + "; retrying"
+}
+
+func (w *troubleWatch) logEvent(ev engine.TroubleEvent, now time.Time, stopped bool) {
 	log := w.d.log
 	switch {
 	case ev.Cleared:
@@ -89,7 +99,7 @@ func (w *troubleWatch) logEvent(ev engine.TroubleEvent, now time.Time) {
 			"give_up_after", w.d.ecfg.RecoveryGiveUp, "err", ev.Err)
 		w.reminded[ev.Op] = now
 	default:
-		log.Warn("failing; retrying", "op", ev.Op, "err", ev.Err)
+		log.Warn(retrying("failing", stopped), "op", ev.Op, "err", ev.Err)
 		w.reminded[ev.Op] = now
 	}
 }
