@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -440,64 +441,72 @@ func TestOncePostgresCDCKilled(t *testing.T) {
 	}
 }
 
+// onceKills are where a broker test's first run is killed -9: not at
+// all, right after recovery (while the source reads), and once every
+// source is done (while the close applies).
+var onceKills = []string{"", "msg=ready", "applying it to the sinks"}
+
 func TestOnceNATS(t *testing.T) {
 	skipShortOrWindows(t, "builds and runs the daemon on a NATS stream")
 	t.Parallel()
 	url := brokertest.NATS(t)
-	js, stream := natsTestStream(t, url, "ONCE")
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	publish := func(from, to int) []string {
-		t.Helper()
-		var ids []string
-		for i := from; i < to; i++ {
-			ids = append(ids, fmt.Sprintf("c%06d", i))
-			if _, err := js.Publish(ctx, stream+".clicks", fmt.Appendf(nil, `{"aid": %q}`, ids[len(ids)-1])); err != nil {
-				t.Fatal(err)
+	for _, kill := range onceKills {
+		t.Run(cmp.Or(kill, "no kill"), func(t *testing.T) {
+			js, stream := natsTestStream(t, url, "ONCE")
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			publish := func(from, to int) []string {
+				t.Helper()
+				var ids []string
+				for i := from; i < to; i++ {
+					ids = append(ids, fmt.Sprintf("c%06d", i))
+					if _, err := js.Publish(ctx, stream+".clicks", fmt.Appendf(nil, `{"aid": %q}`, ids[len(ids)-1])); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := js.Publish(ctx, stream+".other", []byte(`{"aid": "not this one"}`)); err != nil {
+					t.Fatal(err)
+				}
+				return ids
 			}
-		}
-		if _, err := js.Publish(ctx, stream+".other", []byte(`{"aid": "not this one"}`)); err != nil {
-			t.Fatal(err)
-		}
-		return ids
+			onceBatches(t, "{name: clicks, kind: nats, url: '"+url+"', stream: "+stream+", subjects: ['"+stream+".clicks'], namespace: clicks, sink: lake}",
+				"clicks", []int{1500, 700}, publish, kill)
+		})
 	}
-	onceBatches(t, "{name: clicks, kind: nats, url: '"+url+"', stream: "+stream+", subjects: ['"+stream+".clicks'], namespace: clicks, sink: lake}",
-		"clicks", []int{1500, 700}, publish)
 }
 
-// TestOnceKafka: run --once on a Kafka topic (a kfake cluster) takes
-// every record below the partitions' high watermarks at start and exits
-// 0; a second run takes exactly the records produced since, and the lake
-// holds each once.
 func TestOnceKafka(t *testing.T) {
 	skipShortOrWindows(t, "builds and runs the daemon on a Kafka topic")
 	t.Parallel()
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "shop.orders"))
-	if err != nil {
-		t.Fatal(err)
+	for _, kill := range onceKills {
+		t.Run(cmp.Or(kill, "no kill"), func(t *testing.T) {
+			c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(3, "shop.orders"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			produce := func(from, to int) []string {
+				t.Helper()
+				var ids []string
+				var recs []*kgo.Record
+				for i := from; i < to; i++ {
+					ids = append(ids, fmt.Sprintf("o%06d", i))
+					recs = append(recs, &kgo.Record{Topic: "shop.orders", Value: fmt.Appendf(nil, `{"aid": %q}`, ids[len(ids)-1])})
+				}
+				produceSync(t, c, recs)
+				return ids
+			}
+			onceBatches(t, "{name: orders, kind: kafka, brokers: ["+strings.Join(c.ListenAddrs(), ", ")+"], topics: [shop.orders], sink: lake}",
+				"shop_orders", []int{2000, 500}, produce, kill)
+		})
 	}
-	defer c.Close()
-	produce := func(from, to int) []string {
-		t.Helper()
-		var ids []string
-		var recs []*kgo.Record
-		for i := from; i < to; i++ {
-			ids = append(ids, fmt.Sprintf("o%06d", i))
-			recs = append(recs, &kgo.Record{Topic: "shop.orders", Value: fmt.Appendf(nil, `{"aid": %q}`, ids[len(ids)-1])})
-		}
-		produceSync(t, c, recs)
-		return ids
-	}
-	onceBatches(t, "{name: orders, kind: kafka, brokers: ["+strings.Join(c.ListenAddrs(), ", ")+"], topics: [shop.orders], sink: lake}",
-		"shop_orders", []int{2000, 500}, produce)
 }
 
-// onceBatches runs run --once on one DATA_DIR after each batch of ids
-// add puts in a broker (ids from, from+1, … up to to), source (a
-// pipeline file's source entry) writing to a parquet-dir lake: each run
-// must take exactly its batch, and the lake then hold every id so far
-// once, in namespace ns.
-func onceBatches(t *testing.T, source, ns string, batches []int, add func(from, to int) []string) {
+// onceBatches adds each batch to the source, then runs once and requires
+// the lake to hold every row added so far exactly once. With kill, the
+// first batch's first run is killed -9 at that log line, and a second
+// run completes it.
+func onceBatches(t *testing.T, source, ns string, batches []int, add func(from, to int) []string, kill string) {
 	t.Helper()
 	bin := buildDaemon(t)
 	dataDir, lake := t.TempDir(), t.TempDir()
@@ -507,18 +516,21 @@ func onceBatches(t *testing.T, source, ns string, batches []int, add func(from, 
 	var want []string
 	for i, n := range batches {
 		want = append(want, add(len(want), len(want)+n)...)
+		ingested := n
+		if i == 0 && kill != "" {
+			if p := startOnce(t, bin, dataDir, env...); !p.killAt(t, kill) {
+				t.Fatalf("the first run ended before %q: nothing was killed", kill)
+			}
+			ingested = -1 // what the killed run acked is not ingested again
+		}
 		p := runOnce(t, bin, dataDir, 0, env...)
-		checkOnceDone(t, p, n)
+		checkOnceDone(t, p, ingested)
 		if got, w := lakeIDs(t, lake)[ns], slices.Sorted(slices.Values(want)); !slices.Equal(got, w) {
 			t.Fatalf("after run %d the lake holds %d rows of %s, the broker %d: %s", i+1, len(got), ns, len(w), firstDiff(got, w))
 		}
 	}
 }
 
-// TestOnceSourceFails: a file the source cannot read (on_error: stop)
-// makes run --once exit 1 naming the source and the file; the rows of the
-// files acked before it are applied all the same, and the log does not
-// say the run is done.
 func TestOnceSourceFails(t *testing.T) {
 	bin, dataDir, f, env := onceOnDisk(t, 3)
 	writeFile(t, filepath.Join(f.conf, "incoming", "f999.jsonl"), "not json\n")
