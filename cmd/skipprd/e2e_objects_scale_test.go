@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/johannesboyne/gofakes3"
 	"github.com/johannesboyne/gofakes3/backend/s3mem"
@@ -67,7 +68,12 @@ func TestDaemonObjectsAtScale(t *testing.T) {
 	admin := "http://" + adminAddr(t, p)
 	lake := filepath.Join(dataDir, "lake")
 	most := 0.0
-	p.waitFor(t, "every row acked and applied", func() bool {
+	// The window grows with the prefix: a busy 2-core CI box ingests
+	// about 300 such objects a second, so 30,000 took 91 s once beside
+	// the simulator's sweep; what this test asserts is exactly once and
+	// a bounded offsets view, not a rate (docs/PERFORMANCE.md has that).
+	window := max(e2eWait, time.Duration(scaleObjects)*10*time.Millisecond)
+	p.waitForWithin(t, "every row acked and applied", window, func() bool {
 		m, err := scrapeMetricsOnce(admin)
 		if err != nil {
 			return false
