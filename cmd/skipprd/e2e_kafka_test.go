@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/skipprd/skipprd/internal/brokertest"
 	"github.com/skipprd/skipprd/storage"
 )
 
@@ -167,15 +168,5 @@ func embeddedWALEnv(t *testing.T) []string {
 // produceSync writes recs to c, round-robin over their topics'
 // partitions, and waits for every one to be acknowledged.
 func produceSync(t *testing.T, c *kfake.Cluster, recs []*kgo.Record) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.RoundRobinPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	brokertest.KafkaProduce(t, c, kgo.RoundRobinPartitioner(), recs...)
 }

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/skipprd/skipprd/internal/brokertest"
@@ -98,25 +97,8 @@ func testNATSKill(t *testing.T, newHost bool) {
 // the lake after the restart.
 const natsLakeWait = 4 * time.Minute
 
-// natsTestStream creates a stream of the test's own on url, named prefix
-// and the time, over the subjects "{name}.>", deleted at the test's end.
+// natsTestStream creates a stream of the test's own on url, over the
+// subjects "{name}.>" (brokertest.NATSStream).
 func natsTestStream(t *testing.T, url, prefix string) (jetstream.JetStream, string) {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream := fmt.Sprintf("%s%d", prefix, time.Now().UnixNano())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: stream, Subjects: []string{stream + ".>"}}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
-	return js, stream
+	return brokertest.NATSStream(t, url, prefix, jetstream.StreamConfig{})
 }

@@ -163,9 +163,10 @@ func TestOnceFilesKilled(t *testing.T) {
 			f := newOnceFolder(t, filepath.Join(dataDir, "lake"))
 			env := []string{envPipelineFile + "=" + f.pipeline}
 			f.add(t, 0, 40)
-			p := startOnce(t, bin, dataDir, env...)
-			killed := p.killAt(t, at)
-			p = runOnce(t, bin, dataDir, 0, env...)
+			if p := startOnce(t, bin, dataDir, env...); !p.killAt(t, at) {
+				t.Fatalf("the first run ended before %q: nothing was killed", at)
+			}
+			p := runOnce(t, bin, dataDir, 0, env...)
 			checkOnceDone(t, p, -1)
 			f.check(t, "the run after the kill")
 			checkWALEmpty(t, inspectWorld{bin: bin, dataDir: dataDir, env: env})
@@ -174,7 +175,6 @@ func TestOnceFilesKilled(t *testing.T) {
 			p = runOnce(t, bin, dataDir, 0, env...)
 			checkOnceDone(t, p, len(f.want)-before)
 			f.check(t, "the second run")
-			t.Logf("killed at %q: %v", at, killed)
 		})
 	}
 }

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -9,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -17,22 +15,13 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/internal/brokertest"
 	"github.com/skipprd/skipprd/internal/logbuf"
 )
 
 // produceRecords writes recs to c, in order, to partition 0.
 func produceRecords(t *testing.T, c *kfake.Cluster, recs ...*kgo.Record) {
-	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
+	brokertest.KafkaProduce(t, c, kgo.ManualPartitioner(), recs...)
 }
 
 // headersOf renders row i of a _kafka_headers column: "k=v,k=<null>".

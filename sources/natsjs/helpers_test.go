@@ -11,7 +11,6 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/skipprd/skipprd/engine"
@@ -27,25 +26,7 @@ func natsURL(t *testing.T) string { return brokertest.NATS(t) }
 // testStream creates a stream of its own for the test (deleted at its
 // end) over subjects "{name}.>", with cfg's limits.
 func testStream(t *testing.T, url string, cfg jetstream.StreamConfig) (jetstream.JetStream, string) {
-	t.Helper()
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := fmt.Sprintf("T%d", time.Now().UnixNano())
-	cfg.Name, cfg.Subjects = name, []string{name + ".>"}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := js.CreateStream(ctx, cfg); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), name) })
-	return js, name
+	return brokertest.NATSStream(t, url, "T", cfg)
 }
 
 // publish publishes n JSON messages {"id": first+i} on subject.
