@@ -40,6 +40,7 @@ type command struct {
 type invocation struct {
 	ctx    context.Context
 	args   []string // the arguments left after the flags
+	asJSON bool     // --json (inspect): print JSON, for machines
 	getenv func(string) string
 	stdout io.Writer
 	stderr io.Writer
@@ -159,15 +160,10 @@ func parseFlags(cmd *command, args []string, getenv func(string) string, stderr 
 	if once != nil && *once {
 		env[envOnce] = "true"
 	}
-	if asJSON != nil && *asJSON {
-		env[envInspectJSON] = "true"
-	}
-	return &invocation{args: rest, getenv: overlay(env, getenv), stderr: stderr}, exitOK, true
+	inv = &invocation{args: rest, getenv: overlay(env, getenv), stderr: stderr}
+	inv.asJSON = asJSON != nil && *asJSON
+	return inv, exitOK, true
 }
-
-// envInspectJSON carries inspect's --json to its command (not a setting:
-// no one sets it in the environment).
-const envInspectJSON = "\x00inspect-json"
 
 // parseInterspersed parses flags anywhere among args (skipprd inspect
 // segment ID --json), returning the arguments that are not flags; "--"

@@ -72,21 +72,20 @@ func inspectCommand(c *invocation) int {
 		return code
 	}
 	log := newLogger(c.getenv(envLogFormat), c.stderr)
-	asJSON := c.getenv(envInspectJSON) == "true"
 	if isSegment {
 		doc, err := decodeSegment(c.ctx, cfg, id, log)
 		if err != nil {
 			fmt.Fprintf(c.stderr, "skipprd inspect segment: %v\n", err)
 			return exitFail
 		}
-		return printInspect(c, asJSON, doc, func(w io.Writer) { printSegmentDoc(w, doc) })
+		return printInspect(c, doc, func(w io.Writer) { printSegmentDoc(w, doc) })
 	}
 	r, err := gatherReport(c.ctx, cfg, log)
 	if err != nil {
 		fmt.Fprintf(c.stderr, "skipprd inspect: %v\n", err)
 		return exitFail
 	}
-	code = printInspect(c, asJSON, r, func(w io.Writer) { printReport(w, r) })
+	code = printInspect(c, r, func(w io.Writer) { printReport(w, r) })
 	if len(r.Problems) > 0 {
 		fmt.Fprintf(c.stderr, "skipprd inspect: %d problem(s) found, each printed under \"problems\"\n", len(r.Problems))
 		return exitFail
@@ -150,8 +149,8 @@ func inspectConfig(c *invocation) (cfg config, code int, ok bool) {
 }
 
 // printInspect prints doc as JSON, or as text with text.
-func printInspect(c *invocation, asJSON bool, doc any, text func(io.Writer)) int {
-	if !asJSON {
+func printInspect(c *invocation, doc any, text func(io.Writer)) int {
+	if !c.asJSON {
 		text(c.stdout)
 		return exitOK
 	}
