@@ -27,6 +27,12 @@ import (
 // mark asks the server for one at most every onceAskEvery (the
 // ReplyRequested of a status update), rather than waiting for the
 // server's own, which come at half its wal_sender_timeout.
+//
+// Before Run returns nil it ends the replication COPY (endCopy): the
+// server reads a connection's messages in order, so its answer to
+// CopyDone means it has taken in the last status update, and the slot
+// reads confirmed up to the mark as soon as Run returns — not some
+// moments later, when a cron job's next step may already look.
 
 // onceAskEvery bounds how often a once Run asks the server for a
 // keepalive.
@@ -52,6 +58,25 @@ func (s *Source) readOnceMark(ctx context.Context, conn *pgx.Conn) error {
 	s.onceMark = lsn
 	s.cfg.Logger.Info("postgrescdc: once: capturing up to the server's WAL position at start", "slot", s.cfg.Slot, "mark", lsn.String())
 	return nil
+}
+
+// onceEndCopyWait bounds the CopyDone exchange that ends a once Run.
+const onceEndCopyWait = 10 * time.Second
+
+// endCopy ends the replication COPY and waits for the server's answer,
+// at most onceEndCopyWait. If that fails the slot still takes the
+// confirmation when the server reads it, and if it never does the next
+// Run receives those changes again and the host's offsets drop them: a
+// warning, not a failed run.
+func (st *streamer) endCopy() {
+	conn := st.repl.Conn()
+	if err := conn.SetDeadline(time.Now().Add(onceEndCopyWait)); err == nil {
+		defer func() { _ = conn.SetDeadline(time.Time{}) }()
+	}
+	if _, err := pglogrepl.SendStandbyCopyDone(context.Background(), st.repl); err != nil {
+		st.src.cfg.Logger.Warn("postgrescdc: once: ending replication did not complete; the slot takes the confirmation when the server reads it",
+			"slot", st.src.cfg.Slot, "confirmed", st.confirmed.String(), "error", err)
+	}
 }
 
 // onceReached reports whether a once Run has the slot confirmed up to

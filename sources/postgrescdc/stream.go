@@ -283,6 +283,9 @@ func (st *streamer) stop(ctx context.Context, err error) error {
 	if st.sent < st.confirmed {
 		_ = st.sendStatus(context.WithoutCancel(ctx), false)
 	}
+	if errors.Is(err, errOnceReached) {
+		st.endCopy()
+	}
 	for _, t := range st.acc.tables {
 		releaseChunks(t.pending)
 		t.pending = nil
