@@ -326,7 +326,9 @@ func (e *Engine) heldSum() (queued, active int64, ok bool) {
 // checkQueue runs the writer's whole-state check (writing.check). It
 // can break where a snapshot is sealed into the queue or leaves it for
 // the writer.
-func (e *Engine) checkQueue() bool { return e.invariantHolds(e.writing.check(e.cfg.QueueCapacity)) }
+func (e *Engine) checkQueue() bool {
+	return e.invariantHolds(e.writing.check(e.cfg.QueueCapacity, e.cfg.liveBytes()))
+}
 
 // invariantHolds fails the engine closed on err, a stage part's broken
 // whole-state check, and reports whether the check held (err nil).

@@ -568,9 +568,20 @@ func TestInvariantStageChecks(t *testing.T) {
 			e.ckptWaiters = []checkpointWaiter{{}}
 			e.checkCheckpointing()
 		}},
-		{"queue-over-capacity", "len(queue) ≤ max(QueueCapacity, replayed): 2 snapshots queued, capacity 1, replayed 0", func(t *testing.T, e *Engine) {
+		{"queue-over-capacity", "sealed snapshots held (queue and active) ≤ max(QueueCapacity, replayed) + 1: 2 queued, active true, capacity 1, replayed 0", func(t *testing.T, e *Engine) {
 			e.cfg.QueueCapacity = 1
-			e.queue = []*snapshot{{id: SnapshotID{1, 1}, content: newBatchSet()}, {id: SnapshotID{1, 2}, content: newBatchSet()}}
+			e.active = &snapshot{id: SnapshotID{1, 1}, content: newBatchSet()}
+			e.queue = []*snapshot{{id: SnapshotID{1, 2}, content: newBatchSet()}, {id: SnapshotID{1, 3}, content: newBatchSet()}}
+			e.checkQueue()
+		}},
+		{"live-past-its-bound", "live holds at most its bound, or one unit: 2 units of 101 bytes, bound 100", func(t *testing.T, e *Engine) {
+			e.cfg.QueueCapacity, e.cfg.LiveBytesMax = 1, 100
+			e.live.units, e.live.bytes = []*unit{{}, {}}, 101
+			e.checkQueue()
+		}},
+		{"queue-over-capacity-idle", "sealed snapshots held (queue and active) ≤ max(QueueCapacity, replayed) + 1: 3 queued, active false, capacity 1, replayed 0", func(t *testing.T, e *Engine) {
+			e.cfg.QueueCapacity = 1
+			e.queue = []*snapshot{{id: SnapshotID{1, 1}, content: newBatchSet()}, {id: SnapshotID{1, 2}, content: newBatchSet()}, {id: SnapshotID{1, 3}, content: newBatchSet()}}
 			e.checkQueue()
 		}},
 		{"active-before-last-commit", "snapshots in id order: active 000000000001-000000000002, last committed 000000000001-000000000003", func(t *testing.T, e *Engine) {

@@ -138,12 +138,25 @@ func TestInvariantMoreWriter(t *testing.T) {
 				t.Errorf("acked %t, %d commits: the commit went on", acked, e.stats.Commits)
 			}
 		}},
-		{"persist-while-cooling", "nothing is sealed or persisted while the writer backs off: 0 queued, active true at the backoff's end (1 failures)", func(t *testing.T, e *Engine) {
+		{"persist-while-cooling", "nothing is sealed or persisted while the writer backs off: 0 queued (0 sealed again), active true at the backoff's end (1 failures)", func(t *testing.T, e *Engine) {
 			end := failedPersist(e)
 			e.active = &snapshot{id: SnapshotID{1, 3}, content: newBatchSet()} // started while cooling
 			end()
 			if !e.cooling {
 				t.Error("the backoff ended on the broken state")
+			}
+		}},
+		{"sealed-while-cooling", "nothing is sealed or persisted while the writer backs off: 1 queued (0 sealed again), active false at the backoff's end (1 failures)", func(t *testing.T, e *Engine) {
+			end := failedPersist(e)
+			e.queue = []*snapshot{{id: SnapshotID{1, 3}, content: newBatchSet()}} // sealed while cooling
+			end()
+			if !e.cooling {
+				t.Error("the backoff ended on the broken state")
+			}
+		}},
+		{"regroup-without-live", "a failed persist takes back its own set, the queue's and live, live last: 2 sets, live last false", func(t *testing.T, e *Engine) {
+			if _, err := e.regroup([]*batchSet{newBatchSet(), newBatchSet()}); err != nil {
+				e.failClosed(err)
 			}
 		}},
 		{"s3-persists-replayed", "an S3 WAL persists fresh snapshots, of no generation: snapshot 000000000001-000000000002, replayed true, generation 0", func(t *testing.T, e *Engine) {

@@ -68,10 +68,19 @@ func TestInvariantDiskRecovery(t *testing.T) {
 			into.gen = 1
 			l.replayUnit(&unitScan{seg: &wal.Segment{Path: "wal/partition-0/1"}}, 0, into)
 		}},
-		{"replay-live-not-empty", "replay puts each unclaimed unit into live once: live holds 1 units, 0 replayed", func(t *testing.T, e *Engine) {
+		{"replay-live-not-empty", "replay puts each unclaimed unit into live, or a snapshot sealed from it, once: live holds 1 units, 0 sealed, 0 replayed", func(t *testing.T, e *Engine) {
 			l := testDiskLog(e, 1)
 			e.live.gen, e.live.units = 1, []*unit{{}}
 			l.replayLive(&logScan{})
+		}},
+		{"replay-seals-empty-live", "replay seals live only when it holds units, of a generation the log handed out: live 0 units, generation 1, next 1", func(t *testing.T, e *Engine) {
+			l := testDiskLog(e, 1)
+			e.live.gen, l.nextGen = 1, 1
+			l.sealReplayed()
+		}},
+		{"snapshot-sealed-unclaimed", "a snapshot is sealed under a claimed epoch: epoch 0, next seq 0, 0 units", func(t *testing.T, e *Engine) {
+			e.epoch, e.nextSeq = 0, 0
+			e.newSnapshot(newBatchSet())
 		}},
 		{"logged-unit-unreadable", "a logged unit decodes: wal/partition-0/1", func(t *testing.T, e *Engine) {
 			l := testDiskLog(e, 1)

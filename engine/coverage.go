@@ -127,6 +127,10 @@ const (
 	MarkIdemWriteWaitsRead // a round's write of a key bucket waited for a lookup's re-read of its manifest
 	// Ingest (ingest.go).
 	MarkLiveBytesFull // a unit found no room in live for its bytes (Config.LiveBytesMax): live is sealed first
+	// The writer's pipeline (persist.go).
+	MarkPersistFailedResealed // a failed persist's sets did not fit one segment together: some were sealed again apart
+	// The local-disk WAL (wal_disk_replay.go).
+	MarkWALReplaySealed // replay sealed live: the log's unsealed units fill more than one segment
 	NumMarks
 )
 
@@ -161,6 +165,8 @@ var markNames = [NumMarks]string{
 	"wal-committed-unflushed",
 	"idem-write-waits-read",
 	"live-bytes-full",
+	"persist-failed-resealed",
+	"wal-replay-sealed",
 }
 
 // String returns the mark's name.

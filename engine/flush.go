@@ -25,8 +25,10 @@ type writing struct {
 	liveSince   time.Duration // Monotonic time of the first append into live
 	flushCancel func()        // pending flush-delay timer, nil if none
 	flushDue    bool          // the delay fired (or live reached target)
-	// INVARIANT: len(queue) ≤ cfg.QueueCapacity; snapshots in id order,
-	// after active's (checkQueue).
+	// INVARIANT: len(queue) + (1 if active) ≤ cfg.QueueCapacity + 1 — a
+	// failed persist may seal its snapshot again into the queue
+	// (regroup) — or the replayed ones, right after recovery; snapshots
+	// in id order, after active's (checkQueue).
 	queue   []*snapshot
 	active  *snapshot // being persisted; at most one, so commits happen in id order
 	cooling bool      // backing off after a persist failure
@@ -45,16 +47,29 @@ type writing struct {
 	ackDelayEMA time.Duration
 }
 
-// check is the writer's whole-state check: len(queue) ≤ capacity (or
-// the replayed snapshots, which may exceed it right after recovery); the
+// check is the writer's whole-state check: live within its bound
+// (liveMax) unless it holds one unit; the sealed snapshots held,
+// queued and active, at most capacity + 1 (or the replayed snapshots,
+// which may exceed it right after recovery, + 1); the
 // active snapshot and the queue in id order after the last commit (so
 // that commits are), no queued snapshot persisting; the replayed
 // snapshots counted are queued or active;
 // the failure count and the moving averages are not negative. Its loop is
 // bounded by the queue (QueueCapacity, or what recovery replayed).
-func (w *writing) check(capacity int) error {
-	if len(w.queue) > max(capacity, w.replayed) {
-		return invariantError("len(queue) ≤ max(QueueCapacity, replayed): %d snapshots queued, capacity %d, replayed %d", len(w.queue), capacity, w.replayed)
+func (w *writing) check(capacity int, liveMax int64) error {
+	if len(w.live.units) > 1 && w.live.bytes > liveMax {
+		// roomFor keeps live within its bound, and a failed persist's
+		// sets join it only while they fit (regroup): past it, its seal
+		// may not encode, or break the bound a world set.
+		return invariantError("live holds at most its bound, or one unit: %d units of %d bytes, bound %d", len(w.live.units), w.live.bytes, liveMax)
+	}
+	held := len(w.queue)
+	if w.active != nil {
+		held++
+	}
+	if held > max(capacity, w.replayed)+1 {
+		return invariantError("sealed snapshots held (queue and active) ≤ max(QueueCapacity, replayed) + 1: %d queued, active %t, capacity %d, replayed %d",
+			len(w.queue), w.active != nil, capacity, w.replayed)
 	}
 	prev := w.lastCommit
 	if w.active != nil {
@@ -211,10 +226,7 @@ func (e *Engine) seal() {
 		rate := float64(e.live.bytes) / elapsed.Seconds()
 		e.rateEMA = ema(e.rateEMA, rate)
 	}
-	id := SnapshotID{Epoch: e.epoch, Seq: e.nextSeq}
-	e.nextSeq++
-	s := &snapshot{id: id, dir: e.layout.SegmentDir(e.p.Clock.WallUnixMs()), content: e.live}
-	e.dlog.stamp(s)
+	s := e.newSnapshot(e.live)
 	e.queue = append(e.queue, s)
 	e.live = newBatchSet()
 	e.checkQueue()
@@ -231,6 +243,20 @@ func (e *Engine) seal() {
 	// Last: the disk WAL's backlog joins the new live here, which may
 	// arm its flush delay or seal it again.
 	e.dlog.sealed()
+}
+
+// newSnapshot seals content under the next id, dated by its log.
+func (e *Engine) newSnapshot(content *batchSet) *snapshot {
+	if e.epoch == 0 || e.nextSeq == 0 {
+		// seal checks this too; a failed persist's sets sealed again and
+		// replay's seals come here alone.
+		e.broken("a snapshot is sealed under a claimed epoch: epoch %d, next seq %d, %d units", e.epoch, e.nextSeq, len(content.units))
+	}
+	id := SnapshotID{Epoch: e.epoch, Seq: e.nextSeq}
+	e.nextSeq++
+	s := &snapshot{id: id, dir: e.layout.SegmentDir(e.p.Clock.WallUnixMs()), content: content}
+	e.dlog.stamp(s)
+	return s
 }
 
 // cutOnlyDue reports whether a snapshot without PARTs should be sealed

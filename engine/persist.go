@@ -732,11 +732,13 @@ func (e *Engine) commit(s *snapshot) {
 }
 
 // persistFailed: the snapshot is known not to be committed. Nothing is
-// acked; its units go back into the accumulator ahead of everything newer
-// (the queued snapshots come back too, so commit order stays id order),
-// and the writer backs off before trying again. Its objects are cleaned
-// up on a best-effort basis; whatever is left is a previous incarnation's
-// orphan to the next recovery.
+// acked; its units go back ahead of everything newer (the queued
+// snapshots come back too, so commit order stays id order), and the
+// writer backs off before trying again. The sets come back into as few
+// as a segment can each hold (regroup): most often all of them into
+// live; those that do not fit are sealed again, in order, under fresh
+// ids. Its objects are cleaned up on a best-effort basis; whatever is
+// left is a previous incarnation's orphan to the next recovery.
 func (e *Engine) persistFailed(s *snapshot, err error) {
 	if e.state == stateFailed {
 		return
@@ -756,12 +758,7 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 		e.bestEffort().AbortMultipartUpload(e.key(s, KindBody), s.uploadID, func(error) {})
 	}
 	e.bestEffort().DeleteObject(e.key(s, KindBody), func(error) {})
-	// Every unit of the snapshot, the queue and live ends up in live.
-	units, bytes := len(s.content.units)+len(e.live.units), s.content.bytes+e.live.bytes
-	for _, q := range e.queue {
-		units, bytes = units+len(q.content.units), bytes+q.content.bytes
-	}
-	older := s.content
+	sets := []*batchSet{s.content}
 	for _, q := range e.queue {
 		if a := q.ahead; a != nil {
 			a.dropped = true
@@ -769,31 +766,39 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 				e.dropBody(q)
 			}
 		}
-		if err := q.content.prepend(older); err != nil {
-			e.failClosed(err)
-			return
-		}
-		older = q.content
+		sets = append(sets, q.content)
 	}
 	e.startLive()
-	moved := []*batchSet{s.content}
-	for _, q := range e.queue {
-		moved = append(moved, q.content)
+	sets = append(sets, e.live)
+	units, bytes := 0, int64(0)
+	for _, set := range sets {
+		units, bytes = units+len(set.units), bytes+set.bytes
 	}
-	if err := e.live.prepend(older); err != nil {
+	again, err := e.regroup(sets)
+	if err != nil {
 		e.failClosed(err)
 		return
 	}
+	e.queue, e.active, e.replayed = nil, nil, 0
+	for _, set := range again {
+		e.queue = append(e.queue, e.newSnapshot(set))
+	}
+	if len(again) > 0 {
+		e.mark(MarkPersistFailedResealed)
+	}
+	for _, set := range again {
+		units, bytes = units-len(set.units), bytes-set.bytes
+	}
 	if len(e.live.units) != units || e.live.bytes != bytes {
-		e.broken("a failed persist moves every unit back into live: live holds %d units of %d bytes, want %d of %d (%d snapshots moved)",
-			len(e.live.units), e.live.bytes, units, bytes, len(moved))
+		e.broken("a failed persist moves every unit back, sealed again or into live: live holds %d units of %d bytes, want %d of %d (%d sealed again)",
+			len(e.live.units), e.live.bytes, units, bytes, len(again))
 		return
 	}
-	e.dlog.merged(moved, e.live)
-	e.queue, e.active, e.replayed = nil, nil, 0
+	e.checkQueue()
 	e.checkHeld()
 	e.failures++
 	e.cooling = true
+	resealed := len(again)
 	e.p.Timers.AfterFunc(e.backoff(e.failures), func() {
 		if !e.cooling {
 			// One backoff per failed persist, and no persist while it
@@ -801,14 +806,15 @@ func (e *Engine) persistFailed(s *snapshot, err error) {
 			e.broken("the writer's backoff after a failed persist ends once: ended with none running, %d failures", e.failures)
 			return
 		}
-		if len(e.queue) != 0 || e.active != nil {
-			// A failed persist took every snapshot back into live, and
-			// nothing is sealed or persisted while the writer cools.
-			e.broken("nothing is sealed or persisted while the writer backs off: %d queued, active %t at the backoff's end (%d failures)",
-				len(e.queue), e.active != nil, e.failures)
+		if e.active != nil || len(e.queue) != resealed {
+			// A failed persist took every snapshot back, and nothing is
+			// sealed or persisted while the writer cools.
+			e.broken("nothing is sealed or persisted while the writer backs off: %d queued (%d sealed again), active %t at the backoff's end (%d failures)",
+				len(e.queue), resealed, e.active != nil, e.failures)
 			return
 		}
 		e.cooling = false
+		e.pump() // what was sealed again goes first
 		e.sealSoon()
 	})
 }

@@ -95,10 +95,10 @@ func (l *diskLog) replay(owned map[SnapshotID]*segState) {
 		e.queueReplayed(s)
 		rebuilt += len(s.content.units)
 	}
-	live := l.replayLive(sc)
-	if l.replayPending != rebuilt+live || e.replayed != len(again) {
-		e.broken("replay holds each unit it replayed once: %d pending, %d in %d rebuilt generations (%d queued), %d in live",
-			l.replayPending, rebuilt, len(again), e.replayed, live)
+	live, sealed := l.replayLive(sc)
+	if l.replayPending != rebuilt+live || e.replayed != len(again)+sealed {
+		e.broken("replay holds each unit it replayed once: %d pending, %d in %d rebuilt generations and %d sealed from live (%d queued), %d in live",
+			l.replayPending, rebuilt, len(again), sealed, e.replayed, live)
 		return
 	}
 	if !e.live.empty() {
@@ -201,19 +201,27 @@ func (l *diskLog) rebuild(s *sealScan, units map[uint32]*partScan) *snapshot {
 // keys are pending, a retry of it joins it and is answered at that
 // commit, and the offsets view learns its offsets only then.
 func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
+	if u, in, ok := l.decodeReplayed(us, part, into); ok {
+		l.addReplayed(u, in, into)
+	}
+}
+
+// decodeReplayed reads a logged unit back for into; false: the engine
+// failed closed.
+func (l *diskLog) decodeReplayed(us *unitScan, part uint32, into *batchSet) (*unit, Unit, bool) {
 	e := l.e
 	if us.rec.Seq == 0 || into.gen == 0 {
 		// Every entry the log writes has a sequence number ≥ 1, and the
 		// unit pins into's generation in its segment: 0 pins nothing.
 		e.broken("a replayed unit has its sequence number and joins a generation: %s, sequence %d, generation %d", us.seg.Path, us.rec.Seq, into.gen)
-		return
+		return nil, Unit{}, false
 	}
 	in, err := unitFromRecord(us.rec)
 	if err != nil {
 		// The entry passed its CRC, so this is a unit the engine accepted
 		// and cannot read back: a bug, or damage the CRC missed.
 		e.broken("a logged unit decodes: %s: %v", us.seg.Path, err)
-		return
+		return nil, Unit{}, false
 	}
 	u := &unit{idem: in.IdempotencyKey, ns: in.Key.Namespace, bytes: unitBytes(in), since: e.now(), part: part, seq: us.rec.Seq, seg: us.seg, replayed: true}
 	for _, b := range in.Batches {
@@ -224,24 +232,38 @@ func (l *diskLog) replayUnit(us *unitScan, part uint32, into *batchSet) {
 			u.offsets = append(u.offsets, o)
 		}
 	}
+	return u, in, true
+}
+
+// addReplayed holds a replayed unit and adds it to into, pinning into's
+// generation in its log segment.
+func (l *diskLog) addReplayed(u *unit, in Unit, into *batchSet) {
+	e := l.e
 	e.holdReplayed(u)
 	if err := into.add(u, in); err != nil { // takes the decoded batches' references
 		e.failClosed(err)
 		return
 	}
 	e.hold(u)
-	us.seg.Pin(into.gen, u.seq, e.now())
+	u.seg.Pin(into.gen, u.seq, e.now())
 	e.stats.WALReplayedUnits++
 	l.replayPending++
 }
 
 // replayLive puts every unit no generation claimed into live, partition
-// by partition in sequence order, and returns how many.
-func (l *diskLog) replayLive(sc *logScan) (n int) {
+// by partition in sequence order, and returns how many. A unit that
+// would take live past a segment's limits (roomFor) finds live sealed
+// first, as a replayed snapshot of this epoch (sealReplayed): a crash
+// with the writer's queue full leaves more unsealed units in the log
+// than one segment holds, and one live set of them all could never be
+// sealed — the engine would fail closed at every start. sealed counts
+// the snapshots sealed so.
+func (l *diskLog) replayLive(sc *logScan) (n, sealed int) {
 	e := l.e
 	if !l.checkLiveGen() {
-		return 0
+		return 0, 0
 	}
+	inSealed := 0
 	for _, ps := range sc.parts {
 		if ps.p.Halted() != nil {
 			continue // frozen as found, for the operator: nothing of it is delivered
@@ -255,21 +277,51 @@ func (l *diskLog) replayLive(sc *logScan) (n int) {
 		}
 		slices.Sort(seqs)
 		for _, seq := range seqs {
+			u, in, ok := l.decodeReplayed(ps.units[seq], ps.p.ID(), e.live)
+			if !ok {
+				return n, sealed
+			}
+			if !e.live.empty() && !e.roomFor(in, u.bytes) {
+				inSealed += len(e.live.units)
+				l.sealReplayed()
+				sealed++
+			}
 			e.mark(MarkWALReplayedLive)
 			e.startLive()
-			l.replayUnit(ps.units[seq], ps.p.ID(), e.live)
+			l.addReplayed(u, in, e.live)
+			n++
 		}
-		n += len(seqs)
 	}
-	if len(e.live.units) != n {
+	if len(e.live.units)+inSealed != n {
 		// replay found live empty; a unit in it twice would be stored twice.
-		e.broken("replay puts each unclaimed unit into live once: live holds %d units, %d replayed", len(e.live.units), n)
-		return n
+		e.broken("replay puts each unclaimed unit into live, or a snapshot sealed from it, once: live holds %d units, %d sealed, %d replayed", len(e.live.units), inSealed, n)
+		return n, sealed
 	}
 	if !e.live.empty() {
 		e.afterAppend()
 	}
-	return n
+	return n, sealed
+}
+
+// sealReplayed seals live during replay into a replayed snapshot of this
+// epoch — queued past QueueCapacity like the rebuilt generations — and
+// starts live's next generation.
+func (l *diskLog) sealReplayed() {
+	e := l.e
+	if e.live.empty() || e.live.gen == 0 || e.live.gen >= l.nextGen {
+		// Sealed for a unit that does not fit beside what live holds:
+		// an empty live takes any unit.
+		e.broken("replay seals live only when it holds units, of a generation the log handed out: live %d units, generation %d, next %d",
+			len(e.live.units), e.live.gen, l.nextGen)
+		return
+	}
+	e.mark(MarkWALReplaySealed)
+	s := e.newSnapshot(e.live)
+	s.replayed = true // its units are replayed ones; counted in Engine.replayed
+	e.live = newBatchSet()
+	e.live.gen = l.nextGen
+	l.nextGen++
+	e.queueReplayed(s)
 }
 
 // logFlushed records a generation found committed as flushed, holding
