@@ -149,7 +149,8 @@
 //     wal_disk_replay.go: reading the log back and replaying it. The
 //     log's bytes are package wal's too.
 //   - flush.go, persist.go, retry.go: the coalescing writer and the commit
-//     protocol (body, create-only marker, fence check, ack).
+//     protocol (body, create-only marker, fence check, ack); regroup.go:
+//     what a failed persist takes back, within a segment's limits.
 //   - epoch.go, writer.go, fence.go: writer epochs, seals, fencing of
 //     superseded writers (at commit and before deletes), segments another
 //     writer reclaimed.

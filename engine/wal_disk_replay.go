@@ -297,6 +297,9 @@ func (l *diskLog) replayLive(sc *logScan) (n, sealed int) {
 		e.broken("replay puts each unclaimed unit into live, or a snapshot sealed from it, once: live holds %d units, %d sealed, %d replayed", len(e.live.units), inSealed, n)
 		return n, sealed
 	}
+	if !e.checkQueue() { // live within its bound, before it is sealed
+		return n, sealed
+	}
 	if !e.live.empty() {
 		e.afterAppend()
 	}
