@@ -87,21 +87,19 @@ func (s *Source) onceStart(ctx context.Context, adm *kadm.Client, parts []tp, fr
 func (s *Source) onceMarksOf(parts []tp, from map[tp]int64, starts, ends kadm.ListedOffsets) (*onceMarks, error) {
 	o := &onceMarks{parts: map[tp]*onceMark{}}
 	for _, p := range parts {
-		st, ok1 := starts.Lookup(p.topic, p.partition)
-		en, ok2 := ends.Lookup(p.topic, p.partition)
-		if !ok1 || !ok2 || st.Err != nil || en.Err != nil {
-			return nil, fmt.Errorf("kafka source %q: once: topic %q partition %d: no start or end offset listed (%v, %v)",
-				s.cfg.Name, p.topic, p.partition, st.Err, en.Err)
+		st, en, err := listedRange(p, starts, ends)
+		if err != nil {
+			return nil, fmt.Errorf("kafka source %q: once: %w", s.cfg.Name, err)
 		}
 		at, ok := from[p]
 		switch {
 		case ok:
 		case s.cfg.Start == StartLatest:
-			at = en.Offset
+			at = en
 		default:
-			at = st.Offset
+			at = st
 		}
-		o.parts[p] = &onceMark{mark: en.Offset, seen: at}
+		o.parts[p] = &onceMark{mark: en, seen: at}
 	}
 	s.cfg.Logger.Info("kafka source: once: ingesting up to the high watermarks at start", "source", s.cfg.Name,
 		"partitions", len(parts), "read_committed", s.cfg.ReadCommitted)

@@ -124,12 +124,11 @@ func (r *run) outOfRange(ctx context.Context, p tp) error {
 	if err != nil {
 		return nil
 	}
-	st, ok1 := starts.Lookup(p.topic, p.partition)
-	en, ok2 := ends.Lookup(p.topic, p.partition)
-	if !ok1 || !ok2 || st.Err != nil || en.Err != nil {
+	st, en, err := listedRange(p, starts, ends)
+	if err != nil {
 		return nil
 	}
-	next, gap, err := r.s.Resume(p.topic, p.partition, at, st.Offset, en.Offset)
+	next, gap, err := r.s.Resume(p.topic, p.partition, at, st, en)
 	if err == nil && (gap != nil || !known) {
 		r.moveTo(p, next)
 	}

@@ -327,16 +327,25 @@ func (s *Source) checkResume(ctx context.Context, adm *kadm.Client, resume map[t
 	return nil, fmt.Errorf("kafka source %q: list the partitions' offsets: %w", s.cfg.Name, err)
 }
 
+// listedRange is p's start and end offsets from the listings, or an
+// error naming the partition when either is missing or failed.
+func listedRange(p tp, starts, ends kadm.ListedOffsets) (start, end int64, err error) {
+	st, ok1 := starts.Lookup(p.topic, p.partition)
+	en, ok2 := ends.Lookup(p.topic, p.partition)
+	if !ok1 || !ok2 || st.Err != nil || en.Err != nil {
+		return 0, 0, fmt.Errorf("topic %q partition %d: no start or end offset listed (%v, %v)", p.topic, p.partition, st.Err, en.Err)
+	}
+	return st.Offset, en.Offset, nil
+}
+
 func (s *Source) settleResume(resume map[tp]int64, starts, ends kadm.ListedOffsets) (map[tp]int64, error) {
 	out := map[tp]int64{}
 	for p, at := range resume {
-		st, ok1 := starts.Lookup(p.topic, p.partition)
-		en, ok2 := ends.Lookup(p.topic, p.partition)
-		if !ok1 || !ok2 || st.Err != nil || en.Err != nil {
-			return nil, fmt.Errorf("kafka source %q: topic %q partition %d: no start or end offset listed (%v, %v)",
-				s.cfg.Name, p.topic, p.partition, st.Err, en.Err)
+		st, en, err := listedRange(p, starts, ends)
+		if err != nil {
+			return nil, fmt.Errorf("kafka source %q: %w", s.cfg.Name, err)
 		}
-		next, _, err := s.Resume(p.topic, p.partition, at, st.Offset, en.Offset)
+		next, _, err := s.Resume(p.topic, p.partition, at, st, en)
 		if err != nil {
 			return nil, err
 		}
