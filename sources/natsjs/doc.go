@@ -14,7 +14,9 @@
 // messages: max messages, bytes or age) is a *GapError naming the range,
 // which stops the source (OnGapStop) or is logged and counted (OnGapSkip);
 // while it runs, a delivered sequence past the one expected while the
-// stream's first sequence moved past it too is the same gap. A recovered
+// stream's first sequence moved past it too is the same gap, named before
+// anything past it is ingested (jump.go: one stream info request per
+// batch of messages taken that holds such a jump, retried until answered). A recovered
 // sequence past the stream's last + 1 is an *AheadError (the stream was
 // created again). A stream without a recovered sequence starts at its
 // first message (StartFirst) or with new ones (StartNew).

@@ -21,6 +21,7 @@ type Message struct {
 	At      int64 // publish time, Unix microseconds
 	Value   []byte
 	pending uint64 // messages of the consumer's subjects after it, when it was delivered (once.go)
+	after   uint64 // delivered past this sequence, the one expected (0: it came next; jump.go)
 }
 
 // Recovered is the sequence view (the host's recovered offsets) says the

@@ -44,6 +44,10 @@ type Source struct {
 
 	messagesIngested, messagesAcked, unitsAcked atomic.Uint64
 	retries, gaps, gapMessages                  atomic.Uint64
+
+	// faults, when set (by a test), wraps the client Run connects with:
+	// faults injected into the real client's answers.
+	faults func(jetstream.JetStream) jetstream.JetStream
 }
 
 // New returns a source for cfg, or an error naming what is wrong with it.
@@ -88,6 +92,9 @@ func (s *Source) Run(ctx context.Context, ingest IngestFunc, offsets segment.Off
 		return err
 	}
 	defer nc.Close()
+	if s.faults != nil {
+		js = s.faults(js)
+	}
 	next, known := s.Recovered(offsets)
 	start, err := s.startAt(ctx, js, next, known)
 	if err != nil || ctx.Err() != nil {
@@ -237,7 +244,7 @@ func (r *run) poll(ctx context.Context, cons jetstream.Consumer) error {
 			r.s.cfg.Logger.Warn("nats source: pull failed; the client retries", "source", r.s.cfg.Name, "error", err)
 			continue
 		}
-		m, err := r.message(ctx, msg)
+		m, err := r.message(msg)
 		if err != nil {
 			return err
 		}
@@ -249,11 +256,9 @@ func (r *run) poll(ctx context.Context, cons jetstream.Consumer) error {
 }
 
 // message reads msg's metadata and checks its sequence: below the one
-// expected is a message twice (an invariant); above it, a stream whose
-// first sequence moved past the one expected lost the messages between
-// to its limits (a gap). Other jumps are messages of other subjects, or
-// deleted ones.
-func (r *run) message(ctx context.Context, msg jetstream.Msg) (Message, error) {
+// expected is a message twice (an invariant); above it is a jump, marked
+// for the worker to check for a gap before it ingests it (jump.go).
+func (r *run) message(msg jetstream.Msg) (Message, error) {
 	md, err := msg.Metadata()
 	if err != nil {
 		return Message{}, invariantf("a message without metadata: %v", err)
@@ -262,17 +267,12 @@ func (r *run) message(ctx context.Context, msg jetstream.Msg) (Message, error) {
 	if r.expect != 0 && seq < r.expect {
 		return Message{}, invariantf("stream %q: sequence %d delivered after %d", r.s.cfg.Stream, seq, r.expect-1)
 	}
+	m := Message{Seq: seq, Subject: msg.Subject(), At: md.Timestamp.UnixMicro(), Value: msg.Data(), pending: md.NumPending}
 	if r.expect != 0 && seq > r.expect {
-		if st, err := r.js.Stream(ctx, r.s.cfg.Stream); err == nil {
-			if first := st.CachedInfo().State.FirstSeq; first > r.expect {
-				if err := r.s.gap(&GapError{Stream: r.s.cfg.Stream, From: r.expect, To: min(first, seq)}); err != nil {
-					return Message{}, err
-				}
-			}
-		}
+		m.after = r.expect
 	}
 	r.expect = seq + 1
-	return Message{Seq: seq, Subject: msg.Subject(), At: md.Timestamp.UnixMicro(), Value: msg.Data(), pending: md.NumPending}, nil
+	return m, nil
 }
 
 // work takes units of messages from the queue and ingests each until it
@@ -282,6 +282,9 @@ func (r *run) work(ctx context.Context, ingest IngestFunc) error {
 		msgs, err := r.q.take(ctx, r.s.cfg.UnitBytes)
 		if err != nil {
 			return nil
+		}
+		if err := r.checkJumps(ctx, msgs); err != nil {
+			return err
 		}
 		u, n, err := r.build(msgs)
 		if err != nil {
