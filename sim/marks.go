@@ -17,6 +17,9 @@ const (
 	// the cap.
 	MarkHTTPRefused413        = "http-refused-413"
 	MarkHTTPRefused413Chunked = "http-refused-413-chunked"
+	// MarkIdemRetryGivenUp: a keyed unit left unanswered for half the
+	// idempotency window, no longer retried (source.giveUp).
+	MarkIdemRetryGivenUp = "idem-retry-given-up"
 
 	MarkPrefixJSONL     = "prefix-jsonl"      // a JSON-lines object ingested to its end
 	MarkPrefixCSV       = "prefix-csv"        // a CSV object ingested to its end

@@ -45,8 +45,12 @@ type Oracle struct {
 	reclaimed map[string]bool                     // marker keys deleted after landing
 	runs      map[string]map[segment.KeyHash]bool // idempotency-key runs decoded (reclaim_oracle.go)
 	acked     map[UID]bool
-	ledger    ackLedger
-	bitmaps   map[string]*segment.Bitmap // last version of each bitmap key
+	// givenUp: keyed units their source stopped retrying, unanswered,
+	// half an idempotency window after it first sent them
+	// (source.giveUp): stored once or not at all, never required.
+	givenUp map[UID]bool
+	ledger  ackLedger
+	bitmaps map[string]*segment.Bitmap // last version of each bitmap key
 	// writerEpoch is the epoch of the writer object's last version (0:
 	// none yet): pending markers of that epoch or later are the current
 	// writer's, and count.
@@ -121,7 +125,7 @@ type jobKey struct {
 
 func newOracle(w *World) *Oracle {
 	return &Oracle{w: w, mem: memory.DefaultAllocator, units: map[UID]*unitInfo{}, markers: map[string]*markerInfo{},
-		reclaimed: map[string]bool{}, runs: map[string]map[segment.KeyHash]bool{}, acked: map[UID]bool{}, ledger: newAckLedger(), bitmaps: map[string]*segment.Bitmap{},
+		reclaimed: map[string]bool{}, runs: map[string]map[segment.KeyHash]bool{}, acked: map[UID]bool{}, givenUp: map[UID]bool{}, ledger: newAckLedger(), bitmaps: map[string]*segment.Bitmap{},
 		wal: newWALOracle()}
 }
 
@@ -497,7 +501,7 @@ func (o *Oracle) checkFinal(eng engineView) {
 	}
 	slices.Sort(uids)
 	for _, uid := range uids {
-		if !o.hasValidMarker(uid) && !o.brokerExcused(uid) {
+		if !o.hasValidMarker(uid) && !o.brokerExcused(uid) && !o.givenUp[uid] {
 			o.fail("unit %s produced but never committed", uid)
 		}
 	}

@@ -285,6 +285,51 @@ func TestOracleRecovery(t *testing.T) {
 	}
 }
 
+// A keyed unit its source gave up on (source.giveUp) is not required to
+// be committed; any other unit is.
+func TestOracleExcusesOnlyGivenUpUnits(t *testing.T) {
+	w := testWorld(t)
+	unitOf(w, makeUID(0, 0, 1))
+	w.oracle.givenUp[makeUID(0, 0, 1)] = true
+	w.oracle.checkFinal(fakeView{})
+	wantClean(t, w)
+	unitOf(w, makeUID(0, 0, 2))
+	w.oracle.checkFinal(fakeView{})
+	wantViolation(t, w, "unit 0/0/2 produced but never committed")
+}
+
+// The tables' ledger holds a unit given up on once a marker that counts
+// holds it — it must then be in its table once — and not before.
+func TestGivenUpUnitsAreAcknowledgedOnceCommitted(t *testing.T) {
+	w := testWorld(t)
+	gone, stored := makeUID(0, 0, 1), makeUID(0, 0, 2)
+	w.oracle.givenUp[gone], w.oracle.givenUp[stored] = true, true
+	unitOf(w, gone)
+	commitSegment(t, w, 1, stored)
+	w.oracle.decideValidity()
+	if got := w.oracle.acknowledged(w.sources[0]); !slices.Equal(got, []UID{stored}) {
+		t.Fatalf("acknowledged %v, want only %v (committed)", got, stored)
+	}
+}
+
+// A keyed unit is sent while half the idempotency window has not passed
+// since it was first sent, and given up after: a retry past the window
+// is a new unit to the engine, which would store it again.
+func TestKeyedSourceGivesUpAtHalfTheWindow(t *testing.T) {
+	w := testWorld(t)
+	s := newSource(w, 0, SourceSpec{Name: "keyed", InFlight: 1})
+	s.firstSent[7], s.pending[7], s.busy = 0, true, 1
+	half := w.engCfg.IdempotencyWindow / 2
+	w.sched.RunUntil(half)
+	if s.giveUp(7) || !s.pending[7] || s.busy != 1 {
+		t.Fatalf("at half the window (%v): gave up", half)
+	}
+	w.sched.RunUntil(half + time.Nanosecond)
+	if !s.giveUp(7) || s.pending[7] || s.busy != 0 || !w.oracle.givenUp[makeUID(0, 0, 7)] || w.first().wmarks[MarkIdemRetryGivenUp] != 1 {
+		t.Fatalf("past half the window: pending %t, busy %d, excused %t", s.pending[7], s.busy, w.oracle.givenUp[makeUID(0, 0, 7)])
+	}
+}
+
 func w0spec() SourceSpec { return DefaultWorkload()[0] }
 
 func TestOracleFinal(t *testing.T) {

@@ -39,6 +39,10 @@ type source struct {
 	newSeq  uint64
 	busy    int
 	pending map[uint64]bool // in flight now
+	// firstSent: when each unanswered unit was first sent. A client
+	// retries a key for half the idempotency window at most (giveUp):
+	// past the window a retry is a new unit, stored again.
+	firstSent map[uint64]time.Duration
 	// endpoint: the real HTTP source the units go through (Config.HTTP),
 	// nil to submit them to the engine directly.
 	endpoint HTTPEndpoint
@@ -64,7 +68,7 @@ type source struct {
 
 func newSource(w *World, idx int, spec SourceSpec) *source {
 	s := &source{w: w, idx: idx, spec: spec, rand: w.root.Split("source/" + spec.Name), pending: map[uint64]bool{}, refused: map[uint64]bool{},
-		objKeys: map[string]int{}}
+		objKeys: map[string]int{}, firstSent: map[uint64]time.Duration{}}
 	if !spec.Replayable && w.cfg.HTTP != nil && (spec.Codec != CodecMQTT || w.cfg.MQTT == nil) {
 		s.endpoint = w.cfg.HTTP(HTTPOptions{Sink: spec.sinkRef(), Ready: func() bool { return w.eng != nil && w.eng.Ready() }, BodyCap: spec.BodyCap})
 	}
@@ -256,6 +260,7 @@ func (s *source) tickSlot() {
 	case !s.exhausted(s.newSeq+1, s.newSeq):
 		s.newSeq++
 		seq = s.newSeq
+		s.firstSent[seq] = s.w.sched.Now()
 	default:
 		return
 	}
@@ -270,6 +275,9 @@ func (s *source) sendSlot(seq uint64) {
 	uid := makeUID(s.idx, 0, seq)
 	in, ok := s.slotUnit(uid)
 	if !ok {
+		return
+	}
+	if s.giveUp(seq) {
 		return
 	}
 	gen := s.gen
@@ -295,8 +303,34 @@ func (s *source) sendSlot(seq uint64) {
 			s.scheduleSlot(s.backoff(err))
 			return
 		}
+		delete(s.firstSent, seq)
 		s.scheduleSlot(s.rand.Exp(s.spec.Interval))
 	})
+}
+
+// giveUp stops sending unit seq, unanswered, once half the idempotency
+// window has passed since it was first sent, as the engine's contract
+// asks of a client (engine.Config.IdempotencyWindow: a key is remembered
+// for the window after its unit was submitted; a retry later than that
+// is a new unit). Half: a retry sent just within the window may reach
+// the engine's lookup past it. Whether the unit was stored once or not
+// at all, the oracle's checks hold; it is never stored twice.
+func (s *source) giveUp(seq uint64) bool {
+	first, ok := s.firstSent[seq]
+	if !ok {
+		s.w.oracle.fail("source %s: unit %d sent with no first send recorded", s.spec.Name, seq)
+		return false
+	}
+	if s.w.sched.Now()-first <= s.w.engCfg.IdempotencyWindow/2 {
+		return false
+	}
+	s.w.mark(MarkIdemRetryGivenUp)
+	s.w.oracle.givenUp[makeUID(s.idx, 0, seq)] = true
+	s.busy--
+	delete(s.pending, seq)
+	delete(s.firstSent, seq)
+	s.scheduleSlot(0)
+	return true
 }
 
 // slotUnit is the non-replayable unit uid with its idempotency key: the

@@ -45,8 +45,9 @@ func (o *Oracle) checkTables() {
 // that the engines acknowledged — acked, or
 // covered by the offsets a recovery reported, so that their source moved
 // past them (a unit committed by a process that died before it acked,
-// which no source sends again). At convergence every unit a source
-// produced is one or the other. Units are content, not copies: a unit's
+// which no source sends again), or committed after its source gave up
+// on it unanswered. At convergence every unit a source produced is one
+// of these, or given up and never committed. Units are content, not copies: a unit's
 // rows are a pure function of its id, built again on demand.
 type Acked struct {
 	w   *World
@@ -112,14 +113,22 @@ func (a Acked) sources() []*source {
 }
 
 // acknowledged returns the units of s the engine acknowledged, sorted:
-// those acked, and those its recovered offsets cover (replayable
+// those acked, those its recovered offsets cover (replayable
 // partitions up to the highest offset a recovery reported, a prefix
-// source every piece of the objects its final engine's offsets hold).
+// source every piece of the objects its final engine's offsets hold),
+// and those its source gave up on that a marker that counts holds
+// (source.giveUp: committed, never answered). REQUIRES decideValidity.
 func (o *Oracle) acknowledged(s *source) []UID {
 	var out []UID
 	//engine:orderless — collected, then sorted.
 	for uid := range o.acked {
 		if uid.source() == s.idx {
+			out = append(out, uid)
+		}
+	}
+	//engine:orderless — collected, then sorted.
+	for uid := range o.givenUp {
+		if uid.source() == s.idx && o.hasValidMarker(uid) {
 			out = append(out, uid)
 		}
 	}

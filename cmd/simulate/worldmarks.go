@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/skipprd/skipprd/sim"
 )
@@ -20,6 +21,9 @@ var worldMarks = []worldMark{
 	{name: sim.MarkHTTPRefused415, needs: refusingClient},
 	{name: sim.MarkHTTPRefused413, needs: cappedClient},
 	{name: sim.MarkHTTPRefused413Chunked, needs: cappedClient},
+	{name: sim.MarkIdemRetryGivenUp, needsWorld: func(s sim.WorldSpec) bool {
+		return s.Engine.IdempotencyWindow <= 5*time.Minute && slices.ContainsFunc(s.AllSources(), keyedClient)
+	}},
 	{name: sim.MarkPrefixJSONL, needs: mixedObjects},
 	{name: sim.MarkPrefixCSV, needs: mixedObjects},
 	{name: sim.MarkPrefixRowGroups, needs: mixedObjects},
@@ -67,6 +71,8 @@ var optionalWorldMarks = map[string]string{
 		"retention worlds of 200 seeds; sim TestBrokerWorld reaches it",
 	sim.MarkCodecGap: "as broker-gap-stopped, for a source run by a real codec: 20 of 25 worlds that can of 200 seeds, " +
 		"none of the 3 in the sweep's 24 at 60,000 steps; TestCodecWorlds forces it for Kafka and NATS, stop and skip",
+	sim.MarkIdemRetryGivenUp: "a keyed unit left unanswered for half the idempotency window: a window of minutes " +
+		"(30% of worlds) and an outage or restarts of a minute or more; sim TestKeyedSourceGivesUpAtHalfTheWindow checks the rule",
 	sim.MarkPrefixFloorSkipped: "a floor rising over an object the source skipped needs a floor, unreadable objects and " +
 		"a listing settle after one: 7 of 23 worlds that can of 200 seeds, " +
 		"none of the 3 in the sweep's 24 at 60,000 steps; " +
@@ -92,6 +98,10 @@ func (m worldMark) possible(spec sim.WorldSpec) bool {
 func csvClient(s sim.SourceSpec) bool {
 	return !s.Replayable && (s.Encoding == sim.EncodingMixed3 || s.Encoding == sim.EncodingCSV)
 }
+
+// keyedClient: a source whose units carry idempotency keys (the HTTP
+// client's and the MQTT source's), not offsets.
+func keyedClient(s sim.SourceSpec) bool { return !s.Replayable && !s.Prefix && s.FetchMax == 0 }
 
 func refusingClient(s sim.SourceSpec) bool { return !s.Replayable && s.RefusePermille > 0 }
 
