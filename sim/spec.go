@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skipprd/skipprd/engine"
+	"github.com/skipprd/skipprd/engine/segment"
 )
 
 // WorldSpec is everything a seed draws about a world besides its faults:
@@ -147,7 +148,49 @@ func DrawWorld(r *Rand, dests []string) WorldSpec {
 	if lb := r.Split("live-bytes"); lb.Chance(0.3) {
 		s.Engine.LiveBytesMax = int64(logUniform(lb, float64(target)/4, 3*float64(target)))
 	}
+	// Last, once every source and partition is drawn (no draw: the
+	// streams above keep their values).
+	fitOffsetsView(&s.Engine, s.Sources)
+	for i := range s.Pipelines {
+		fitOffsetsView(&s.Pipelines[i].Engine, s.Pipelines[i].Sources)
+	}
 	return s
+}
+
+// objectsInFlight is how many objects the objects source ingests at once
+// when SourceSpec.InFlight is 0 (sources/objects DefaultInFlight).
+const objectsInFlight = 4
+
+// fitOffsetsView raises a pipeline's drawn OffsetsViewMax to hold every
+// source offset key its sources can leave in the view — one per log
+// partition (brokers' added ones included), one per object a prefix
+// source drops and its floor — plus the keys of the units that can be
+// in flight at once, which the engine counts as new (engine viewRoom):
+// one unit per partition, InFlight per prefix source, each with its
+// object's key and a floor. A full view refuses units with new keys
+// until floors retire keys; an order "any" source's keys never retire,
+// so a world that fills it stalls for good and never converges
+// (cmd/simulate's coverage: backpressure-view is left to an engine test).
+func fitOffsetsView(cfg *engine.Config, srcs []SourceSpec) {
+	if cfg.OffsetsViewMax == 0 {
+		return // the default, segment.CheckpointEntriesMax: far beyond any world
+	}
+	need := 0
+	for _, src := range srcs {
+		switch {
+		case src.Prefix:
+			inFlight := src.InFlight
+			if inFlight == 0 {
+				inFlight = objectsInFlight
+			}
+			need += int(src.Units) + 1 + 2*inFlight
+		case src.Replayable:
+			need += 2 * src.Partitions
+		}
+	}
+	if need > cfg.OffsetsViewMax {
+		cfg.OffsetsViewMax = min(need, segment.CheckpointEntriesMax)
+	}
 }
 
 func drawEngine(r *Rand) engine.Config {
@@ -178,9 +221,9 @@ func drawEngine(r *Rand) engine.Config {
 	}
 	if r.Chance(0.2) {
 		// A smaller limit on source offsets (one key per log partition,
-		// one per prefix object): a world's keys stay under it today, but
-		// a prefix source with more objects would meet ErrResourceExhausted
-		// and wait. Idempotency keys are not counted.
+		// one per prefix object), raised to what the world's sources need
+		// once they are drawn (fitOffsetsView): a full view would stall a
+		// source for good. Idempotency keys are not counted.
 		cfg.OffsetsViewMax = 500 + r.Intn(8000)
 	}
 	if r.Chance(0.5) {
