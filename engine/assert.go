@@ -448,14 +448,15 @@ func (e *Engine) checkOpen(groups []segment.Group) {
 }
 
 func (e *Engine) checkLaneOpen(ln *lane) {
-	n := 0
+	var held []*openJob // the open jobs holding pieces
 	for _, o := range ln.open {
 		if len(o.pieces) > 0 {
-			n++
+			held = append(held, o)
 		}
 	}
-	if n > 1 {
-		e.broken("a lane has one open job at most: lane %s/%s has %d (groups %s and %s)", ln.key.sinkRef, ln.key.namespace, n, ln.open[0].group, ln.open[1].group)
+	if len(held) > 1 {
+		e.broken("a lane has one open job at most: lane %s/%s has %d (groups %s from %s and %s from %s)", ln.key.sinkRef, ln.key.namespace,
+			len(held), held[0].group, held[0].first(), held[1].group, held[1].first())
 	}
 }
 

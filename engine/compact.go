@@ -326,6 +326,9 @@ func (e *Engine) register(st *segState) {
 		for _, j := range ended {
 			e.addJob(j)
 		}
+		if e.recovered {
+			e.settleShaped(st, groups)
+		}
 		e.checkOpen(groups)
 	}
 	if !e.checkCompaction() {
@@ -420,6 +423,36 @@ func (e *Engine) settleLost(o *openJob, first SnapshotID) {
 	o.pieces = kept
 	if len(kept) > 0 {
 		o.since = e.openedAt(kept[0].seg)
+	}
+}
+
+// settleShaped settles (settleLost), after recovery registered segment
+// st with its cuts, the lost pieces of every open job of st's lanes whose
+// group has no PART in st and no cut in it. Had that job been open when
+// st committed, st's other group of the lane would have cut it (shape,
+// planner.go); st names no such cut, so the job was cut in an earlier
+// segment, now gone: applied, like a piece before a live cut of its lane.
+// Without this, a rotted bitmap from before a schema change leaves the
+// lane two open jobs, and recovery fails closed (seed 5591). Its pieces in
+// readable segments stay: unset bits with their cut gone break checkOpen.
+// O(groups + their lanes' open jobs); the maps are looked up, never ranged.
+func (e *Engine) settleShaped(st *segState, groups []segment.Group) {
+	inSeg := make(map[segment.Group]bool, len(groups))
+	for _, g := range groups {
+		inSeg[g] = true
+	}
+	seen := map[laneKey]bool{}
+	for _, g := range groups {
+		k := laneOf(g)
+		if seen[k] {
+			continue
+		}
+		seen[k] = true
+		for _, o := range e.lanes[k].open { // joinOpen made the lane
+			if len(o.pieces) > 0 && !inSeg[o.group] {
+				e.settleLost(o, st.ID)
+			}
+		}
 	}
 }
 

@@ -120,7 +120,7 @@ const (
 	MarkBodyAhead        // a queued snapshot's body was encoded and uploaded while an earlier one committed
 	MarkBodyAheadDropped // a body made ahead was dropped: an earlier snapshot's persist failed
 	// Recovery (compact.go).
-	MarkLostBitsInferred // PARTs in a segment whose bitmap was unreadable lay before a live cut: applied by an earlier job
+	MarkLostBitsInferred // PARTs in a segment whose bitmap was unreadable lay before a live cut (or a shape change) of their lane: applied by an earlier job
 	// The local-disk WAL (wal_disk_replay.go).
 	MarkWALCommittedUnflushed // recovery found a generation's segment owned and no flushed record of it in the log
 	// The idempotency-key store (keystore_io.go).

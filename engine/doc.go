@@ -91,9 +91,10 @@
 // part of the log depends on halts only that part, with an alert: a job
 // whose body stays unreadable is refused, its segment kept and its lane
 // stopped (compact.go); a segment whose bitmap stays unreadable is kept
-// for good (recovery.go) — its PARTs before a live cut of their lane are
-// taken as applied, and a job cut later that holds any other of its PARTs
-// is refused, its lane stopped (settleLost, unboundedLost: compact.go);
+// for good (recovery.go) — its PARTs before a live cut of their lane, or
+// before a live segment of another group of it, are taken as applied,
+// and a job cut later that holds any other of its PARTs is refused, its
+// lane stopped (settleLost, settleShaped, unboundedLost: compact.go);
 // a local-disk log partition found corrupt halts
 // alone (ErrPartitionHalted; wal_disk_recover.go).
 //

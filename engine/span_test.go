@@ -441,3 +441,59 @@ func TestLostBitmapWithoutALiveCutStopsTheLane(t *testing.T) {
 		t.Fatalf("no corruption alert: %v", second.LastAlert())
 	}
 }
+
+// A segment whose bitmap rots after its lane's job was applied and that
+// job's cut reclaimed, the lane's schema having changed since: at
+// recovery the rotted PART looks open in its group while a later live
+// segment opens another group of the lane — two open jobs. The later
+// group proves the first job was cut before it (else that segment would
+// carry the first group's shape cut), so the PART was applied: recovery
+// settles it (lost-bits-inferred) rather than fail closed (seed 5591).
+// The held PART of that segment, which nothing bounds, is refused.
+func TestLostBitmapBeforeAShapeChange(t *testing.T) {
+	r, dest, _, firstBitmap := firstJobApplied(t)
+	res := r.submit(renamed(unit("events", 2000))) // another group of the lane, left open
+	r.until(func() bool { return res.done }, "ack")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	if n := r.eng.Marks()[engine.MarkCutShape]; n != 0 {
+		t.Fatalf("%d shape cuts before the crash, want none: the first group's job was applied, none open", n)
+	}
+	r.putObject(firstBitmap, []byte("not a bitmap"))
+	second := r.start() // a crash
+	closeEngine(t, r)   // cuts and applies the renamed group's job
+	if n := second.Marks()[engine.MarkLostBitsInferred]; n != 1 {
+		t.Fatalf("lost-bits-inferred passed %d times, want 1", n)
+	}
+	if n := second.Marks()[engine.MarkJobRefused]; n != 1 {
+		t.Fatalf("job-refused passed %d times, want 1 (held's: no live cut bounds its rotted PART)", n)
+	}
+	got := destValues(dest)
+	if want := append(seq(1, 600), 2000); !slices.Equal(got["events"], want) || len(got["held"]) != 0 {
+		t.Fatalf("destination holds %d events (want 1..600 and 2000 once each) and held %v (want none: refused)", len(got["events"]), got["held"])
+	}
+}
+
+// A rotted PART whose lane's later live segment holds the PART's own
+// group again proves nothing about it: their job may be the one still
+// open. It is never taken as applied (settleShaped looks only at other
+// groups); the job that holds it is refused, its lane stopped.
+func TestLostBitmapBeforeItsOwnGroupStopsTheLane(t *testing.T) {
+	r, dest, _, firstBitmap := firstJobApplied(t)
+	res := r.submit(unit("held", -2)) // held's group again, in a later segment
+	r.until(func() bool { return res.done }, "ack")
+	if res.err != nil {
+		t.Fatal(res.err)
+	}
+	r.putObject(firstBitmap, []byte("not a bitmap"))
+	second := r.start() // a crash
+	closeEngine(t, r)   // cuts held's job (the rotted PART and the later one), and events'
+	if n := second.Marks()[engine.MarkJobRefused]; n != 2 {
+		t.Fatalf("job-refused passed %d times, want 2: held's and events', each holding a rotted PART", n)
+	}
+	if got := destValues(dest); len(got["held"]) != 0 || !slices.Equal(got["events"], seq(1, 600)) {
+		t.Fatalf("destination holds held %v (want none: its job holds a PART that may have been applied) and %d events (want 1..600)",
+			got["held"], len(got["events"]))
+	}
+}
