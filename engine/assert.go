@@ -372,6 +372,17 @@ func (e *Engine) checkWAL() {
 	}
 }
 
+// checkCutOnlyRoom: a cut-only segment takes a WAL slot no unit
+// reserved, so it is sealed only with room left for the units on their
+// way into live (cutOnlyDue): walSegments() + onTheWay ≤
+// LiveSegmentsMax, the new snapshot counted. Called from seal.
+func (e *Engine) checkCutOnlyRoom() {
+	if n, w := e.walSegments(), e.dlog.onTheWay(); n+w > e.cfg.LiveSegmentsMax {
+		e.broken("a cut-only segment leaves a WAL slot to each unit on its way into live: %d segments owned, %d queued, active %t, %d units on their way, limit %d",
+			len(e.segs), len(e.queue), e.active != nil, w, e.cfg.LiveSegmentsMax)
+	}
+}
+
 // checkRunning: 0 ≤ running ≤ CompactionConcurrency, after every change
 // of running. compact starts a job only while running is below the limit,
 // one increment per start, so even a burst of starts stays within it.

@@ -579,6 +579,11 @@ func TestInvariantStageChecks(t *testing.T) {
 			e.live.units, e.live.bytes = []*unit{{}, {}}, 101
 			e.checkQueue()
 		}},
+		{"cut-only-takes-a-reserved-slot", "a cut-only segment leaves a WAL slot to each unit on its way into live: 1 segments owned, 1 queued, active false, 0 units on their way, limit 1", func(t *testing.T, e *Engine) {
+			e.cfg.LiveSegmentsMax = 1
+			e.segs, e.queue = []*segState{seg(1)}, []*snapshot{{id: SnapshotID{1, 2}, content: newBatchSet()}}
+			e.checkCutOnlyRoom()
+		}},
 		{"queue-over-capacity-idle", "sealed snapshots held (queue and active) ≤ max(QueueCapacity, replayed) + 1: 3 queued, active false, capacity 1, replayed 0", func(t *testing.T, e *Engine) {
 			e.cfg.QueueCapacity = 1
 			e.queue = []*snapshot{{id: SnapshotID{1, 1}, content: newBatchSet()}, {id: SnapshotID{1, 2}, content: newBatchSet()}, {id: SnapshotID{1, 3}, content: newBatchSet()}}

@@ -48,6 +48,12 @@ type durableLog interface {
 	// heldBytes is what the log holds of held: units not yet durable, or
 	// durable and waiting for room in live.
 	heldBytes() int64
+	// onTheWay counts the admitted units not yet in live (0: S3 WAL). The
+	// disk log's admission reserved a WAL slot for each (diskLog.slots):
+	// a seal that takes one of them — a cut-only segment — would leave an
+	// acked unit without its slot, and a crash would replay it past
+	// LiveSegmentsMax (cutOnlyDue).
+	onTheWay() int
 	// failAll answers every unit the log holds that was not acked.
 	failAll(err error)
 	// files counts the log segment files the log holds (0: S3 WAL);
@@ -139,6 +145,9 @@ func (l s3Log) sealed() {
 // roomFreed: no unit waits for room in the S3 WAL — a full one refuses
 // at once (room) — so a reclaimed segment wakes nobody.
 func (l s3Log) roomFreed() {}
+
+// onTheWay: an S3 WAL unit joins live at admission (accept).
+func (l s3Log) onTheWay() int { return 0 }
 
 func (l s3Log) heldBytes() int64 { return 0 }
 

@@ -234,6 +234,7 @@ func (e *Engine) seal() {
 	e.checkAdmission()
 	if s.content.empty() {
 		e.mark(MarkCutOnlySegment)
+		e.checkCutOnlyRoom()
 	}
 	e.flushDue, e.cutDue = false, false
 	if e.flushCancel != nil {
@@ -262,10 +263,14 @@ func (e *Engine) newSnapshot(content *batchSet) *snapshot {
 // cutOnlyDue reports whether a snapshot without PARTs should be sealed
 // to carry cuts (cut.go): an open job's interval ran out, or the engine
 // closes, while nothing is being written — and the WAL has room for one
-// more segment.
+// more segment beside the units on their way into live (the disk WAL's
+// admission reserved a slot for each, slots): taken by a cut-only
+// segment, a crash would leave those acked units to be replayed into a
+// segment past LiveSegmentsMax. Such a unit joins live and is sealed
+// with the cut; one answered unknown frees its slot (logHooks.Unknown).
 func (e *Engine) cutOnlyDue() bool {
 	due := e.state == stateClosing && e.hasOpen() || e.state == stateReady && e.nextIntervalDue()
-	return e.cutDue && due && len(e.queue) == 0 && e.active == nil && len(e.segs) < e.cfg.LiveSegmentsMax
+	return e.cutDue && due && len(e.queue) == 0 && e.active == nil && e.walSegments()+e.dlog.onTheWay() < e.cfg.LiveSegmentsMax
 }
 
 // pump starts persisting the oldest sealed snapshot if the writer is idle.

@@ -374,6 +374,10 @@ func (l *diskLog) files() int { return l.log.Files() }
 
 func (l *diskLog) heldBytes() int64 { return l.backlogBytes + l.queuedBytes }
 
+// onTheWay: the units queued in the log or waiting in the backlog, each
+// counted by admission as a segment of its own (slots).
+func (l *diskLog) onTheWay() int { return l.inFlight }
+
 // failAll answers the units whose entries are not yet durable; those of
 // a failed batch keep their answer, outcome unknown.
 func (l *diskLog) failAll(err error) {

@@ -55,6 +55,9 @@ func (h logHooks) Unknown(w *wal.Write[logJoin], err error) {
 	releaseUnit(w.Unit.in)
 	l.checkFlight(false)
 	e.checkHeld()
+	if e.cutDue && e.live.empty() {
+		e.maybeSeal() // its WAL slot is free: a cut-only segment may take it (cutOnlyDue)
+	}
 }
 
 func (h logHooks) Poisoned(seg *wal.Segment, err error) {

@@ -894,3 +894,50 @@ func TestDiskFewerPartitionsRefused(t *testing.T) {
 		t.Fatalf("committed %v after starting with the log's partition count; want each of 0..7 once", all)
 	}
 }
+
+// A cut-only segment never takes the WAL slot admission reserved for a
+// unit on its way into live (cutOnlyDue). Here a quiet lane's interval
+// runs out while a unit waits for its BATCH_SYNC fsync, one segment
+// below LiveSegmentsMax: the unit joins live and carries the cut. Before,
+// a cut-only segment filled the WAL, the unit was acked into the backlog,
+// and after a power loss its replay committed a segment past the limit
+// (seed 5992, swarm: 10 segments owned, limit 9).
+func TestDiskCutOnlyLeavesAdmittedUnitsTheirSlot(t *testing.T) {
+	const limit, syncEvery = 2, 10 * time.Second
+	r := newDiskRig(t, 1)
+	r.cfg.Disk.Sync, r.cfg.Disk.BatchSyncInterval = engine.BatchSync, syncEvery
+	r.cfg.MaxDelay = 10 * time.Millisecond
+	r.cfg.LiveSegmentsMax = limit
+	r.cfg.DefaultLanes = engine.LaneLimits{FileBytes: 1 << 30, FlushInterval: 2 * time.Second}
+	_, cs := withSink(r)
+	eng := r.start()
+	cs.down["events"] = true // nothing is applied, nothing reclaimed
+	first := r.submit(unit("events", 0))
+	r.until(func() bool { return first.done && len(eng.Segments()) == 1 }, "the first unit's segment")
+	// The second unit waits a sync interval for its fsync; the open job's
+	// flush interval runs out meanwhile.
+	second := r.submit(unit("events", 1))
+	r.until(func() bool { return second.done }, "the second unit's ack")
+	if first.err != nil || second.err != nil {
+		t.Fatalf("acks: %v, %v", first.err, second.err)
+	}
+	r.sched.RunUntil(r.sched.Now() + 2*syncEvery) // its seal record's fsync, its commit
+	if n := eng.Marks()[engine.MarkCutOnlySegment]; n != 0 {
+		t.Fatalf("%d cut-only segments: one took the slot of the unit in flight, which carries the cut", n)
+	}
+	if n := len(eng.Segments()); n != limit {
+		t.Fatalf("%d segments owned before the crash, want %d (each unit's)", n, limit)
+	}
+	r.crash()
+	eng = r.start()
+	r.sched.RunUntil(r.sched.Now() + 3*syncEvery)
+	if err := eng.Err(); err != nil {
+		t.Fatalf("the engine failed: %v", err)
+	}
+	if n := len(eng.Segments()); n > limit {
+		t.Fatalf("%d segments owned after the restart, limit %d: an acked unit was left without its WAL slot", n, limit)
+	}
+	if got := r.committedValues()["events"]; !slices.Equal(got, []int64{0, 1}) {
+		t.Fatalf("committed %v, want 0 and 1 once each", got)
+	}
+}
