@@ -10,9 +10,9 @@ import (
 
 // A jump is a message delivered past the sequence the poller expected
 // (Message.after): the messages between were of other subjects, deleted,
-// or removed by the stream's limits. Only the last is a gap, and it is
-// the one Resume names at a start: the stream's first sequence moved past
-// the one expected. The worker checks the jumps of the messages it takes
+// or removed by the stream's limits. Only the third kind is a gap: the
+// stream's first sequence moved past the one expected, the gap Resume
+// names at a start. The worker checks the jumps of the messages it takes
 // before it ingests any of them (checkJumps), with one stream info
 // request for all of them — not one per message, which would cost a
 // round trip per message of a stream whose other subjects interleave.
